@@ -1,0 +1,262 @@
+"""Mutation testing on the sandboxed executor: which mutants of a reference do tests kill.
+
+A test is a snippet of Python (setup statements, then one or more asserts) that passes
+when it runs to its end. Every test is wrapped in a function appended to the program
+under test, and the executor evaluates one call per test, so each test gets its own
+time-out, a hang in one does not cost the others, and the untrusted test code and the
+mutant only ever run inside the sandbox.
+
+A test that fails on the reference itself would "kill" every mutant, so only the tests
+that pass on the reference count as killers (Cosmic-Ray likewise refuses to run on a
+failing baseline). A mutant survives when none of them fails on it; when the problem's
+golden tests (or any other tests we have) do not kill it either, it is reported as
+*equivalent-looking*: most likely a mutant no test could ever tell apart.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from codea1.eval.mutation import Mutant, generate_mutants
+
+MutantStatus = Literal["killed", "survived", "equivalent-looking", "infra"]
+
+_FN = "__codea1_test_{}"
+
+
+@dataclass(frozen=True)
+class MutationConfig:
+    """Time budgets of mutant runs; a mutant that loops forever counts as killed once its
+    call has used ``call_timeout_s`` (or ``slowdown`` times the reference's time, if larger)."""
+
+    call_timeout_s: float = 1.0
+    program_timeout_s: float = 5.0
+    slowdown: float = 10.0
+    memory_mb: int = 1024
+
+
+@dataclass
+class MutantOutcome:
+    mutant: Mutant
+    status: MutantStatus
+    killed_by: list[int] = field(default_factory=list)  # indices of the scored tests that failed
+    detail: str | None = None
+
+
+@dataclass
+class MutationReport:
+    """The mutation analysis of one program under one set of tests."""
+
+    tests: list[str]
+    test_passes_reference: list[bool]
+    test_errors: list[str | None]
+    outcomes: list[MutantOutcome]
+
+    @property
+    def total(self) -> int:
+        """Mutants that ran (infrastructure failures are neither killed nor survived)."""
+        return sum(o.status != "infra" for o in self.outcomes)
+
+    @property
+    def killed(self) -> int:
+        return sum(o.status == "killed" for o in self.outcomes)
+
+    @property
+    def equivalent_looking(self) -> int:
+        return sum(o.status == "equivalent-looking" for o in self.outcomes)
+
+    @property
+    def score(self) -> float:
+        """Killed mutants in percent of all mutants (Cosmic-Ray's mutation score)."""
+        return 100.0 * self.killed / self.total if self.total else 0.0
+
+    @property
+    def score_killable(self) -> float:
+        """Killed mutants in percent of those that are not equivalent-looking."""
+        killable = self.total - self.equivalent_looking
+        return 100.0 * self.killed / killable if killable else 0.0
+
+
+def test_function(index: int, test: str) -> str:
+    """The test snippet as a function the executor can call; raises ValueError when the
+    snippet is not a plain block of statements."""
+    body = textwrap.dedent(test).strip("\n")
+    try:
+        tree = ast.parse(body)
+    except (SyntaxError, ValueError) as exc:
+        raise ValueError(f"test does not parse: {getattr(exc, 'msg', exc)}") from exc
+    if not tree.body:
+        raise ValueError("test is empty")
+    if _own_scope_has(tree, (ast.Yield, ast.YieldFrom, ast.Await, ast.Return)):
+        raise ValueError("a test may not return, yield or await")
+    text = f"def {_FN.format(index)}():\n" + textwrap.indent(body, "    ") + "\n"
+    ast.parse(text)  # a snippet using `nonlocal`/`global` oddly fails here, not in the sandbox
+    return text
+
+
+def _own_scope_has(node: ast.AST, kinds: tuple[type, ...]) -> bool:
+    """Whether ``node`` holds one of ``kinds`` outside nested functions and classes."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, kinds):
+            return True
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if _own_scope_has(child, kinds):
+            return True
+    return False
+
+
+def harness(program: str, tests: Sequence[str]) -> tuple[str, list[str], list[str | None]]:
+    """``program`` with every parseable test appended as a function, the call running each
+    (``""`` for a test that does not parse), and the parse error per test."""
+    parts, calls, errors = [program.rstrip("\n"), ""], [], []
+    for i, test in enumerate(tests):
+        try:
+            parts.append(test_function(i, test))
+        except ValueError as exc:
+            calls.append("")
+            errors.append(str(exc))
+            continue
+        calls.append(f"{_FN.format(i)}()")
+        errors.append(None)
+    return "\n\n".join(parts) + "\n", calls, errors
+
+
+def _limits(base, call_timeout: float, n_calls: int, cfg: MutationConfig, program_s: float | None = None):
+    """Limits of one mutant run: the program's own budget plus one call budget per test."""
+    from codea1.sandbox import Limits
+
+    return replace(
+        base or Limits(),
+        call_timeout_s=call_timeout,
+        timeout_s=(program_s or cfg.program_timeout_s) + call_timeout * n_calls,
+        memory_mb=cfg.memory_mb,
+    )
+
+
+def _call_failed(run, pos: int) -> bool:
+    if not run.program_ok:
+        return True
+    if pos >= len(run.calls):
+        return True
+    return run.calls[pos].status != "ok"
+
+
+def run_tests(executor, program: str, tests: Sequence[str], limits=None) -> tuple[list[bool], list[str | None], float]:
+    """Run each test on ``program``: whether it passed, why not, and the run's wall time."""
+    from codea1.sandbox import Job
+
+    text, calls, errors = harness(program, tests)
+    runnable = [c for c in calls if c]
+    run = executor.run(Job(program=text, calls=runnable, limits=limits))
+    if run.status == "infra":
+        raise RuntimeError(f"sandbox infrastructure failure while running tests: {run.infra_error}")
+    passed: list[bool] = []
+    pos = 0
+    for call, err in zip(calls, errors):
+        if not call:
+            passed.append(False)
+            continue
+        ok = not _call_failed(run, pos)
+        if not ok and err is None:
+            if not run.program_ok:
+                errors[len(passed)] = f"program failed: {run.program_error or run.status}"
+            else:
+                res = run.calls[pos] if pos < len(run.calls) else None
+                errors[len(passed)] = (res.error if res else None) or (res.status if res else "not run")
+        passed.append(ok)
+        pos += 1
+    return passed, errors, run.wall_s
+
+
+def analyse(
+    executor,
+    reference: str,
+    tests: Sequence[str],
+    *,
+    mutants: Sequence[Mutant] | None = None,
+    golden_tests: Sequence[str] = (),
+    golden_program: str | None = None,
+    config: MutationConfig = MutationConfig(),
+    limits=None,
+) -> MutationReport:
+    """Score ``tests`` by the mutants of ``reference`` they kill.
+
+    ``golden_tests`` (snippets) and ``golden_program`` (a program that raises on failure
+    when run after the code) are only used to tell survived mutants from
+    equivalent-looking ones; they never count towards the score.
+    """
+    from codea1.sandbox import Job
+
+    tests = list(tests)
+    if mutants is None:
+        mutants = generate_mutants(reference)
+    passes, errors, ref_wall = run_tests(executor, reference, tests, limits)
+    killers = [i for i, ok in enumerate(passes) if ok]
+    call_timeout = max(config.call_timeout_s, config.slowdown * ref_wall)
+    outcomes: list[MutantOutcome] = []
+
+    if killers:
+        killer_tests = [tests[i] for i in killers]
+        jobs = []
+        for m in mutants:
+            text, calls, _ = harness(m.source, killer_tests)
+            jobs.append(Job(program=text, calls=calls, limits=_limits(limits, call_timeout, len(calls), config)))
+        for m, run in zip(mutants, executor.run_many(jobs)):
+            if run.status == "infra":
+                outcomes.append(MutantOutcome(m, "infra", detail=run.infra_error))
+                continue
+            dead = [killers[p] for p in range(len(killers)) if _call_failed(run, p)]
+            outcomes.append(MutantOutcome(m, "killed" if dead else "survived", dead,
+                                          None if run.program_ok else run.program_error))
+    else:
+        outcomes = [MutantOutcome(m, "survived") for m in mutants]
+
+    survivors = [o for o in outcomes if o.status == "survived"]
+    if survivors:
+        _classify_survivors(executor, reference, survivors, golden_tests, golden_program,
+                            call_timeout, config, limits)
+    return MutationReport(tests, passes, errors, outcomes)
+
+
+def _classify_survivors(executor, reference, survivors, golden_tests, golden_program,
+                        call_timeout, config, limits) -> None:
+    """Mark survivors that no golden test kills either as equivalent-looking."""
+    from codea1.sandbox import Job
+
+    golden_ok: list[str] = []
+    if golden_tests:
+        passes, _, _ = run_tests(executor, reference, golden_tests, limits)
+        golden_ok = [t for t, ok in zip(golden_tests, passes) if ok]
+    use_program = False
+    if golden_program:
+        program_limits = _limits(limits, call_timeout, 0, config,
+                                 program_s=max(config.program_timeout_s, 60.0))
+        base = executor.run(Job(program=reference.rstrip("\n") + "\n\n" + golden_program, limits=program_limits))
+        use_program = base.program_ok
+        program_limits = _limits(limits, call_timeout, 0, config,
+                                 program_s=max(config.program_timeout_s, config.slowdown * base.wall_s))
+    if not golden_ok and not use_program:
+        for o in survivors:
+            o.status = "equivalent-looking"
+        return
+    still = list(survivors)
+    if golden_ok:
+        jobs = []
+        for o in still:
+            text, calls, _ = harness(o.mutant.source, golden_ok)
+            jobs.append(Job(program=text, calls=calls, limits=_limits(limits, call_timeout, len(calls), config)))
+        runs = executor.run_many(jobs)
+        still = [o for o, r in zip(still, runs)
+                 if r.status != "infra" and not any(_call_failed(r, p) for p in range(len(golden_ok)))]
+    if use_program and still:
+        jobs = [Job(program=o.mutant.source.rstrip("\n") + "\n\n" + golden_program, limits=program_limits)
+                for o in still]
+        runs = executor.run_many(jobs)
+        still = [o for o, r in zip(still, runs) if r.status != "infra" and r.program_ok]
+    for o in still:
+        o.status = "equivalent-looking"
