@@ -1,0 +1,425 @@
+"""GRPO, the policy-gradient update of both Code-A1 policies.
+
+This module holds the math of `CODE_A1_SPEC.md` ("Which samples train", "GRPO update") as
+small functions on tensors, so that each formula can be checked on hand-computed numbers:
+
+- `group_advantages`: reward minus its group's mean, over the group's std + eps;
+- `has_signal` / `select_test_groups`: zero-variance filtering and the top-`update_n`
+  choice of test groups;
+- `clipped_surrogate`, `k3_kl`, `token_mean`, `grpo_token_loss`: the clip-higher PPO
+  loss with a low-variance KL penalty to the frozen reference, averaged over tokens;
+- `make_optimizer`, `make_scheduler`, `warmup_cosine`: AdamW with warm-up then cosine;
+- `pack_micro_batches`, `trajectory_logprobs`, `update_policy`: log-probabilities of the
+  response tokens of packed (padding-free) micro-batches, and one PPO epoch over
+  mini-batches with gradient accumulation equal to the whole mini-batch.
+
+Every number is a `GRPOConfig` field; the defaults are the reference implementation's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:  # torch is imported inside functions; see the module docstring of cli.py
+    import torch
+
+
+class GRPOConfig(BaseModel):
+    """Hyperparameters of the update; the defaults are the paper's reference values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    adv_eps: float = Field(1e-6, ge=0, description="epsilon added to a group's std")
+    std_unbiased: bool = Field(True, description="Bessel-corrected group std (as verl's GRPO)")
+    clip_low: float = Field(0.2, ge=0, lt=1, description="ratio may fall to 1 - clip_low")
+    clip_high: float = Field(0.28, ge=0, description="ratio may rise to 1 + clip_high")
+    kl_coef: float = Field(0.001, ge=0, description="weight of the k3 KL to the reference")
+    kl_clamp: float = Field(10.0, gt=0, description="log-ratio clamp inside k3 (numerical guard)")
+    filter_zero_variance: bool = Field(True, description="drop groups whose rewards are all equal")
+    update_n: int = Field(1, ge=1, description="test groups kept per problem (largest std)")
+    tests_from_kept_problems: bool = Field(
+        True,
+        description="train the test model only on suites of problems kept by the code filter "
+        "(the spec's 'suites of kept candidates'); False keeps suites of every valid candidate",
+    )
+    ppo_epochs: int = Field(1, ge=1)
+    mini_batches: int = Field(2, ge=1, description="optimiser steps per policy per step")
+    micro_batch_tokens: int = Field(
+        4096, ge=1, description="token budget of one packed micro-batch (gradient accumulation)"
+    )
+    lr: float = Field(1e-6, gt=0)
+    weight_decay: float = Field(0.1, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = Field(1e-8, gt=0)
+    warmup_steps: int = Field(10, ge=0, description="training steps of linear warm-up")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="cosine floor as a share of lr")
+    grad_clip: float = Field(1.0, gt=0, description="max global grad norm")
+
+    @model_validator(mode="after")
+    def _check_betas(self) -> "GRPOConfig":
+        if not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(f"betas must lie in [0, 1), got {self.betas}")
+        return self
+
+
+# --------------------------------------------------------------------------- advantages
+
+
+def group_advantages(rewards: "torch.Tensor", eps: float = 1e-6, unbiased: bool = True) -> "torch.Tensor":
+    """(r - mean(group)) / (std(group) + eps) along the last dimension.
+
+    A group of one has no spread: its advantage is 0 (instead of the NaN an unbiased std
+    of one value would give).
+    """
+    import torch
+
+    r = rewards.to(torch.float32)
+    if r.shape[-1] < 2:
+        return torch.zeros_like(r)
+    mean = r.mean(dim=-1, keepdim=True)
+    std = r.std(dim=-1, keepdim=True, unbiased=unbiased)
+    return (r - mean) / (std + eps)
+
+
+def has_signal(rewards: "torch.Tensor") -> "torch.Tensor":
+    """True for groups (last dimension) whose rewards are not all equal (std > 0)."""
+    return (rewards.amax(dim=-1) - rewards.amin(dim=-1)) > 0
+
+
+def select_test_groups(
+    test_rewards: "torch.Tensor", eligible: "torch.Tensor | Sequence[bool]", update_n: int,
+    require_signal: bool = True,
+) -> list[int]:
+    """Indices of the candidates whose test groups train, for one problem.
+
+    `test_rewards[i, j]` is the reward of suite j written against candidate i. Among the
+    eligible candidates the `update_n` groups of largest reward std are kept (ties go to
+    the lower index); with `require_signal` a kept group must also have std > 0.
+    """
+    import torch
+
+    eligible = torch.as_tensor(eligible, dtype=torch.bool)
+    if test_rewards.shape[0] != eligible.shape[0]:
+        raise ValueError(
+            f"test_rewards has {test_rewards.shape[0]} groups but eligible has {eligible.shape[0]}"
+        )
+    stds = test_rewards.to(torch.float64).std(dim=-1, unbiased=False)
+    order = sorted(
+        (i for i in range(len(eligible)) if bool(eligible[i])), key=lambda i: (-float(stds[i]), i)
+    )
+    chosen = order[:update_n]
+    if require_signal:
+        chosen = [i for i in chosen if float(stds[i]) > 0]
+    return chosen
+
+
+# --------------------------------------------------------------------------- losses
+
+
+def token_mean(values: "torch.Tensor", mask: "torch.Tensor", n_tokens: float | None = None) -> "torch.Tensor":
+    """Sum of values over masked tokens divided by `n_tokens` (default: the mask's count).
+
+    Passing the token count of the whole mini-batch makes the micro-batch losses add up to
+    the mini-batch's token-mean, which is what gradient accumulation needs.
+    """
+    total = (values * mask).sum()
+    denom = float(mask.sum()) if n_tokens is None else float(n_tokens)
+    return total / max(denom, 1.0)
+
+
+def clipped_surrogate(
+    logp: "torch.Tensor", old_logp: "torch.Tensor", advantages: "torch.Tensor",
+    clip_low: float = 0.2, clip_high: float = 0.28,
+) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """Per-token PPO loss -min(rA, clip(r, 1-low, 1+high)A), and whether each token clipped."""
+    import torch
+
+    ratio = torch.exp(logp - old_logp)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages
+    loss = -torch.minimum(unclipped, clipped)
+    return loss, (clipped < unclipped)
+
+
+def k3_kl(logp: "torch.Tensor", ref_logp: "torch.Tensor", clamp: float = 10.0) -> "torch.Tensor":
+    """Per-token k3 ("low-variance") KL estimate exp(ref - logp) - (ref - logp) - 1 >= 0."""
+    import torch
+
+    log_ratio = torch.clamp(ref_logp - logp, -clamp, clamp)
+    return torch.exp(log_ratio) - log_ratio - 1.0
+
+
+def grpo_token_loss(
+    logp: "torch.Tensor", old_logp: "torch.Tensor", ref_logp: "torch.Tensor | None",
+    advantages: "torch.Tensor", mask: "torch.Tensor", cfg: GRPOConfig, n_tokens: float | None = None,
+) -> tuple["torch.Tensor", dict[str, float]]:
+    """Token-mean clipped surrogate plus kl_coef * token-mean k3 KL (no entropy bonus).
+
+    All tensors share one shape (per response token); `advantages` is the sequence's
+    advantage broadcast to its tokens. Returns the loss and summed statistics (to be
+    divided by the token count by the caller).
+    """
+    import torch
+
+    mask = mask.to(logp.dtype)
+    pg, clipped = clipped_surrogate(logp, old_logp, advantages, cfg.clip_low, cfg.clip_high)
+    loss = token_mean(pg, mask, n_tokens)
+    stats = {
+        "pg_loss_sum": float((pg.detach() * mask).sum()),
+        "clip_sum": float((clipped.to(mask.dtype) * mask).sum()),
+        "ratio_sum": float((torch.exp(logp.detach() - old_logp) * mask).sum()),
+        "kl_sum": 0.0,
+    }
+    if ref_logp is not None and cfg.kl_coef > 0:
+        kl = k3_kl(logp, ref_logp, cfg.kl_clamp)
+        loss = loss + cfg.kl_coef * token_mean(kl, mask, n_tokens)
+        stats["kl_sum"] = float((kl.detach() * mask).sum())
+    return loss, stats
+
+
+# --------------------------------------------------------------------------- optimiser
+
+
+def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> float:
+    """LR multiplier for training step `step` (0-based): linear warm-up, then cosine.
+
+    Warm-up goes (step + 1) / warmup_steps so that the very first step already learns;
+    the cosine then decays from 1 to `min_lr_ratio` over the remaining steps.
+    """
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    decay_steps = max(total_steps - warmup_steps, 1)
+    progress = min(max(step - warmup_steps, 0) / decay_steps, 1.0)
+    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def make_optimizer(params: Iterable["torch.nn.Parameter"], cfg: GRPOConfig) -> "torch.optim.AdamW":
+    """AdamW over the trainable parameters with the config's lr, betas, eps, weight decay."""
+    import torch
+
+    params = [p for p in params if p.requires_grad]
+    if not params:
+        raise ValueError("make_optimizer: the policy has no trainable parameters")
+    return torch.optim.AdamW(
+        params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay
+    )
+
+
+def make_scheduler(optimizer: "torch.optim.Optimizer", cfg: GRPOConfig, total_steps: int):
+    """LambdaLR of `warmup_cosine`; the loop calls `.step()` once per training step."""
+    import torch
+
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: warmup_cosine(s, cfg.warmup_steps, total_steps, cfg.min_lr_ratio)
+    )
+
+
+# --------------------------------------------------------------------------- batches
+
+
+@dataclass
+class Trajectory:
+    """One trajectory to train on: prompt tokens, response tokens, its scalar advantage."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float
+
+
+@dataclass
+class MicroBatch:
+    """Sequences packed into one row with no padding (position ids restart per sequence).
+
+    `targets` are the response tokens in order; `keep` marks the positions whose logits
+    predict them; `seq_index[k]` says which sequence target k belongs to.
+    """
+
+    input_ids: "torch.Tensor"      # [1, L]
+    position_ids: "torch.Tensor"   # [1, L]
+    keep: "torch.Tensor"           # [1, L] bool
+    targets: "torch.Tensor"        # [T]
+    advantages: "torch.Tensor"     # [T]
+    seq_index: "torch.Tensor"      # [T]
+    members: list[int] = field(default_factory=list)  # indices into the original list
+
+
+def pack_micro_batches(seqs: Sequence[Trajectory], token_budget: int) -> list[MicroBatch]:
+    """Greedy, order-preserving packing of sequences into rows of at most `token_budget`.
+
+    A sequence longer than the budget gets a row of its own. Sequences with an empty
+    response carry no tokens to train and are skipped.
+    """
+    import torch
+
+    rows: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for i, s in enumerate(seqs):
+        if not s.completion_ids:
+            continue
+        n = len(s.prompt_ids) + len(s.completion_ids)
+        if current and used + n > token_budget:
+            rows.append(current)
+            current, used = [], 0
+        current.append(i)
+        used += n
+    if current:
+        rows.append(current)
+
+    batches = []
+    for row in rows:
+        ids, pos, keep, tgt, adv, idx = [], [], [], [], [], []
+        for i in row:
+            s = seqs[i]
+            if not s.prompt_ids:
+                raise ValueError(f"sequence {i} has an empty prompt; nothing predicts its first token")
+            full = list(s.prompt_ids) + list(s.completion_ids)
+            ids.extend(full)
+            pos.extend(range(len(full)))
+            p = len(s.prompt_ids)
+            # the logit at position t predicts token t + 1: positions p-1 .. len-2
+            keep.extend([False] * (p - 1) + [True] * len(s.completion_ids) + [False])
+            tgt.extend(s.completion_ids)
+            adv.extend([s.advantage] * len(s.completion_ids))
+            idx.extend([i] * len(s.completion_ids))
+        batches.append(
+            MicroBatch(
+                input_ids=torch.tensor([ids], dtype=torch.long),
+                position_ids=torch.tensor([pos], dtype=torch.long),
+                keep=torch.tensor([keep], dtype=torch.bool),
+                targets=torch.tensor(tgt, dtype=torch.long),
+                advantages=torch.tensor(adv, dtype=torch.float32),
+                seq_index=torch.tensor(idx, dtype=torch.long),
+                members=list(row),
+            )
+        )
+    return batches
+
+
+def sequence_logprobs(model, mb: MicroBatch) -> "torch.Tensor":
+    """Log-probabilities (float32) of a micro-batch's response tokens under `model`.
+
+    The row is packed: with no attention mask and restarting position ids, transformers
+    builds a block-diagonal causal mask, so sequences never see each other. Only the
+    response positions are projected onto the vocabulary (`logits_to_keep`).
+    """
+    import torch
+
+    out = model(
+        input_ids=mb.input_ids,
+        position_ids=mb.position_ids,
+        logits_to_keep=mb.keep,
+        use_cache=False,
+    )
+    logits = out.logits
+    logits = logits.reshape(-1, logits.shape[-1])
+    if logits.shape[0] != mb.targets.shape[0]:
+        raise RuntimeError(
+            f"model returned {logits.shape[0]} logits for {mb.targets.shape[0]} response tokens; "
+            "it must support boolean logits_to_keep and packed position_ids"
+        )
+    return -torch.nn.functional.cross_entropy(logits.float(), mb.targets, reduction="none")
+
+
+def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int) -> list["torch.Tensor"]:
+    """Per-sequence response log-probs without gradients (the old policy or the reference).
+
+    Sequences are packed like in the update; a sequence with an empty response gets an
+    empty tensor.
+    """
+    import torch
+
+    out: list[torch.Tensor] = [torch.zeros(0) for _ in seqs]
+    with torch.no_grad():
+        for mb in pack_micro_batches(seqs, token_budget):
+            lp = sequence_logprobs(model, mb)
+            for i in mb.members:
+                out[i] = lp[mb.seq_index == i]
+    return out
+
+
+@dataclass
+class UpdateStats:
+    """What one `update_policy` call did, for the metrics."""
+
+    sequences: int = 0
+    tokens: int = 0
+    optimizer_steps: int = 0
+    loss: float = 0.0
+    pg_loss: float = 0.0
+    kl: float = 0.0
+    clip_frac: float = 0.0
+    ratio_mean: float = 0.0
+    grad_norm: float = 0.0
+    forward_tokens: int = 0  # all tokens pushed through the model with gradients
+
+    def as_dict(self, prefix: str) -> dict[str, float]:
+        return {f"{prefix}/{k}": float(v) for k, v in self.__dict__.items()}
+
+
+def split_mini_batches(n: int, mini_batches: int) -> list[list[int]]:
+    """Contiguous split of n sequences into `mini_batches` near-equal parts (none empty)."""
+    k = max(1, min(mini_batches, n))
+    bounds = [round(i * n / k) for i in range(k + 1)]
+    return [list(range(bounds[i], bounds[i + 1])) for i in range(k) if bounds[i + 1] > bounds[i]]
+
+
+def update_policy(
+    model, optimizer: "torch.optim.Optimizer", seqs: Sequence[Trajectory], cfg: GRPOConfig,
+    old_logps: Sequence["torch.Tensor"], ref_logps: Sequence["torch.Tensor"] | None,
+) -> UpdateStats:
+    """One GRPO update: `ppo_epochs` passes over mini-batches of the sequences.
+
+    `old_logps[i]` / `ref_logps[i]` are the per-token log-probs of sequence i's response
+    under the policy before the update and under the frozen reference (computed by the
+    caller, e.g. with `trajectory_logprobs`, because the reference may need another adapter
+    state). Each mini-batch is packed into micro-batches; their losses are divided by
+    the mini-batch's total token count, so the accumulated gradient is the mini-batch's
+    token-mean exactly. Gradients are clipped to `grad_clip` before each optimiser step.
+    """
+    import torch
+
+    stats = UpdateStats(sequences=len(seqs))
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    sums = {"pg_loss_sum": 0.0, "clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0}
+    loss_total, n_mb, norms = 0.0, 0, []
+    for _epoch in range(cfg.ppo_epochs):
+        for members in split_mini_batches(len(seqs), cfg.mini_batches):
+            sub = [seqs[i] for i in members]
+            n_tokens = sum(len(s.completion_ids) for s in sub)
+            if n_tokens == 0:
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            mb_loss = 0.0
+            for mb in pack_micro_batches(sub, cfg.micro_batch_tokens):
+                glob = [members[j] for j in mb.members]
+                old = torch.cat([old_logps[g] for g in glob])
+                ref = torch.cat([ref_logps[g] for g in glob]) if ref_logps is not None else None
+                logp = sequence_logprobs(model, mb)
+                mask = torch.ones_like(logp)
+                loss, st = grpo_token_loss(logp, old, ref, mb.advantages, mask, cfg, n_tokens)
+                loss.backward()
+                mb_loss += float(loss.detach())
+                stats.forward_tokens += int(mb.input_ids.shape[1])
+                for k in sums:
+                    sums[k] += st[k]
+            norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            norms.append(float(norm))
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            stats.optimizer_steps += 1
+            stats.tokens += n_tokens
+            loss_total += mb_loss
+            n_mb += 1
+    if stats.tokens:
+        stats.pg_loss = sums["pg_loss_sum"] / stats.tokens
+        stats.kl = sums["kl_sum"] / stats.tokens
+        stats.clip_frac = sums["clip_sum"] / stats.tokens
+        stats.ratio_mean = sums["ratio_sum"] / stats.tokens
+        stats.loss = loss_total / max(n_mb, 1)
+        stats.grad_norm = sum(norms) / len(norms)
+    return stats

@@ -1,0 +1,278 @@
+"""The typed training configuration: YAML file or preset, plus `key=value` overrides.
+
+`load_config(path=..., preset=..., overrides=["grpo.lr=2e-6", ...])` merges, in order,
+the config's defaults (the paper's reference values), a preset or a YAML file, and the
+overrides, then validates everything with pydantic. A wrong key or value is a
+`ConfigError` naming the key, what was expected and, for a typo, the closest key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from codea1.grpo import GRPOConfig
+from codea1.models import ModelConfig
+
+PRESETS = ("cpu-demo", "paper-1.5b", "paper-3b", "paper-7b")
+
+
+class ConfigError(ValueError):
+    """A config file, preset or override is wrong; the message says where and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class SamplingConfig(_Strict):
+    """How one role samples completions (the reference: temperature 1.0, top_p 1.0)."""
+
+    temperature: float = Field(1.0, ge=0.0, description="0 means greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0, description="0 disables top-k")
+    max_new_tokens: int = Field(1024, ge=1)
+
+
+class RolloutConfig(_Strict):
+    """Group sizes and sampling of the two roles."""
+
+    n_code: int = Field(8, ge=1, description="code completions per problem (a code group)")
+    n_test: int = Field(8, ge=1, description="test suites per candidate (a test group)")
+    code: SamplingConfig = SamplingConfig()
+    test: SamplingConfig = SamplingConfig()
+    white_box: bool = Field(True, description="show the test model the candidate's code")
+    max_prompt_tokens: int = Field(2048, ge=16, description="longer prompts are cut (counted)")
+    batch_size: int = Field(64, ge=1, description="sequences generated together")
+
+
+class DataConfig(_Strict):
+    """Where problems come from: 'bundled' or a path any `load_problems` format reads."""
+
+    train: str = "bundled"
+    heldout: str | None = Field(
+        "bundled", description="'bundled' (the bundled held-out split), a path, or null for none"
+    )
+    problems_per_step: int = Field(256, ge=1)
+    shuffle: bool = True
+
+
+class JudgeSection(_Strict):
+    """Rewards and execution limits (`codea1.judge.JudgeConfig`, `codea1.sandbox.Limits`)."""
+
+    alpha: float = Field(0.5, ge=0.0, le=1.0, description="weight of validity in the test reward")
+    suite_size: int = Field(8, ge=1, description="G, the nominal suite size")
+    nonprintable_penalty: bool = True
+    workers: int | None = Field(None, ge=1, description="sandbox processes; null = CPU count")
+    timeout_s: float = Field(10.0, gt=0, description="wall time of one sandbox job")
+    call_timeout_s: float = Field(3.0, gt=0, description="wall time of one test call")
+    memory_mb: int = Field(1024, ge=64)
+
+
+class MistakeConfig(_Strict):
+    enabled: bool = True
+    top_k: int | None = Field(None, ge=1, description="tests replayed per problem; null = suite_size")
+
+
+class ValidationConfig(_Strict):
+    """Every `every` steps: the code model on golden tests, the test model's pass/kill."""
+
+    every: int = Field(10, ge=0, description="0 disables validation")
+    problems: int = Field(64, ge=1, description="held-out problems used (the first N)")
+    n_code: int = Field(1, ge=1)
+    n_test: int = Field(1, ge=1)
+    sampling: SamplingConfig = SamplingConfig(temperature=0.0)
+    at_start: bool = Field(False, description="also validate before the first step")
+
+
+class CheckpointConfig(_Strict):
+    every: int = Field(10, ge=1, description="steps between checkpoints")
+    keep: int = Field(3, ge=1, description="checkpoints kept (the oldest go)")
+
+
+class LoggingConfig(_Strict):
+    samples_per_step: int = Field(2, ge=0, description="codes and tests written to samples.jsonl")
+    tensorboard: bool = True
+    progress: Literal["auto", "rich", "plain", "none"] = "auto"
+
+
+class TrainConfig(_Strict):
+    """Everything a run needs; the defaults are the paper's reference settings."""
+
+    mode: Literal["a1", "golden", "selfplay"] = Field(
+        "a1", description="a1: two policies; golden: code model on golden tests; selfplay: one model"
+    )
+    steps: int = Field(100, ge=1, description="training steps (the schedule spans them)")
+    seed: int = 0
+    threads: int | None = Field(None, ge=1, description="torch CPU threads; null = torch's default")
+    model: ModelConfig = ModelConfig()
+    data: DataConfig = DataConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    judge: JudgeSection = JudgeSection()
+    mistakes: MistakeConfig = MistakeConfig()
+    grpo: GRPOConfig = GRPOConfig()
+    validation: ValidationConfig = ValidationConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    logging: LoggingConfig = LoggingConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _selfplay_model(cls, data: Any) -> Any:
+        """mode=selfplay turns the model into one set of weights of the same kind."""
+        if isinstance(data, dict) and data.get("mode") == "selfplay":
+            model = dict(data.get("model") or {})
+            kind = model.get("mode", "lora-shared")
+            if kind != "selfplay":
+                model["mode"] = "selfplay"
+                model.setdefault("selfplay_weights", "full" if kind == "full" else "lora")
+            data = {**data, "model": model}
+        return data
+
+    @model_validator(mode="after")
+    def _modes_agree(self) -> "TrainConfig":
+        if self.mode != "selfplay" and self.model.mode == "selfplay":
+            raise ValueError(f"model.mode 'selfplay' shares one set of weights: use mode 'selfplay', not {self.mode!r}")
+        return self
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def preset_path(name: str) -> Path:
+    """The YAML file of a bundled preset."""
+    if name not in PRESETS:
+        close = difflib.get_close_matches(name, PRESETS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown preset {name!r}{hint}; expected one of {', '.join(PRESETS)}")
+    return Path(str(resources.files("codea1.train") / "presets" / f"{name}.yaml"))
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys at the top level, got {type(data).__name__}")
+    return data
+
+
+def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    keys = []
+    for name, info in model.model_fields.items():
+        key = prefix + name
+        keys.append(key)
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            keys.extend(_known_keys(ann, key + "."))
+    return keys
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any, where: str) -> None:
+    parts = key.split(".")
+    if not all(parts):
+        raise ConfigError(f"{where}: {key!r} is not a config key (empty part)")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{where}: {'.'.join(parts[:-1])!r} is a value, not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """'grpo.lr=2e-6' -> ('grpo.lr', 2e-06); the value is read as YAML ('null', '[a, b]')."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r}: expected KEY=VALUE, e.g. grpo.lr=2e-6")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def _check_keys(data: dict[str, Any], where: str, model: type[BaseModel] = TrainConfig, prefix: str = "") -> None:
+    """Reject unknown keys with the closest known key as a hint."""
+    known = _known_keys(TrainConfig)
+    for name, value in data.items():
+        key = prefix + str(name)
+        fields = model.model_fields
+        if name not in fields:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            section = f" in section {prefix[:-1]!r}" if prefix else ""
+            raise ConfigError(f"{where}: unknown config key {key!r}{section}{hint}")
+        ann = fields[name].annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            if isinstance(value, dict):
+                _check_keys(value, where, ann, key + ".")
+
+
+def _format_validation(exc: ValidationError, where: str) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        got = err.get("input")
+        got_text = f" (got {got!r})" if not isinstance(got, dict) else ""
+        lines.append(f"{where}: config key {loc!r}: {err['msg']}{got_text}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | Path | None = None, preset: str | None = None,
+                overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Defaults <- preset <- YAML file <- overrides, validated into a `TrainConfig`."""
+    data: dict[str, Any] = {}
+    sources = []
+    if preset is not None:
+        p = preset_path(preset)
+        layer = _read_yaml(p)
+        _check_keys(layer, f"preset {preset}")
+        data = _merge(data, layer)
+        sources.append(f"preset {preset}")
+    if path is not None:
+        layer = _read_yaml(Path(path))
+        _check_keys(layer, str(path))
+        data = _merge(data, layer)
+        sources.append(str(path))
+    for text in overrides:
+        key, value = parse_override(text)
+        layer: dict[str, Any] = {}
+        _set_dotted(layer, key, value, f"--set {text}")
+        _check_keys(layer, f"--set {text}")
+        data = _merge(data, layer)
+    where = " + ".join(sources + (["--set"] if overrides else [])) or "defaults"
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc, where)) from None
+
+
+def _merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in layer.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def config_to_yaml(cfg: TrainConfig) -> str:
+    """The full resolved config as YAML (written to RUN_DIR/config.yaml)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def save_config(cfg: TrainConfig, path: str | Path) -> None:
+    Path(path).write_text(config_to_yaml(cfg))
