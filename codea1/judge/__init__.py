@@ -1,0 +1,11 @@
+"""The judge: from raw completions to the rewards of Code-A1 (see ../shared/CODE_A1_SPEC.md).
+
+Code and tests are extracted from completions (`extract`), tests parsed by AST
+(`parse`), validated on the reference solution and run against each candidate in the
+sandbox (`judge`), and scored (`rewards`).
+"""
+
+from codea1.judge.extract import code_blocks, extract_code, extract_test_source
+from codea1.judge.parse import ParsedTest, normalize_assert, parse_tests
+
+__all__ = ["code_blocks", "extract_code", "extract_test_source", "ParsedTest", "normalize_assert", "parse_tests"]

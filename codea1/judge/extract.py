@@ -1,0 +1,61 @@
+"""Pull code out of raw model completions.
+
+Models wrap code in Markdown fences, sometimes several, sometimes unterminated when the
+generation hit its token limit. The spec's rule: the code of a completion is its first
+```python block, else its first ``` block, else the whole text. Tests are collected from
+*all* the python blocks of a test completion (a model may split its asserts).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["code_blocks", "extract_code", "extract_test_source"]
+
+# An opening fence at the start of a line: ``` or more backticks, an optional language tag.
+_FENCE_OPEN = re.compile(r"^[ \t]*(?P<ticks>`{3,})[ \t]*(?P<lang>[^\s`]*)[^\n]*$", re.MULTILINE)
+_PYTHON_TAGS = {"python", "py", "python3", "py3"}
+
+
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """Every fenced block of `text` as `(language tag in lower case, body)`, in order.
+
+    A block runs to the next line holding a closing fence of at least as many backticks;
+    an unterminated last block (a truncated generation) runs to the end of the text.
+    """
+    blocks: list[tuple[str, str]] = []
+    pos = 0
+    while True:
+        opening = _FENCE_OPEN.search(text, pos)
+        if opening is None:
+            return blocks
+        ticks = opening.group("ticks")
+        closing = re.compile(rf"^[ \t]*`{{{len(ticks)},}}[ \t]*$", re.MULTILINE)
+        body_start = opening.end() + 1
+        end = closing.search(text, body_start) if body_start <= len(text) else None
+        if end is None:
+            blocks.append((opening.group("lang").lower(), text[body_start:]))
+            return blocks
+        blocks.append((opening.group("lang").lower(), text[body_start : end.start()]))
+        pos = end.end()
+
+
+def extract_code(text: str) -> str:
+    """The code of a completion: first ```python block, else first ``` block, else the text."""
+    blocks = code_blocks(text)
+    for lang, body in blocks:
+        if lang in _PYTHON_TAGS:
+            return body
+    if blocks:
+        return blocks[0][1]
+    return text
+
+
+def extract_test_source(text: str) -> str:
+    """The test code of a completion: all ```python blocks joined, else all ``` blocks, else the text."""
+    blocks = code_blocks(text)
+    python = [body for lang, body in blocks if lang in _PYTHON_TAGS]
+    chosen = python or [body for _, body in blocks]
+    if chosen:
+        return "\n".join(body.rstrip("\n") for body in chosen) + "\n"
+    return text

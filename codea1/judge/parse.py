@@ -1,0 +1,377 @@
+"""Turn the test code a model wrote into tests the judge can run, exactly as the spec says.
+
+A test is a top-level statement `assert CALL == EXPECTED` whose left side is a call
+expression. Simple assignments before it (`x = [1, 2]` then `assert f(x) == 3`) are
+substituted into the call, so every test is one self-contained expression that the
+sandbox can evaluate on its own (and that a Mistake Book can store). Import statements
+are substitutions too (`import math` makes `math` stand for `__import__('math')`), and
+an import of the function under test itself (`from solution import f`) is ignored.
+Everything else (loops, function definitions, prints, other comparisons, code that does
+not parse) is one invalid test each, with a reason a user can read.
+
+Parsing is pure AST work: nothing written by the model is executed here.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import textwrap
+from dataclasses import dataclass, field
+
+__all__ = ["ParsedTest", "parse_tests", "normalize_assert", "MAX_TEST_NODES"]
+
+# A test bigger than this after substitution is refused: chained assignments
+# (`b = [a, a]; c = [b, b]; ...`) would otherwise grow exponentially in the trusted parent.
+MAX_TEST_NODES = 20_000
+
+# How many top-level lines a statement may span when re-synchronising after a syntax error.
+_MAX_STATEMENT_LINES = 200
+
+_OPERATORS = {
+    ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
+}
+
+_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+
+
+@dataclass(frozen=True)
+class ParsedTest:
+    """One test-like statement of a test completion.
+
+    `call` and `expected` are the substituted, `ast.unparse`-normalised expressions of a
+    well-formed test; `reason` says why a statement is not one (then both are None).
+    """
+
+    source: str
+    line: int
+    call: str | None = None
+    expected: str | None = None
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+    @property
+    def normalized(self) -> str | None:
+        """The substituted assert as written by the model (None if unparsable)."""
+        if self.call is None or self.expected is None:
+            return None
+        return f"assert {self.call} == {self.expected}"
+
+
+def normalize_assert(call: str, expected: str) -> str:
+    """The canonical text of `assert CALL == EXPECTED`, as stored in a Mistake Book."""
+    return f"assert {call} == {expected}"
+
+
+@dataclass
+class _Env:
+    """Names bound by earlier assignments/imports, with the size of what they stand for."""
+
+    values: dict[str, ast.expr] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    refused: set[str] = field(default_factory=set)  # bound by an assignment that was refused
+
+    def refused_in(self, expr: ast.expr) -> str | None:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name) and node.id in self.refused:
+                return node.id
+        return None
+
+
+def _count_nodes(node: ast.AST) -> int:
+    return sum(1 for _ in ast.walk(node))
+
+
+class _Substitute(ast.NodeTransformer):
+    """Replace free loads of bound names with (copies of) their values.
+
+    Names bound inside the expression itself (lambda parameters, comprehension targets)
+    shadow the environment and are left alone.
+    """
+
+    def __init__(self, env: _Env) -> None:
+        self.env = env
+        self.shadowed: list[set[str]] = []
+
+    def _is_shadowed(self, name: str) -> bool:
+        return any(name in scope for scope in self.shadowed)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.env.values and not self._is_shadowed(node.id):
+            return copy.deepcopy(self.env.values[node.id])
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        args = node.args
+        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        args.defaults = [self.visit(d) for d in args.defaults]
+        args.kw_defaults = [self.visit(d) if d is not None else None for d in args.kw_defaults]
+        self.shadowed.append(params)
+        node.body = self.visit(node.body)
+        self.shadowed.pop()
+        return node
+
+    def _visit_comprehension(self, node: ast.AST, parts: list[str]) -> ast.AST:
+        generators: list[ast.comprehension] = node.generators  # type: ignore[attr-defined]
+        bound: set[str] = set()
+        self.shadowed.append(bound)
+        for gen in generators:
+            # The first iterable is evaluated outside the comprehension's scope; later ones
+            # see earlier targets. Adding targets after visiting `iter` models both.
+            gen.iter = self.visit(gen.iter)
+            bound |= {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+            gen.ifs = [self.visit(cond) for cond in gen.ifs]
+        for part in parts:
+            setattr(node, part, self.visit(getattr(node, part)))
+        self.shadowed.pop()
+        return node
+
+    def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
+        return self._visit_comprehension(node, ["elt"])
+
+    def visit_SetComp(self, node: ast.SetComp) -> ast.AST:
+        return self._visit_comprehension(node, ["elt"])
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> ast.AST:
+        return self._visit_comprehension(node, ["elt"])
+
+    def visit_DictComp(self, node: ast.DictComp) -> ast.AST:
+        return self._visit_comprehension(node, ["key", "value"])
+
+
+def _substituted_size(expr: ast.expr, env: _Env) -> int:
+    """Node count of `expr` after substitution, computed without building it."""
+    size = 0
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in env.sizes:
+            size += env.sizes[node.id]
+        else:
+            size += 1
+    return size
+
+
+def _substitute(expr: ast.expr, env: _Env) -> ast.expr | None:
+    """`expr` with bound names substituted, or None when the result would be too large."""
+    if _substituted_size(expr, env) > MAX_TEST_NODES:
+        return None
+    return _Substitute(env).visit(copy.deepcopy(expr))
+
+
+def _import_expr(module: str, attr: str | None = None, submodule: bool = False) -> ast.expr:
+    """`__import__('m')`, `__import__('a.b', fromlist=('_',))` or `__import__('m', fromlist=(attr,)).attr`."""
+    keywords = []
+    if attr is not None or submodule:
+        fromlist = ast.Tuple(elts=[ast.Constant(attr if attr is not None else "_")], ctx=ast.Load())
+        keywords = [ast.keyword(arg="fromlist", value=fromlist)]
+    call: ast.expr = ast.Call(func=ast.Name(id="__import__", ctx=ast.Load()), args=[ast.Constant(module)], keywords=keywords)
+    if attr is not None:
+        call = ast.Attribute(value=call, attr=attr, ctx=ast.Load())
+    return ast.fix_missing_locations(call)
+
+
+class _Parser:
+    def __init__(self, source: str, entry_point: str | None) -> None:
+        self.source = source
+        self.entry_point = entry_point
+        self.env = _Env()
+        self.tests: list[ParsedTest] = []
+
+    # -- statements -----------------------------------------------------------------
+    def statement(self, node: ast.stmt, text: str, line: int) -> None:
+        if isinstance(node, ast.Assert):
+            self.tests.append(self.assert_(node, text, line))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            reason = self.assign(node)
+            if reason is not None:
+                self.tests.append(ParsedTest(text, line, reason=reason))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.import_(node)
+        elif isinstance(node, ast.Pass) or (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        ):
+            pass  # a docstring-like string or `pass`: not a test, not wrong either
+        else:
+            if isinstance(node, ast.AugAssign):  # the name no longer holds what was substituted
+                self._refuse([n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)])
+            self.tests.append(ParsedTest(text, line, reason=f"not a test: {_describe(node)} statement"))
+
+    def assert_(self, node: ast.Assert, text: str, line: int) -> ParsedTest:
+        test = node.test
+        if not isinstance(test, ast.Compare):
+            return ParsedTest(text, line, reason="not of the form `assert CALL == EXPECTED` (no comparison)")
+        if len(test.ops) != 1:
+            return ParsedTest(text, line, reason="chained comparison; expected `assert CALL == EXPECTED`")
+        if not isinstance(test.ops[0], ast.Eq):
+            op = _OPERATORS.get(type(test.ops[0]), type(test.ops[0]).__name__)
+            return ParsedTest(text, line, reason=f"comparison with `{op}`; expected `assert CALL == EXPECTED`")
+        if not isinstance(test.left, ast.Call):
+            return ParsedTest(text, line, reason="left side of `==` is not a call expression")
+        poisoned = self.env.refused_in(test)
+        if poisoned is not None:
+            return ParsedTest(text, line, reason=f"uses `{poisoned}`, whose assignment was not a valid one")
+        call = _substitute(test.left, self.env)
+        expected = _substitute(test.comparators[0], self.env)
+        if call is None or expected is None:
+            return ParsedTest(text, line, reason=f"test too large after substituting assignments (> {MAX_TEST_NODES} nodes)")
+        if self.entry_point is not None and not any(
+            isinstance(n, ast.Name) and n.id == self.entry_point for n in ast.walk(call)
+        ):
+            return ParsedTest(text, line, reason=f"the call does not use the function under test `{self.entry_point}`")
+        try:
+            call_text, expected_text = ast.unparse(call), ast.unparse(expected)
+        except (RecursionError, ValueError) as err:
+            return ParsedTest(text, line, reason=f"cannot normalise the test: {type(err).__name__}")
+        return ParsedTest(text, line, call=call_text, expected=expected_text)
+
+    def assign(self, node: ast.Assign | ast.AnnAssign) -> str | None:
+        """Bind simple assignments; return a reason when the assignment is not simple."""
+        if isinstance(node, ast.AnnAssign):
+            if node.value is None or not isinstance(node.target, ast.Name):
+                return "not a test: annotated assignment without a simple name and value"
+            targets: list[ast.expr] = [node.target]
+            value = node.value
+        else:
+            targets, value = node.targets, node.value
+        bindings: list[tuple[str, ast.expr]] = []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                bindings.append((target.id, value))
+            elif (
+                isinstance(target, (ast.Tuple, ast.List))
+                and isinstance(value, (ast.Tuple, ast.List))
+                and len(target.elts) == len(value.elts)
+                and all(isinstance(t, ast.Name) for t in target.elts)
+                and not any(isinstance(v, ast.Starred) for v in value.elts)
+            ):
+                bindings.extend((t.id, v) for t, v in zip(target.elts, value.elts))  # type: ignore[union-attr]
+            else:
+                self._refuse([n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)])
+                return "not a test: assignment that is not `name = value`"
+        names = [name for name, _ in bindings]
+        poisoned = self.env.refused_in(value)
+        if poisoned is not None:
+            self._refuse(names)
+            return f"uses `{poisoned}`, whose assignment was not a valid one"
+        substituted = [(name, _substitute(expr, self.env)) for name, expr in bindings]
+        if any(expr is None for _, expr in substituted):
+            self._refuse(names)
+            return f"assignment too large after substitution (> {MAX_TEST_NODES} nodes)"
+        for name, expr in substituted:
+            assert expr is not None
+            self.env.values[name] = expr
+            self.env.sizes[name] = _count_nodes(expr)
+            self.env.refused.discard(name)
+        return None
+
+    def _refuse(self, names: list[str]) -> None:
+        """Later uses of these names are invalid too (not silently left unbound)."""
+        for name in names:
+            self.env.values.pop(name, None)
+            self.env.sizes.pop(name, None)
+            self.env.refused.add(name)
+
+    def import_(self, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname is not None:
+                    expr = _import_expr(alias.name, submodule="." in alias.name)
+                    self._bind(alias.asname, expr)
+                else:
+                    top = alias.name.split(".")[0]
+                    self._bind(top, _import_expr(top))
+            return
+        if node.level or node.module is None:
+            return  # relative import: the module under test, not something to substitute
+        for alias in node.names:
+            if alias.name == "*" or alias.name == self.entry_point:
+                continue  # `from solution import f`: the function is already defined
+            self._bind(alias.asname or alias.name, _import_expr(node.module, attr=alias.name))
+
+    def _bind(self, name: str, expr: ast.expr) -> None:
+        if name == self.entry_point:
+            return  # never shadow the function under test
+        self.env.values[name] = expr
+        self.env.sizes[name] = _count_nodes(expr)
+
+    # -- driving ----------------------------------------------------------------------
+    def run(self) -> list[ParsedTest]:
+        try:
+            module = ast.parse(self.source)
+        except _PARSE_ERRORS:
+            self.run_resynchronising()
+            return self.tests
+        for node in module.body:
+            self.statement(node, self.segment(node), node.lineno)
+        return self.tests
+
+    def segment(self, node: ast.stmt) -> str:
+        return (ast.get_source_segment(self.source, node) or "").strip()
+
+    def run_resynchronising(self) -> None:
+        """Parse a block with syntax errors statement by statement.
+
+        Top-level statements start at column 0; a chunk from one such line up to a later
+        one is parsed on its own. A chunk that does not parse even when extended is one
+        invalid test, and parsing resumes at the next top-level line.
+        """
+        lines = self.source.splitlines(keepends=True)
+        starts = [i for i, text in enumerate(lines) if text[:1] not in ("", " ", "\t", "\n", "\r", "#", ")", "]", "}")]
+        if not starts or starts[0] != 0:
+            starts.insert(0, 0)
+        starts.append(len(lines))
+        k = 0
+        while k < len(starts) - 1:
+            begin = starts[k]
+            parsed = None
+            for m in range(k + 1, min(len(starts), k + 1 + _MAX_STATEMENT_LINES)):
+                chunk = "".join(lines[begin : starts[m]])
+                try:
+                    parsed = ast.parse(chunk)
+                except _PARSE_ERRORS:
+                    continue
+                k_next = m
+                break
+            if parsed is None:
+                chunk = "".join(lines[begin : starts[k + 1]]).strip()
+                error = _syntax_error(chunk)
+                self.tests.append(ParsedTest(chunk, begin + 1, reason=f"does not parse: {error}"))
+                k += 1
+                continue
+            for node in parsed.body:
+                text = (ast.get_source_segment(chunk, node) or "").strip()
+                self.statement(node, text, begin + node.lineno)
+            k = k_next
+
+
+def _syntax_error(text: str) -> str:
+    try:
+        ast.parse(text)
+    except SyntaxError as err:
+        return err.msg
+    except _PARSE_ERRORS as err:
+        return type(err).__name__
+    return "incomplete statement"
+
+
+def _describe(node: ast.stmt) -> str:
+    if isinstance(node, ast.Expr):
+        return "expression"
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return "function definition"
+    if isinstance(node, ast.ClassDef):
+        return "class definition"
+    return f"`{type(node).__name__.lower()}`"
+
+
+def parse_tests(source: str, entry_point: str | None = None) -> list[ParsedTest]:
+    """Every test-like statement of `source` (test code, already out of its fences), in order.
+
+    With `entry_point`, a call that never mentions the function under test is invalid
+    (`assert abs(1) == 1` tests nothing and would be a free validity reward).
+    """
+    return _Parser(textwrap.dedent(source), entry_point).run()

@@ -1,0 +1,133 @@
+"""Code extraction from completions and AST parsing of tests (spec steps 1 and 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from codea1.judge import extract_code, extract_test_source, parse_tests
+from codea1.judge.parse import MAX_TEST_NODES
+
+
+def test_extract_code_prefers_first_python_block():
+    text = "Intro\n```\nplain\n```\n```python\ndef f():\n    return 1\n```\n```python\nsecond\n```\n"
+    assert extract_code(text) == "def f():\n    return 1\n"
+
+
+def test_extract_code_falls_back_to_first_plain_block_then_text():
+    assert extract_code("a\n```\nx = 1\n```\n```js\ny\n```") == "x = 1\n"
+    assert extract_code("def f(): return 2") == "def f(): return 2"
+
+
+def test_extract_code_unterminated_block_runs_to_the_end():
+    assert extract_code("```python\ndef f():\n    return") == "def f():\n    return"
+
+
+def test_extract_test_source_joins_all_python_blocks():
+    text = "```python\nassert f(1) == 1\n```\nmore:\n```py\nassert f(2) == 2\n```\n```\nignored\n```"
+    assert extract_test_source(text) == "assert f(1) == 1\nassert f(2) == 2\n"
+
+
+def ok(test):
+    assert test.reason is None, test.reason
+    return test.call, test.expected
+
+
+def test_simple_asserts_are_normalised():
+    tests = parse_tests("assert f( 1,2 )==3\nassert f('a') == 'b', 'message'\n", "f")
+    assert [ok(t) for t in tests] == [("f(1, 2)", "3"), ("f('a')", "'b'")]
+    assert tests[0].normalized == "assert f(1, 2) == 3"
+    assert tests[0].source == "assert f( 1,2 )==3"
+    assert [t.line for t in tests] == [1, 2]
+
+
+def test_preceding_assignments_are_substituted():
+    src = "x = [1, 2]\ny = x + [3]\na, b = 4, 5\nassert f(y, a) == b\nx = 'new'\nassert f(x) == 0\n"
+    tests = parse_tests(src, "f")
+    assert [ok(t) for t in tests] == [("f([1, 2] + [3], 4)", "5"), ("f('new')", "0")]
+
+
+def test_names_bound_inside_the_call_are_not_substituted():
+    src = "x = 9\nassert f([x for x in range(3)], key=lambda x: -x) == x\n"
+    (test,) = parse_tests(src, "f")
+    assert ok(test) == ("f([x for x in range(3)], key=lambda x: -x)", "9")
+
+
+def test_imports_become_expressions_and_the_function_import_is_ignored():
+    src = "from solution import f\nimport math\nfrom collections import Counter as C\nassert f(math.pi, C('ab')) == 1\n"
+    (test,) = parse_tests(src, "f")
+    assert ok(test) == ("f(__import__('math').pi, __import__('collections', fromlist=('Counter',)).Counter('ab'))", "1")
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("assert f(1) != 2", "comparison with `!=`"),
+        ("assert f(1) < 2", "comparison with `<`"),
+        ("assert f(1)", "no comparison"),
+        ("assert f(1) == 2 == 2", "chained comparison"),
+        ("assert 2 == f(1)", "not a call"),
+        ("assert g(1) == 2", "does not use the function under test `f`"),
+        ("print(f(1))", "expression"),
+        ("def test_f():\n    assert f(1) == 2", "function definition"),
+        ("for i in range(3):\n    assert f(i) == i", "`for`"),
+        ("x[0] = 1", "assignment that is not `name = value`"),
+        ("x += 1", "`augassign`"),
+    ],
+)
+def test_everything_else_is_one_invalid_test_with_a_reason(line, reason):
+    (test,) = parse_tests(line + "\n", "f")
+    assert test.reason is not None and reason in test.reason
+    assert test.call is None and test.normalized is None
+
+
+def test_without_entry_point_any_call_is_accepted():
+    (test,) = parse_tests("assert g(1) == 2\n")
+    assert ok(test) == ("g(1)", "2")
+
+
+def test_syntax_errors_cost_one_test_and_parsing_resumes():
+    src = "assert f(1) == 1\nassert f(2 == 2\nassert f([1,\n          2]) == 3\nthis is prose\nassert f(4) == 4\n"
+    tests = parse_tests(src, "f")
+    assert [t.reason is None for t in tests] == [True, False, True, False, True]
+    assert "does not parse" in tests[1].reason
+    assert tests[2].call == "f([1, 2])" and tests[2].line == 3
+    assert tests[4].line == 6
+
+
+def test_truncated_last_test_is_invalid_but_the_rest_stands():
+    tests = parse_tests("assert f(1) == 1\nassert f(2) == 2\nassert f(3", "f")
+    assert [t.reason is None for t in tests] == [True, True, False]
+
+
+def test_indented_block_is_dedented():
+    tests = parse_tests("    assert f(1) == 1\n    assert f(2) == 2\n", "f")
+    assert [t.call for t in tests] == ["f(1)", "f(2)"]
+
+
+def test_docstrings_pass_and_comments_are_not_tests():
+    assert parse_tests('"""tests for f"""\n# a comment\npass\n', "f") == []
+
+
+def test_exponential_substitution_is_refused():
+    lines = ["a0 = [1, 2, 3]"] + [f"a{i} = [a{i-1}, a{i-1}]" for i in range(1, 40)] + ["assert f(a39) == 1"]
+    tests = parse_tests("\n".join(lines) + "\n", "f")
+    assert tests and all(t.reason is not None for t in tests)
+    assert any("too large" in t.reason for t in tests)
+    assert len(tests) < 40  # refused early, not 2**39 nodes later
+    assert MAX_TEST_NODES < 2**39
+
+
+def test_deeply_nested_garbage_does_not_crash():
+    tests = parse_tests("assert f(" + "[" * 5000 + "]" * 5000 + ") == 1\n", "f")
+    assert len(tests) == 1 and tests[0].reason is not None
+
+
+def test_names_changed_by_unsupported_statements_poison_later_tests():
+    src = "x = [1, 2]\nx[0] = 5\nassert f(x) == 1\ny = 1\ny += 1\nassert f(y) == 2\nx = [3]\nassert f(x) == 3\n"
+    tests = parse_tests(src, "f")
+    reasons = [t.reason for t in tests]
+    assert "assignment that is not" in reasons[0]
+    assert "uses `x`" in reasons[1]
+    assert "`augassign`" in reasons[2]
+    assert "uses `y`" in reasons[3]
+    assert reasons[4] is None and tests[4].call == "f([3])"  # a fresh assignment heals the name

@@ -1,0 +1,218 @@
+"""The Mistake Book: update rule, retrieval order, steps, snapshots, read-only access, CLI."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+
+import pytest
+from typer.testing import CliRunner
+
+from codea1.mistakes import MistakeBook, MistakeUpdate
+from codea1.mistakes.cli import app
+
+
+def upd(failed=(), passed=()):
+    return MistakeUpdate(Counter(failed), Counter(passed))
+
+
+@pytest.fixture
+def book(tmp_path):
+    with MistakeBook(tmp_path / "mistakes.sqlite") as b:
+        yield b
+
+
+def freqs(book, pid):
+    return {e.test: e.frequency for e in book.entries(pid)}
+
+
+def test_failed_tests_enter_and_gain_once_per_failing_candidate(book):
+    book.apply_step(1, {"p": upd(failed={"t1": 3, "t2": 1})})
+    assert freqs(book, "p") == {"t1": 3, "t2": 1}
+    book.apply_step(2, {"p": upd(failed={"t2": 2})})
+    assert freqs(book, "p") == {"t1": 3, "t2": 3}
+
+
+def test_passed_tests_lose_and_leave_at_zero(book):
+    book.apply_step(1, {"p": upd(failed={"t1": 2, "t2": 1})})
+    summary = book.apply_step(2, {"p": upd(passed={"t1": 1, "t2": 1})})
+    assert freqs(book, "p") == {"t1": 1}
+    assert (summary.decreased, summary.removed) == (1, 1)
+    book.apply_step(3, {"p": upd(passed={"t1": 5})})
+    assert freqs(book, "p") == {}
+    assert book.top("p") == []
+
+
+def test_gains_and_losses_of_one_step_are_netted(book):
+    book.apply_step(1, {"p": upd(failed={"t": 1})})
+    book.apply_step(2, {"p": upd(failed={"t": 1}, passed={"t": 2})})  # 1 + 1 - 2 = 0
+    assert freqs(book, "p") == {}
+    book.apply_step(3, {"p": upd(failed={"t": 1, "u": 1})})
+    book.apply_step(4, {"p": upd(failed={"t": 2}, passed={"t": 1})})  # 1 + 2 - 1 = 2
+    assert freqs(book, "p") == {"t": 2, "u": 1}
+
+
+def test_passing_an_unknown_test_changes_nothing(book):
+    summary = book.apply_step(1, {"p": upd(passed={"ghost": 1})})
+    assert freqs(book, "p") == {} and summary.removed == 0
+
+
+def test_top_is_highest_frequency_first_ties_by_age_and_per_problem(book):
+    book.apply_step(1, {"p": upd(failed={"a": 1, "b": 2, "c": 1}), "q": upd(failed={"x": 1})})
+    book.apply_step(2, {"p": upd(failed={"d": 1, "e": 3})})
+    assert book.top("p") == ["e", "b", "a", "c", "d"]
+    assert book.top("p", k=2) == ["e", "b"]
+    assert book.top("q") == ["x"]
+    assert book.top("nobody") == []
+    # a removed test that comes back is the youngest of its frequency
+    book.apply_step(3, {"p": upd(passed={"a": 1})})
+    book.apply_step(4, {"p": upd(failed={"a": 1})})
+    assert book.top("p") == ["e", "b", "c", "d", "a"]
+    assert book.top_many(["q", "p", "q"], k=1) == {"q": ["x"], "p": ["e"]}
+
+
+def test_steps_must_increase_and_a_refused_step_changes_nothing(book):
+    book.apply_step(5, {"p": upd(failed={"t": 1})})
+    with pytest.raises(ValueError, match="not after the last applied step 5"):
+        book.apply_step(5, {"p": upd(failed={"t": 1})})
+    with pytest.raises(ValueError, match="not after"):
+        book.apply_step(3, {"p": upd(failed={"u": 1})})
+    assert freqs(book, "p") == {"t": 1} and book.last_step == 5
+
+
+def test_bad_updates_are_rejected_before_writing(book):
+    with pytest.raises(ValueError, match="positive ints"):
+        book.apply_step(1, {"p": upd(failed={"t": 0})})
+    with pytest.raises(TypeError, match="MistakeUpdate"):
+        book.apply_step(1, {"p": {"failed": {"t": 1}}})
+    with pytest.raises(TypeError, match="step must be an int"):
+        book.apply_step("1", {})
+    assert book.last_step is None and book.stats().tests == 0
+
+
+def test_an_error_inside_the_transaction_rolls_back_everything(book, monkeypatch):
+    book.apply_step(1, {"p": upd(failed={"t": 1})})
+
+    class Boom(Exception):
+        pass
+
+    calls = []
+
+    def handler():
+        calls.append(1)
+        if len(calls) == 2000:  # well inside the loop over the 200 new tests
+            raise Boom  # sqlite3 turns this into an interrupt of the running statement
+        return 0
+
+    book._conn.set_progress_handler(handler, 1)
+    with pytest.raises(Exception):
+        book.apply_step(2, {"p": upd(failed={f"n{i}": 1 for i in range(200)}, passed={"t": 1})})
+    book._conn.set_progress_handler(None, 1)
+    assert len(calls) > 2000
+    assert freqs(book, "p") == {"t": 1} and book.last_step == 1
+    assert not book._conn.in_transaction
+
+
+def test_persists_across_reopen_and_records_history(tmp_path):
+    path = tmp_path / "run"
+    path.mkdir()
+    with MistakeBook(path) as b:  # a run directory resolves to run/mistakes.sqlite
+        b.apply_step(1, {"p": upd(failed={"t": 2})})
+        b.apply_step(2, {"p": upd(passed={"t": 1}), "q": upd()})
+    assert (path / "mistakes.sqlite").is_file()
+    with MistakeBook(path / "mistakes.sqlite") as b:
+        assert freqs(b, "p") == {"t": 1}
+        assert b.last_step == 2
+        history = b.step_history()
+        assert [(h.step, h.problems, h.added, h.decreased) for h in history] == [(1, 1, 1, 0), (2, 1, 0, 1)]
+        stats = b.stats()
+        assert (stats.problems, stats.tests, stats.total_frequency, stats.max_frequency, stats.steps_applied) == (
+            1, 1, 1, 1, 2,
+        )
+
+
+def test_reader_sees_a_consistent_book_while_a_step_is_being_written(tmp_path):
+    path = tmp_path / "m.sqlite"
+    writer = MistakeBook(path)
+    writer.apply_step(1, {"p": upd(failed={"old": 1})})
+    reader = MistakeBook(path, readonly=True)
+    seen = []
+
+    def peek():
+        if not seen:
+            seen.append((reader.top("p"), reader.last_step))  # in the middle of step 2
+        return 0
+
+    writer._conn.set_progress_handler(peek, 50)
+    writer.apply_step(2, {"p": upd(failed={f"new{i}": 1 for i in range(50)})})
+    writer._conn.set_progress_handler(None, 50)
+    assert seen == [(["old"], 1)]
+    assert len(reader.top("p", k=100)) == 51 and reader.last_step == 2
+    with pytest.raises(PermissionError):
+        reader.apply_step(3, {})
+    reader.close()
+    writer.close()
+
+
+def test_snapshot_and_restore_round_trip(tmp_path, book):
+    book.apply_step(1, {"p": upd(failed={"a": 2, "b": 1})})
+    snap = book.snapshot(tmp_path / "ckpt" / "mistakes.sqlite")
+    book.apply_step(2, {"p": upd(failed={"c": 1}, passed={"a": 2})})
+    assert freqs(book, "p") == {"b": 1, "c": 1}
+    book.restore(snap)
+    assert freqs(book, "p") == {"a": 2, "b": 1} and book.last_step == 1
+    assert book.top("p") == ["a", "b"]
+    book.apply_step(2, {"p": upd(failed={"b": 1})})  # resuming replays step 2 cleanly
+    assert freqs(book, "p") == {"a": 2, "b": 2}
+    assert book._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with MistakeBook(snap, readonly=True) as s:  # the snapshot is untouched and self-contained
+        assert freqs(s, "p") == {"a": 2, "b": 1}
+    assert not (tmp_path / "ckpt" / "mistakes.sqlite-wal").exists()
+
+
+def test_opening_errors_name_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.sqlite"):
+        MistakeBook(tmp_path / "missing.sqlite", readonly=True)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(ValueError, match="junk.sqlite: not a Mistake Book"):
+        MistakeBook(junk)
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE x (y)").connection.commit()
+    with pytest.raises(ValueError, match="not a Mistake Book"):
+        MistakeBook(other, readonly=True)
+
+
+def test_export_jsonl(tmp_path, book):
+    book.apply_step(1, {"p": upd(failed={"a": 1, "b": 2}), "q": upd(failed={"c": 1})})
+    n = book.export_jsonl(tmp_path / "out.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert n == 3
+    assert [(r["problem_id"], r["rank"], r["test"], r["frequency"]) for r in rows] == [
+        ("p", 1, "b", 2), ("p", 2, "a", 1), ("q", 1, "c", 1),
+    ]
+    assert rows[0]["first_step"] == rows[0]["last_step"] == 1
+
+
+def test_cli_stats_list_show_export(tmp_path):
+    run = tmp_path / "run"
+    with MistakeBook(run / "mistakes.sqlite") as b:
+        b.apply_step(7, {"MBPP/2": upd(failed={"assert f(1) == 2": 3, "assert f(0) == 0": 1}), "MBPP/3": upd(failed={"assert g() == 1": 1})})
+    runner = CliRunner()
+    r = runner.invoke(app, ["stats", "--book", str(run), "--json"])
+    assert r.exit_code == 0, r.output
+    stats = json.loads(r.output)
+    assert (stats["problems"], stats["tests"], stats["total_frequency"], stats["last_step"]) == (2, 3, 5, 7)
+    r = runner.invoke(app, ["list", "--book", str(run), "--json"])
+    assert [json.loads(line)["problem_id"] for line in r.output.splitlines()] == ["MBPP/2", "MBPP/3"]
+    r = runner.invoke(app, ["show", "MBPP/2", "--book", str(run / "mistakes.sqlite")])
+    assert r.exit_code == 0 and "assert f(1) == 2" in r.output
+    r = runner.invoke(app, ["show", "MBPP/9", "--book", str(run)])
+    assert r.exit_code == 1
+    r = runner.invoke(app, ["export", str(tmp_path / "e.jsonl"), "--book", str(run)])
+    assert r.exit_code == 0 and "wrote 3 tests" in r.output
+    r = runner.invoke(app, ["stats", "--book", str(tmp_path / "nothing")])
+    assert r.exit_code == 2 and "Invalid value for --book" in r.output
+    r = runner.invoke(app, ["stats", "--book", str(run)])
+    assert r.exit_code == 0 and "last step 7" in r.output
