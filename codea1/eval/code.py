@@ -1,0 +1,296 @@
+"""`codea1 eval code`: pass@k and avg@n of a code model on a benchmark, EvalPlus style.
+
+For every problem the model writes ``n`` completions; the code of each (first python
+block) runs in the sandbox followed by the problem's golden test program (MBPP+ /
+HumanEval+ ``check(fn)``, BigCodeBench's unittest cases) and its golden asserts. A
+sample passes when the program runs to its end, defines the entry point, and every
+golden assert holds.
+
+Everything a run learns is appended to ``OUT/samples.jsonl`` one problem at a time, so an
+interrupted evaluation resumes where it stopped: problems whose ``n`` samples are all on
+disk are not generated again. ``OUT/summary.json`` holds the unbiased pass@k per data
+source, and the problems skipped (BigCodeBench tasks whose libraries are not installed,
+problems without any golden test), each with its reason; a skipped problem is never
+counted as a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from codea1.eval.loading import load_eval_policies, load_eval_problems, missing_libraries
+from codea1.eval.passk import aggregate, default_ks
+
+if TYPE_CHECKING:
+    from codea1.data import Problem
+    from codea1.models import Policies
+
+SAMPLES_FILE = "samples.jsonl"
+SUMMARY_FILE = "summary.json"
+RUN_FILE = "eval_config.json"
+
+
+@dataclass(frozen=True)
+class CodeEvalConfig:
+    """How the code model is sampled and judged (the paper's evaluation defaults)."""
+
+    n: int = 32
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_new_tokens: int = 1024
+    greedy: bool = False  # one sample per problem, temperature 0
+    limit: int | None = None
+    problems_per_batch: int = 8  # problems generated together, then written to disk
+    batch_size: int = 64  # sequences decoded together
+    seed: int = 0
+    min_timeout_s: float = 20.0  # time a candidate gets at least (x slowdown of the reference)
+    slowdown: float = 5.0
+    workers: int | None = None
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.greedy:
+            object.__setattr__(self, "n", 1)
+            object.__setattr__(self, "temperature", 0.0)
+        if self.n < 1:
+            raise ValueError(f"--n must be at least 1, got {self.n}")
+        if self.temperature < 0:
+            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
+
+    def identity(self) -> dict[str, Any]:
+        """What must match for samples on disk to belong to this evaluation."""
+        return {"n": self.n, "temperature": self.temperature, "top_p": self.top_p,
+                "max_new_tokens": self.max_new_tokens}
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    status: str  # pass | fail | no-function | error | timeout | infra
+    detail: str | None = None
+
+
+# --- judging ---------------------------------------------------------------------------
+
+
+def _short(text: str | None, limit: int = 300) -> str | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def golden_job(problem: Problem, code: str, limits) -> Any:
+    """The sandbox job that checks ``code`` against the problem's golden tests."""
+    from codea1.data.check import defines_call, golden_call, program_with_tests
+    from codea1.sandbox import Job
+
+    calls = [defines_call(problem.entry_point)] + [golden_call(t, i) for i, t in enumerate(problem.tests)]
+    return Job(program=program_with_tests(code, problem.test_program), calls=calls, limits=limits)
+
+
+def verdict_of(run) -> Verdict:
+    """A pass only when the program ran clean, defined the function and every call held."""
+    from codea1.sandbox import to_source
+
+    if run.status == "infra":
+        return Verdict(False, "infra", _short(run.infra_error))
+    if not run.program_ok:
+        status = "timeout" if run.status == "timeout" else "error"
+        return Verdict(False, status, _short(run.program_error or run.status))
+    if not run.calls or run.calls[0].status != "ok" or to_source(run.calls[0].value) != "True":
+        return Verdict(False, "no-function", "the code does not define the entry point")
+    for index, call in enumerate(run.calls[1:]):
+        if call.status != "ok":
+            status = "timeout" if call.status == "timeout" else "fail"
+            return Verdict(False, status, _short(f"golden test {index}: {call.error or call.status}"))
+    return Verdict(True, "pass")
+
+
+def _skip_reason(problem: Problem) -> str | None:
+    missing = missing_libraries(problem)
+    if missing:
+        return f"libraries not installed: {', '.join(missing)}"
+    if not problem.tests and not problem.test_program:
+        return "no golden tests"
+    return None
+
+
+def reference_times(executor, problems: Sequence[Problem], limits) -> dict[str, tuple[float | None, str | None]]:
+    """Per problem: the reference's time through its golden tests, or why it failed them."""
+    runs = executor.run_many([golden_job(p, p.reference, limits) for p in problems])
+    out = {}
+    for p, run in zip(problems, runs):
+        v = verdict_of(run)
+        out[p.id] = (run.wall_s, None) if v.passed else (None, f"the reference fails its golden tests ({v.status}: {v.detail})")
+    return out
+
+
+# --- resume ------------------------------------------------------------------------------
+
+
+def read_samples(path: Path) -> dict[str, dict[int, dict[str, Any]]]:
+    """Samples on disk by problem and sample index (a later row replaces an earlier one;
+    a torn last line from an interrupted write is ignored)."""
+    done: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    if not path.is_file():
+        return done
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if lineno == len(lines):
+                break
+            raise ValueError(f"{path}:{lineno}: not a JSON sample row ({exc.msg}); move the file away to start over") from exc
+        try:
+            done[str(row["problem_id"])][int(row["sample"])] = row
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}:{lineno}: a sample row needs 'problem_id' and 'sample'") from exc
+    return done
+
+
+def _check_identity(out: Path, identity: dict[str, Any]) -> None:
+    run_file = out / RUN_FILE
+    if run_file.is_file():
+        old = json.loads(run_file.read_text())
+        diff = {k: (old.get(k), v) for k, v in identity.items() if old.get(k) != v}
+        if diff:
+            detail = ", ".join(f"{k}: {a!r} on disk vs {b!r} now" for k, (a, b) in diff.items())
+            raise ValueError(f"{out} holds an evaluation with other settings ({detail}); use another --out")
+    else:
+        run_file.write_text(json.dumps(identity, indent=2) + "\n")
+
+
+def _append(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+# --- the evaluation -----------------------------------------------------------------------
+
+
+def summarize(problems: Sequence[Problem], done: dict[str, dict[int, dict[str, Any]]], n: int,
+              skipped: dict[str, str]) -> dict[str, Any]:
+    """pass@k and avg@n per data source and over all problems that were evaluated."""
+    per_source: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for p in problems:
+        rows = done.get(p.id, {})
+        if p.id in skipped or len(rows) < n:
+            continue
+        c = sum(1 for i in range(n) if rows[i]["passed"])
+        per_source[p.source or "unknown"].append((n, c))
+        per_source["all"].append((n, c))
+    ks = default_ks(n)
+    sources = {}
+    for source, counts in sorted(per_source.items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        sources[source] = {"problems": len(counts), **aggregate(counts, ks)}
+    pending = [p.id for p in problems if p.id not in skipped and len(done.get(p.id, {})) < n]
+    return {
+        "n": n,
+        "ks": ks,
+        "sources": sources,
+        "skipped": [{"id": pid, "reason": why} for pid, why in skipped.items()],
+        "pending": pending,
+    }
+
+
+def evaluate_code(
+    model: str | None,
+    data: str | Path,
+    out: str | Path,
+    config: CodeEvalConfig = CodeEvalConfig(),
+    *,
+    policies: Policies | None = None,
+    executor=None,
+    on_progress: Callable[[int, int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) an evaluation into ``out``; returns the summary also written to
+    ``out/summary.json``. ``policies``/``executor`` may be passed in to reuse them."""
+    from contextlib import ExitStack
+
+    from codea1.judge import extract_code
+    from codea1.rollout import SamplingConfig, code_messages, generate
+    from codea1.sandbox import Executor, Limits
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    problems = load_eval_problems(data, config.limit)
+    _check_identity(out, {"model": model, "data": str(data), **config.identity()})
+    samples_path = out / SAMPLES_FILE
+    done = read_samples(samples_path)
+    n = config.n
+
+    skipped: dict[str, str] = {}
+    for p in problems:
+        reason = _skip_reason(p)
+        if reason:
+            skipped[p.id] = reason
+    todo = [p for p in problems if p.id not in skipped and len(done.get(p.id, {})) < n]
+
+    with ExitStack() as stack:
+        if todo:
+            probe_limits = Limits(timeout_s=120.0, call_timeout_s=60.0)
+            ex = executor or stack.enter_context(Executor(workers=config.workers, limits=probe_limits))
+            ref = reference_times(ex, todo, probe_limits)
+            for p in todo:
+                if ref[p.id][1] is not None:
+                    skipped[p.id] = ref[p.id][1]
+            todo = [p for p in todo if p.id not in skipped]
+            meta: dict[str, Any] = {}
+            if todo and policies is None:
+                policies, meta = load_eval_policies(model or "", config.device)
+            sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
+                                      max_new_tokens=config.max_new_tokens,
+                                      batch_size=config.batch_size, seed=config.seed)
+            finished = len(problems) - len(todo)
+            for start in range(0, len(todo), config.problems_per_batch):
+                chunk = todo[start:start + config.problems_per_batch]
+                samples = generate(policies, "code", [code_messages(p) for p in chunk], n=n, sampling=sampling)
+                jobs, owners = [], []
+                for p, group in zip(chunk, samples):
+                    base_s = ref[p.id][0] or 0.0
+                    timeout = max(config.min_timeout_s, config.slowdown * base_s)
+                    limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2))
+                    for i, s in enumerate(group):
+                        jobs.append(golden_job(p, extract_code(s.text), limits))
+                        owners.append((p, i, s))
+                verdicts = [verdict_of(r) for r in ex.run_many(jobs)]
+                rows_by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
+                for (p, i, s), v in zip(owners, verdicts):
+                    rows_by_problem[p.id].append({
+                        "problem_id": p.id, "source": p.source, "sample": i,
+                        "passed": v.passed, "status": v.status, "detail": v.detail,
+                        "truncated": s.truncated, "completion": s.text,
+                    })
+                for p in chunk:
+                    rows = rows_by_problem[p.id]
+                    if any(r["status"] == "infra" for r in rows):
+                        continue  # a sandbox failure is no verdict: left pending for a rerun
+                    _append(samples_path, rows)
+                    done[p.id] = {r["sample"]: r for r in rows}
+                finished += len(chunk)
+                if on_progress is not None:
+                    on_progress(finished, len(problems), summarize(problems, done, n, skipped))
+            if meta:
+                (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    summary = summarize(problems, done, n, skipped)
+    summary.update({"model": model, "data": str(data), "config": asdict(config)})
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

@@ -1,0 +1,104 @@
+"""What both evaluations share: reading the problem set and loading the model to test.
+
+``--data`` is any file the loaders read, or ``bundled`` / ``bundled:train`` /
+``bundled:heldout`` for the problems shipped with the project. ``--model`` is a model
+name or path (``codea1.models.resolve_model``), or a saved policies checkpoint (a
+directory with ``policies.json``, e.g. a run's ``checkpoints/step-N``, or the run
+directory itself, which means its latest checkpoint) whose trained adapters are loaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from codea1.data import Problem
+    from codea1.models import Policies
+
+
+def load_eval_problems(data: str | Path, limit: int | None = None) -> list[Problem]:
+    """The problems of ``data`` (a file, or ``bundled[:split]``), the first ``limit`` of them."""
+    from codea1.data import bundled_problems, load_problems
+
+    text = str(data)
+    if text == "bundled" or text.startswith("bundled:"):
+        split = text.partition(":")[2] or "all"
+        problems = bundled_problems(split)
+    else:
+        path = Path(text)
+        if not path.exists():
+            raise FileNotFoundError(f"--data {path}: no such file (or use 'bundled' for the bundled problems)")
+        problems = load_problems(path)
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"--limit must be at least 1, got {limit}")
+        problems = problems[:limit]
+    ids = [p.id for p in problems]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise ValueError(f"--data {data}: problem ids must be unique, repeated: {dup}")
+    return problems
+
+
+def missing_libraries(problem: Problem) -> list[str]:
+    """Libraries a problem declares (BigCodeBench's ``libs``) that are not importable here."""
+    libs = problem.meta.get("libs") or []
+    missing = []
+    for lib in libs:
+        name = str(lib).strip()
+        if not name:
+            continue
+        top = name.split(".")[0]
+        try:
+            found = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def _checkpoint_dir(path: Path) -> Path | None:
+    """The policies checkpoint ``path`` names, if it names one."""
+    if (path / "policies.json").is_file():
+        return path
+    if (path / "policies" / "policies.json").is_file():
+        return path / "policies"
+    ckpts = path / "checkpoints"
+    if ckpts.is_dir():
+        steps = []
+        for child in ckpts.iterdir():
+            m = re.fullmatch(r"step-(\d+)", child.name)
+            if m and child.is_dir():
+                steps.append((int(m.group(1)), child))
+        for _, child in sorted(steps, reverse=True):
+            found = _checkpoint_dir(child)
+            if found is not None:
+                return found
+    return None
+
+
+def load_eval_policies(model: str, device: str = "auto") -> tuple[Policies, dict[str, Any]]:
+    """The policies to evaluate and a description of where they came from.
+
+    A plain model is wrapped as self-play with a LoRA adapter whose update starts at zero
+    (peft initialises B = 0), so the evaluated model is exactly the base model.
+    """
+    from codea1.models import ModelConfig, load_policies
+
+    path = Path(model).expanduser()
+    ckpt = _checkpoint_dir(path) if path.is_dir() else None
+    if ckpt is not None:
+        manifest = json.loads((ckpt / "policies.json").read_text())
+        cfg = ModelConfig(**{**manifest.get("config", {}), "device": device})
+        policies = load_policies(cfg)
+        policies.load(ckpt)
+        return policies, {"model": str(model), "checkpoint": str(ckpt), "base": cfg.name, "mode": cfg.mode}
+    cfg = ModelConfig(name=str(model), mode="selfplay", selfplay_weights="lora", lora_r=1, device=device)
+    policies = load_policies(cfg)
+    resolved = policies.resolved.describe() if policies.resolved is not None else str(model)
+    return policies, {"model": str(model), "resolved": resolved}

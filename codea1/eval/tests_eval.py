@@ -1,0 +1,235 @@
+"""`codea1 eval tests`: how good are a test model's tests, UnLeakedTestBench style.
+
+Per function the model sees the description and the code and writes ``k`` assert tests
+(one completion; the first ``k`` asserts count, missing ones count as failing):
+
+- ``pass@k``: share of the k tests that pass on the reference function;
+- ``mut@k``: share of the reference's mutants (``codea1.eval.mutation``) killed by the
+  tests that pass on it, each mutant run in the sandbox;
+- ``Mul = pass@k * mut@k / 100``, over the averages.
+
+Results per function are appended to ``OUT/samples.jsonl`` (resumable like ``eval code``)
+and the averages written to ``OUT/summary.json``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from codea1.eval.code import SAMPLES_FILE, SUMMARY_FILE, _append, _check_identity, read_samples
+from codea1.eval.loading import load_eval_policies, load_eval_problems
+from codea1.eval.mutation import FAMILIES, generate_mutants
+from codea1.eval.mutation_testing import MutationConfig, analyse
+
+if TYPE_CHECKING:
+    from codea1.data import Problem
+    from codea1.models import Policies
+
+__all__ = ["TestEvalConfig", "FunctionScore", "select_tests", "score_tests", "evaluate_tests"]
+
+
+@dataclass(frozen=True)
+class TestEvalConfig:
+    """Sampling of the test model and the mutation budget (greedy, k = 5 by default)."""
+
+    k: int = 5
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 1024
+    limit: int | None = None
+    white_box: bool = True  # the model sees the function's code, as in UnLeakedTestBench
+    problems_per_batch: int = 8
+    batch_size: int = 64
+    seed: int = 0
+    families: tuple[str, ...] = FAMILIES
+    mutation: MutationConfig = field(default_factory=MutationConfig)
+    workers: int | None = None
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"--k must be at least 1, got {self.k}")
+        if self.temperature < 0:
+            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
+
+    def identity(self) -> dict[str, Any]:
+        return {"k": self.k, "temperature": self.temperature, "top_p": self.top_p,
+                "max_new_tokens": self.max_new_tokens, "white_box": self.white_box,
+                "families": list(self.families)}
+
+
+@dataclass
+class FunctionScore:
+    """The scores of one function's k tests."""
+
+    problem_id: str
+    tests: list[str]
+    passes: list[bool]  # per test among the k (False for missing ones)
+    mutants: int
+    killed: int
+    equivalent_looking: int
+    survivors: list[str]  # descriptions of the mutants no scored test killed
+    k: int
+
+    @property
+    def pass_at_k(self) -> float:
+        return 100.0 * sum(self.passes) / self.k
+
+    @property
+    def mut_at_k(self) -> float | None:
+        return 100.0 * self.killed / self.mutants if self.mutants else None
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+
+def select_tests(completion: str, entry_point: str, k: int) -> list[str]:
+    """The first ``k`` tests of a completion, as runnable snippets.
+
+    ``assert CALL == EXPECTED`` tests come out of the judge's parser (assignments before
+    them substituted in); any other assert that calls the function (``assert f(x)``,
+    ``assert abs(f(x) - y) < 1e-6``) is kept as written, as the benchmark would run it.
+    Statements that are not asserts (helpers, prints) are not tests and are skipped.
+    """
+    from codea1.judge import extract_test_source, parse_tests
+
+    tests: list[str] = []
+    for parsed in parse_tests(extract_test_source(completion), entry_point):
+        if parsed.ok and parsed.normalized:
+            tests.append(parsed.normalized)
+        else:
+            try:
+                tree = ast.parse(parsed.source)
+            except (SyntaxError, ValueError):
+                continue
+            if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert) and _mentions(tree.body[0], entry_point):
+                tests.append(parsed.source)
+        if len(tests) == k:
+            break
+    return tests
+
+
+def score_tests(executor, problem: Problem, tests: Sequence[str], k: int, *,
+                families: Sequence[str] = FAMILIES, config: MutationConfig = MutationConfig()) -> FunctionScore:
+    """pass@k and mut@k of ``tests`` (at most k of them) on ``problem``'s reference."""
+    tests = list(tests)[:k]
+    mutants = generate_mutants(problem.reference, families)
+    report = analyse(executor, problem.reference, tests, mutants=mutants,
+                     golden_tests=problem.tests, golden_program=problem.test_program, config=config)
+    passes = report.test_passes_reference + [False] * (k - len(tests))
+    return FunctionScore(
+        problem_id=problem.id,
+        tests=tests,
+        passes=passes,
+        mutants=report.total,
+        killed=report.killed,
+        equivalent_looking=report.equivalent_looking,
+        survivors=[o.mutant.description for o in report.outcomes if o.status != "killed"],
+        k=k,
+    )
+
+
+def summarize(problems: Sequence[Problem], done: dict[str, dict[int, dict[str, Any]]], k: int,
+              skipped: dict[str, str]) -> dict[str, Any]:
+    per_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in problems:
+        row = done.get(p.id, {}).get(0)
+        if row is None or p.id in skipped:
+            continue
+        per_source[p.source or "unknown"].append(row)
+        per_source["all"].append(row)
+    sources = {}
+    for source, rows in sorted(per_source.items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        passk = sum(r["pass_at_k"] for r in rows) / len(rows)
+        scored = [r["mut_at_k"] for r in rows if r["mut_at_k"] is not None]
+        mutk = sum(scored) / len(scored) if scored else 0.0
+        sources[source] = {
+            "functions": len(rows),
+            f"pass@{k}": passk,
+            f"mut@{k}": mutk,
+            "Mul": passk * mutk / 100.0,
+            "mutants": sum(r["mutants"] for r in rows),
+            "killed": sum(r["killed"] for r in rows),
+            "equivalent_looking": sum(r["equivalent_looking"] for r in rows),
+        }
+    return {
+        "k": k,
+        "sources": sources,
+        "skipped": [{"id": pid, "reason": why} for pid, why in skipped.items()],
+        "pending": [p.id for p in problems if p.id not in skipped and 0 not in done.get(p.id, {})],
+    }
+
+
+def evaluate_tests(
+    model: str | None,
+    data: str | Path,
+    out: str | Path,
+    config: TestEvalConfig = TestEvalConfig(),
+    *,
+    policies: Policies | None = None,
+    executor=None,
+    on_progress: Callable[[int, int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) a test-generation evaluation into ``out``; returns the summary."""
+    from contextlib import ExitStack
+
+    from codea1.rollout import SamplingConfig, generate, test_messages
+    from codea1.sandbox import Executor
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    problems = load_eval_problems(data, config.limit)
+    _check_identity(out, {"model": model, "data": str(data), **config.identity()})
+    samples_path = out / SAMPLES_FILE
+    done = read_samples(samples_path)
+    skipped: dict[str, str] = {}
+    for p in problems:
+        try:
+            if not generate_mutants(p.reference, config.families):
+                skipped[p.id] = "the reference has no mutation point"
+        except ValueError as exc:
+            skipped[p.id] = str(exc)
+    todo = [p for p in problems if p.id not in skipped and 0 not in done.get(p.id, {})]
+
+    with ExitStack() as stack:
+        if todo:
+            ex = executor or stack.enter_context(Executor(workers=config.workers))
+            meta: dict[str, Any] = {}
+            if policies is None:
+                policies, meta = load_eval_policies(model or "", config.device)
+            sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
+                                      max_new_tokens=config.max_new_tokens,
+                                      batch_size=config.batch_size, seed=config.seed)
+            finished = len(problems) - len(todo)
+            for start in range(0, len(todo), config.problems_per_batch):
+                chunk = todo[start:start + config.problems_per_batch]
+                prompts = [test_messages(p, p.reference if config.white_box else None,
+                                         white_box=config.white_box, n_tests=config.k) for p in chunk]
+                samples = generate(policies, "test", prompts, n=1, sampling=sampling)
+                for p, group in zip(chunk, samples):
+                    text = group[0].text
+                    tests = select_tests(text, p.entry_point, config.k)
+                    score = score_tests(ex, p, tests, config.k, families=config.families, config=config.mutation)
+                    row = {"problem_id": p.id, "source": p.source, "sample": 0, "completion": text,
+                           **asdict(score), "pass_at_k": score.pass_at_k, "mut_at_k": score.mut_at_k}
+                    _append(samples_path, [row])
+                    done[p.id] = {0: row}
+                finished += len(chunk)
+                if on_progress is not None:
+                    on_progress(finished, len(problems), summarize(problems, done, config.k, skipped))
+            if meta:
+                (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    summary = summarize(problems, done, config.k, skipped)
+    summary.update({"model": model, "data": str(data), "config": asdict(config)})
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
