@@ -158,7 +158,7 @@ def plot_command(
     """Draw a training run's rewards, rates, Mistake Book size and evaluation scores as PNGs."""
     from rich.console import Console
 
-    console = Console()
+    console = Console(soft_wrap=True)  # paths stay whole, copy-pasteable
     try:
         written = make_plots(run_dir, out)
     except MetricsError as exc:

@@ -57,7 +57,7 @@ def code_command(
 
     from codea1.eval.code import CodeEvalConfig, evaluate_code
 
-    console = Console()
+    console = Console(soft_wrap=True)
     try:
         config = CodeEvalConfig(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                                 greedy=greedy, limit=limit, problems_per_batch=problems_per_batch,
@@ -97,7 +97,7 @@ def tests_command(
 
     from codea1.eval.tests_eval import TestEvalConfig, evaluate_tests
 
-    console = Console()
+    console = Console(soft_wrap=True)
     try:
         config = TestEvalConfig(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                                 limit=limit, white_box=not black_box, workers=workers, device=device)
@@ -129,7 +129,7 @@ def mutants_command(
 
     from codea1.eval.mutation import generate_mutants
 
-    console = Console()
+    console = Console(soft_wrap=True)
     try:
         mutants = generate_mutants(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

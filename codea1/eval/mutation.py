@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -360,7 +361,9 @@ def iter_mutations(source: str, families: Iterable[str] = FAMILIES) -> Iterator[
         ast.fix_missing_locations(mutated)
         try:
             text = ast.unparse(mutated)
-            compile(text, "<mutant>", "exec")
+            with warnings.catch_warnings():  # e.g. `0 is x`: legal, only frowned upon
+                warnings.simplefilter("ignore", SyntaxWarning)
+                compile(text, "<mutant>", "exec")
         except (SyntaxError, ValueError):
             continue  # e.g. a mutation Python rejects at compile time; never a mutant
         yield site, nodes[site.node_id], text
