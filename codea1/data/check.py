@@ -1,0 +1,130 @@
+"""Checking a problem set: does every reference run, and pass its own golden tests?
+
+One sandbox run per problem: the reference followed by its golden test program (if
+any), then the golden `tests` as calls. A problem whose run fails gets a second run of
+the reference alone, to tell "the reference is broken" from "the test program rejects
+the reference".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from codea1.data.problem import Problem
+
+if TYPE_CHECKING:
+    from codea1.sandbox import Executor, Limits, RunResult
+
+#: Golden test programs of real data sets are big (MBPP+ up to ~800 KB, hundreds of inputs).
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass
+class RowCheck:
+    """The verdict on one problem: `status` is ok, broken, or unchecked (sandbox failure)."""
+
+    id: str
+    status: str
+    reasons: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def golden_call(test: str, index: int) -> str:
+    """A golden test statement as a call expression: runs it as written, raises if it fails."""
+    return f"exec(compile({test!r}, '<golden test {index}>', 'exec'), globals())"
+
+
+def defines_call(entry_point: str) -> str:
+    return f"callable(globals().get({entry_point!r}))"
+
+
+def program_with_tests(code: str, test_program: str | None) -> str:
+    """Candidate (or reference) code followed by a golden test program, the way it is run."""
+    if not test_program:
+        return code
+    return code.rstrip() + "\n\n" + test_program
+
+
+def _short(text: str | None, limit: int = 160) -> str:
+    text = (text or "").strip().replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _status_reason(run: RunResult, what: str) -> str:
+    if run.status == "timeout":
+        return f"{what} ran out of time"
+    if run.status == "memory":
+        return f"{what} ran out of memory"
+    if run.status == "output-limit":
+        return f"{what} printed more than the output limit"
+    return f"{what} failed: {_short(run.program_error or run.stderr)}"
+
+
+def check_problems(
+    problems: Sequence[Problem],
+    executor: Executor | None = None,
+    limits: Limits | None = None,
+    workers: int | None = None,
+) -> list[RowCheck]:
+    """Check every problem in the sandbox; one `RowCheck` per problem, in order."""
+    from contextlib import ExitStack
+
+    from codea1.sandbox import Executor, Job, Limits
+
+    if limits is None:
+        limits = Limits(timeout_s=DEFAULT_TIMEOUT_S)
+    with ExitStack() as stack:
+        ex = executor if executor is not None else stack.enter_context(Executor(workers=workers, limits=limits))
+        jobs = [
+            Job(
+                program=program_with_tests(p.reference, p.test_program),
+                calls=[defines_call(p.entry_point)] + [golden_call(t, i) for i, t in enumerate(p.tests)],
+                limits=limits,
+            )
+            for p in problems
+        ]
+        runs = ex.run_many(jobs)
+        results = [_verdict(p, r) for p, r in zip(problems, runs)]
+        # Second look at failed programs that had a test program: is the reference itself broken?
+        retry = [i for i, (p, r) in enumerate(zip(problems, runs)) if p.test_program and r.status != "infra" and not r.program_ok]
+        if retry:
+            alone = ex.run_many(
+                [Job(program=problems[i].reference, calls=[defines_call(problems[i].entry_point)], limits=limits) for i in retry]
+            )
+            for i, run in zip(retry, alone):
+                if run.status != "infra" and not run.program_ok:
+                    results[i].reasons.insert(0, _status_reason(run, "the reference alone"))
+    return results
+
+
+def _verdict(problem: Problem, run: RunResult) -> RowCheck:
+    from codea1.sandbox import to_source
+
+    check = RowCheck(id=problem.id, status="ok", wall_s=run.wall_s)
+    if run.status == "infra":
+        check.status = "unchecked"
+        check.reasons.append(f"sandbox infrastructure error: {_short(run.infra_error)}")
+        return check
+    what = "reference + test program" if problem.test_program else "the reference"
+    if not run.program_ok:
+        check.reasons.append(_status_reason(run, what))
+    elif run.calls and (run.calls[0].status != "ok" or to_source(run.calls[0].value) != "True"):
+        check.reasons.append(f"the reference does not define function {problem.entry_point!r}")
+    for index, (test, call) in enumerate(zip(problem.tests, run.calls[1:])):
+        if call.status == "not-run":
+            continue
+        if call.status != "ok":
+            reason = "timed out" if call.status == "timeout" else _short(call.error, 100)
+            check.reasons.append(f"golden test {index} fails ({reason}): {_short(test, 100)}")
+    if run.program_ok and len(run.calls) < 1 + len(problem.tests):
+        check.reasons.append("the sandbox returned fewer call results than calls")
+    if check.reasons:
+        check.status = "broken"
+    return check

@@ -1,0 +1,82 @@
+"""`codea1 data ...`: check and convert problem sets (thin layer over `codea1.data`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
+
+BUNDLED = "bundled"
+
+FORMAT_HELP = "Input format (default: detected from the first row): " + ", ".join(
+    ["project", "codea1-rows", "evalplus", "bigcodebench", "human-eval", "kodcode", "unleaked"]
+)
+
+
+def _load(path: str, fmt: Optional[str]):
+    from codea1.data import ProblemFormatError, bundled_problems, load_problems
+
+    if path == BUNDLED and not Path(path).exists():
+        return bundled_problems("all")
+    try:
+        return load_problems(path, fmt=fmt)
+    except (ProblemFormatError, FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command("check")
+def check_command(
+    file: str = typer.Argument(..., help=f"Problem file, or '{BUNDLED}' for the bundled set."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
+    timeout: float = typer.Option(60.0, help="Seconds allowed for one problem's run."),
+    workers: Optional[int] = typer.Option(None, help="Sandbox workers (default: CPU count)."),
+    limit: Optional[int] = typer.Option(None, help="Check only the first N problems."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object per problem."),
+) -> None:
+    """Run every reference (and its golden tests) in the sandbox; report broken rows.
+
+    Exits 1 when any row is broken or could not be checked.
+    """
+    from codea1.data.check import check_problems
+    from codea1.sandbox import Limits
+
+    problems = _load(file, fmt)
+    if limit is not None:
+        problems = problems[:limit]
+    start = time.perf_counter()
+    results = check_problems(problems, limits=Limits(timeout_s=timeout), workers=workers)
+    elapsed = time.perf_counter() - start
+    bad = [r for r in results if not r.ok]
+    if as_json:
+        for r in results:
+            typer.echo(json.dumps({"id": r.id, "status": r.status, "reasons": r.reasons, "wall_s": r.wall_s}))
+    else:
+        for r in bad:
+            typer.echo(f"{r.status.upper():9} {r.id}: " + "; ".join(r.reasons))
+    typer.echo(
+        f"{len(results) - len(bad)}/{len(results)} problems ok, {len(bad)} broken or unchecked "
+        f"({elapsed:.1f} s)",
+        err=as_json,
+    )
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command("convert")
+def convert_command(
+    source: str = typer.Argument(..., help=f"Problem file in any supported format, or '{BUNDLED}'."),
+    out: Path = typer.Argument(..., help="Output file (the project's JSONL)."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
+) -> None:
+    """Convert a problem set to the project's JSONL."""
+    from codea1.data import save_problems
+
+    problems = _load(source, fmt)
+    count = save_problems(problems, out)
+    typer.echo(f"wrote {count} problems to {out}")

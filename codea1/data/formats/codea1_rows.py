@@ -1,0 +1,56 @@
+"""Rows of the Code-A1 reference's parquet files (e.g. `mbppplus.parquet`).
+
+Columns: `prompt` (chat messages), `problem` (signature + docstring), `description`,
+`GT_code` (reference), `test` (a program defining `check(fn)`), `data_source`,
+`extra_info` (`question_id`, `function_name`, `function_declaration`, `imports`).
+The golden program is `test + "check(<function_name>)"`, as the reference runs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codea1.data.formats._code import import_lines, simple_asserts
+from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_str
+
+NAME = "codea1-rows"
+DESCRIPTION = "Code-A1 reference rows (problem, GT_code, test, extra_info), parquet or JSONL"
+
+
+def matches(row: dict[str, Any]) -> bool:
+    return {"GT_code", "problem", "test", "extra_info"} <= row.keys()
+
+
+def convert(row: dict[str, Any], where: str) -> Problem:
+    info = row.get("extra_info")
+    if not isinstance(info, dict):
+        raise ProblemFormatError(where, "extra_info", "an object with question_id and function_name", info)
+    entry = require_str(info, "function_name", where + ", extra_info")
+    check_identifier(entry, where, "extra_info.function_name")
+    pid = require_str(info, "question_id", where + ", extra_info")
+    question = require_str(row, "problem", where)
+    reference = require_str(row, "GT_code", where)
+    test = require_str(row, "test", where)
+    imports = info.get("imports") or ""
+    if not isinstance(imports, str):
+        raise ProblemFormatError(where, "extra_info.imports", "a string", imports)
+    # The reference must be complete code: add the question's imports it lacks.
+    missing = [line for line in imports.splitlines() if line.strip() and line.strip() not in reference]
+    if missing:
+        reference = "\n".join(missing) + "\n" + reference
+    description = row.get("description") or ""
+    meta: dict[str, Any] = {
+        "description": description,
+        "function_declaration": info.get("function_declaration", ""),
+    }
+    return Problem(
+        id=pid,
+        question=question,
+        entry_point=entry,
+        reference=reference,
+        tests=simple_asserts(description or question, entry),
+        test_program=f"{test.rstrip()}\n\ncheck({entry})\n",
+        imports=imports or import_lines(reference),
+        source=str(row.get("data_source") or NAME),
+        meta=meta,
+    )

