@@ -1,0 +1,161 @@
+"""Trusted harness of one run, executed in the freshly forked child of a worker.
+
+It confines the process (runs before any candidate code), writes a ``ready`` record, runs
+the program and the calls, and writes one record per step on the result pipe (fd 3). The
+worker parses those records strictly; the parent never sends expected values here, so a
+record forged by the candidate can at most claim a value the candidate could have returned.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import resource
+import sys
+import types
+
+from codea1.sandbox.values import EncodingError, encode
+
+RESULT_FD = 3
+#: Exit status of a child whose confinement failed before any candidate code ran.
+SETUP_FAILED_EXIT = 121
+
+
+def _describe(exc: BaseException) -> str:
+    """``"TypeName: message"`` without trusting the exception's own methods to behave."""
+    try:
+        name = type.__dict__["__qualname__"].__get__(type(exc))
+    except Exception:
+        name = "Exception"
+    try:
+        msg = str(exc)
+        if type(msg) is not str:
+            msg = ""
+    except BaseException:  # a hostile __str__
+        msg = "<unprintable>"
+    text = f"{name}: {msg}" if msg else str(name)
+    return text[:2000]
+
+
+def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
+    """Point stdio at the worker's pipes, apply rlimits, chroot and drop privileges."""
+    os.setsid()
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.dup2(res_fd, RESULT_FD)
+    os.closerange(RESULT_FD + 1, 1 << 16)
+    if plan.get("cgroup_procs"):
+        for path in plan["cgroup_procs"]:
+            with open(path, "w") as f:
+                f.write("0")
+    if plan.get("oom_adj"):
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    cpu = plan["cpu_s"]
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (plan["max_file_bytes"], plan["max_file_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+    if plan.get("as_bytes"):
+        resource.setrlimit(resource.RLIMIT_AS, (plan["as_bytes"], plan["as_bytes"]))
+    if plan.get("nproc"):
+        resource.setrlimit(resource.RLIMIT_NPROC, (plan["nproc"], plan["nproc"]))
+    if plan.get("chroot"):
+        os.chroot(plan["chroot"])
+    os.chdir(plan["cwd"])
+    uid = plan.get("uid")
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    if plan.get("no_new_privs"):
+        from codea1.sandbox import isolation
+
+        isolation.set_no_new_privs()
+    os.environ.clear()
+    os.environ.update(plan["env"])
+
+
+def child_main(plan: dict, program: str, calls: tuple, start_at: int, fds: tuple) -> None:
+    """Never returns: confine, run the program and calls from ``start_at``, then ``_exit``."""
+    out_fd, err_fd, res_fd = fds
+    # Keep private references: a candidate that patches os/json/builtins later cannot
+    # change what this function calls.
+    _write, _exit, _dumps = os.write, os._exit, json.dumps
+    try:
+        _confine(plan, out_fd, err_fd, res_fd)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+            line_buffering=True,
+        )
+        sys.stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+            line_buffering=True,
+        )
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        sys.argv = ["program.py"]
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = main
+        g = main.__dict__
+        max_value = plan["max_value_bytes"]
+    except BaseException:
+        _exit(SETUP_FAILED_EXIT)
+
+    def record(rec: list) -> None:
+        data = (_dumps(rec, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+        view = memoryview(data)
+        while view:
+            n = _write(RESULT_FD, view)
+            view = view[n:]
+
+    def flush() -> None:
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except BaseException:
+                pass
+
+    exit_code = 0
+    record(["ready"])
+    try:
+        code = compile(program, "program.py", "exec", dont_inherit=True, optimize=0)
+        exec(code, g)
+        program_ok, program_error = True, None
+    except BaseException as e:  # SystemExit included: exiting is not success
+        program_ok, program_error = False, _describe(e)
+        if isinstance(e, SystemExit):
+            c = e.code
+            exit_code = c if type(c) is int and 0 <= c < 256 else (0 if c is None else 1)
+        else:
+            exit_code = 1
+            try:
+                import traceback
+
+                traceback.print_exception(e)
+            except BaseException:
+                pass
+    flush()
+    record(["P", program_ok, program_error])
+    if program_ok:
+        for i in range(start_at, len(calls)):
+            record(["S", i])
+            try:
+                value = eval(compile(calls[i], f"<call {i}>", "eval", dont_inherit=True, optimize=0), g)
+                enc = encode(value)
+                rec = ["R", i, "ok", enc]
+                if len(_dumps(enc, ensure_ascii=True, separators=(",", ":"))) > max_value:
+                    rec = ["R", i, "error", f"ValueTooLarge: encoded value exceeds {max_value} bytes"]
+            except EncodingError as e:
+                rec = ["R", i, "error", f"ValueTooLarge: {e}"]
+            except BaseException as e:
+                rec = ["R", i, "error", _describe(e)]
+            flush()
+            record(rec)
+    record(["E"])
+    _exit(exit_code)

@@ -1,0 +1,711 @@
+"""The fork server: one warm interpreter per worker, confined once, forking a child per run.
+
+Started by ``Executor`` as ``python -I -m codea1.sandbox._worker CONFIG_JSON`` with a
+scrubbed environment. As root it enters new pid/net/mount/ipc/uts namespaces (becoming
+pid 1 of its pid namespace, so after each run ``kill(-1)`` removes everything the run
+started), builds a read-only root of only what Python needs, and creates cgroups for the
+memory and process caps. Then it serves runs: a message ``{"job": ...}`` on stdin, a
+result on stdout (4-byte length + JSON). It reports which protections hold in a first
+``hello`` message.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import struct
+import sys
+import time
+
+from codea1.sandbox import isolation
+from codea1.sandbox._child import SETUP_FAILED_EXIT, child_main
+from codea1.sandbox.values import check_value
+
+ROOT_DIR = "/tmp/root"
+SCRATCH_IN_ROOT = "/scratch"
+_HEADER = struct.Struct(">I")
+#: Extra slack above ``max_value_bytes`` for one record line (tags, indices).
+_RECORD_SLACK = 4096
+
+
+# --------------------------------------------------------------------------- channel
+
+
+def send(fd: int, msg: dict) -> None:
+    data = json.dumps(msg, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    buf = memoryview(_HEADER.pack(len(data)) + data)
+    while buf:
+        n = os.write(fd, buf)
+        buf = buf[n:]
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, n - got)
+        if not b:
+            return None
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def recv(fd: int) -> dict | None:
+    head = _read_exact(fd, _HEADER.size)
+    if head is None:
+        return None
+    body = _read_exact(fd, _HEADER.unpack(head)[0])
+    return None if body is None else json.loads(body)
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+class Worker:
+    def __init__(self, cfg: dict, chan_in: int, chan_out: int) -> None:
+        self.cfg = cfg
+        self.chan_in, self.chan_out = chan_in, chan_out
+        self.protections: dict[str, str | bool] = {}
+        self.pid_ns = os.getpid() == 1
+        self.root: str | None = None
+        self.scratch_host = ""  # scratch as the worker sees it
+        self.scratch_child = ""  # scratch as the child sees it (after chroot)
+        self.uid: int | None = None
+        self.mem_cg: str | None = None
+        self.pids_cg: str | None = None
+        self.memsw = False
+        self.cur_limits: dict = {}
+        self.base_vsz = 0
+        self.run_no = 0
+
+    def lost(self, name: str, why: str) -> None:
+        self.protections[name] = f"LOST: {why}"
+
+    def setup(self, ns_error: str | None) -> None:
+        is_root = os.geteuid() == 0
+        self.protections["fork-server"] = True
+        if ns_error is None and self.pid_ns:
+            self.protections["pid-namespace"] = True
+            self.protections["net-namespace"] = True
+            try:
+                socket.sethostname("sandbox")
+                self.protections["ipc-uts-namespace"] = True
+            except OSError as e:
+                self.lost("ipc-uts-namespace", str(e))
+        else:
+            why = ns_error or "not started in a pid namespace"
+            for name in ("pid-namespace", "net-namespace", "ipc-uts-namespace"):
+                self.lost(name, why)
+        if not self.pid_ns:
+            # Orphans of a run re-parent to us, so we can still find and kill them.
+            try:
+                isolation.libc().prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+            except Exception:
+                pass
+        # Mount namespace and read-only root.
+        if ns_error is None:
+            try:
+                isolation.mount("none", "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
+                isolation.mount("tmpfs", "/tmp", "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
+                                f"size={self.cfg.get('scratch_mb', 1024)}m,mode=755")
+                self.protections["mount-namespace"] = True
+                os.mkdir(ROOT_DIR, 0o755)
+                isolation.mount("tmpfs", ROOT_DIR, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
+                                f"size={self.cfg.get('scratch_mb', 1024)}m,mode=755")
+                isolation.build_root(ROOT_DIR, SCRATCH_IN_ROOT.lstrip("/"))
+                self.root = ROOT_DIR
+                self.scratch_host = ROOT_DIR + SCRATCH_IN_ROOT
+                self.scratch_child = SCRATCH_IN_ROOT
+                self.protections["read-only-root"] = True
+            except OSError as e:
+                self.protections.setdefault("mount-namespace", f"LOST: {e}")
+                self.lost("read-only-root", str(e))
+        else:
+            self.lost("mount-namespace", ns_error)
+            self.lost("read-only-root", "needs a mount namespace (root)")
+        if self.root is None:
+            import tempfile
+
+            self.scratch_host = self.scratch_child = tempfile.mkdtemp(prefix="codea1-sbx-")
+        if is_root:
+            self.uid = int(self.cfg["uid"])
+            self.protections["unprivileged-uid"] = True
+        else:
+            self.lost("unprivileged-uid", "not root: runs keep the caller's uid and its file access")
+        # cgroups (created by the parent's request, under the parent's own cgroup).
+        for ctl in ("memory", "pids"):
+            path = self.cfg.get(f"{ctl}_cgroup")
+            if not path:
+                self.lost(f"{ctl}-cgroup", "no writable cgroup v1 controller")
+                continue
+            try:
+                os.makedirs(path, exist_ok=True)
+                if ctl == "memory":
+                    self.mem_cg = path
+                    self.memsw = os.path.exists(os.path.join(path, "memory.memsw.limit_in_bytes"))
+                else:
+                    self.pids_cg = path
+                self.protections[f"{ctl}-cgroup"] = True
+            except OSError as e:
+                self.lost(f"{ctl}-cgroup", str(e))
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("-1000")
+        except OSError:
+            pass
+        self.protections["rlimits"] = True if is_root else "partial: no process-count limit (shared per uid)"
+        self.protections["scrubbed-env"] = True
+        self.protections["result-channel"] = True
+        if "memory-cgroup" in self.protections and self.mem_cg is None:
+            self.protections["memory-cgroup"] += " (falls back to RLIMIT_AS: virtual memory cap)"
+        # Warm state: pre-import what test programs commonly need.
+        preload_errors = {}
+        for mod in self.cfg.get("preload", []):
+            try:
+                __import__(mod)
+            except Exception as e:  # an optional convenience, never a protection
+                preload_errors[mod] = f"{type(e).__name__}: {e}"
+        self.preload_errors = preload_errors
+        self.base_vsz = _vsz_bytes()
+
+    # ----------------------------------------------------------------------- limits
+
+    def apply_limits(self, lim: dict) -> None:
+        if self.mem_cg:
+            want = lim["memory_mb"] * 1024 * 1024
+            if self.cur_limits.get("mem") != want:
+                files = ["memory.limit_in_bytes"] + (["memory.memsw.limit_in_bytes"] if self.memsw else [])
+                try:  # memsw must stay >= limit: lowering sets limit first, raising memsw first
+                    for name in files:
+                        isolation.write_text(os.path.join(self.mem_cg, name), str(want))
+                except OSError:
+                    for name in reversed(files):
+                        isolation.write_text(os.path.join(self.mem_cg, name), str(want))
+                self.cur_limits["mem"] = want
+            for name in ("memory.max_usage_in_bytes", "memory.failcnt"):
+                try:
+                    isolation.write_text(os.path.join(self.mem_cg, name), "0")
+                except OSError:
+                    pass
+        if self.pids_cg and self.cur_limits.get("pids") != lim["max_procs"]:
+            isolation.write_text(os.path.join(self.pids_cg, "pids.max"), str(lim["max_procs"]))
+            self.cur_limits["pids"] = lim["max_procs"]
+
+    def oom_kills(self) -> int:
+        if not self.mem_cg:
+            return 0
+        try:
+            with open(os.path.join(self.mem_cg, "memory.oom_control")) as f:
+                for line in f:
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
+    def plan(self, lim: dict) -> dict:
+        cg = [os.path.join(p, "cgroup.procs") for p in (self.mem_cg, self.pids_cg) if p]
+        return {
+            "cgroup_procs": cg,
+            "oom_adj": True,
+            "cpu_s": max(1, int(lim["cpu_s"] + 0.999)),
+            "max_file_bytes": lim["max_file_bytes"],
+            "max_value_bytes": lim["max_value_bytes"],
+            "as_bytes": None if self.mem_cg else self.base_vsz + (lim["memory_mb"] + 256) * 1024 * 1024,
+            "nproc": lim["max_procs"] if self.uid is not None else None,
+            "chroot": self.root,
+            "cwd": self.scratch_child,
+            "uid": self.uid,
+            "no_new_privs": True,
+            "env": {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": self.scratch_child,
+                "TMPDIR": self.scratch_child,
+                "LANG": "C.UTF-8",
+                "PYTHONHASHSEED": "0",
+                "OPENBLAS_NUM_THREADS": "1",
+                "OMP_NUM_THREADS": "1",
+            },
+        }
+
+    def fresh_scratch(self) -> None:
+        shutil.rmtree(self.scratch_host, ignore_errors=True)
+        os.mkdir(self.scratch_host, 0o700)
+        if self.uid is not None:
+            os.chown(self.scratch_host, self.uid, self.uid)
+
+    # ----------------------------------------------------------------------- cleanup
+
+    def kill_everything(self, pid: int | None) -> tuple[float, int | None]:
+        """SIGKILL every process the run started and reap them. Returns (cpu_s, status of pid)."""
+        cpu = 0.0
+        status = None
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL) if not self.pid_ns else None
+            except ProcessLookupError:
+                pass
+        while True:
+            if self.pid_ns:
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            else:
+                for child in _children():
+                    try:
+                        os.kill(child, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            try:
+                wpid, wstatus, ru = os.wait4(-1, 0)
+            except ChildProcessError:
+                break
+            cpu += ru.ru_utime + ru.ru_stime
+            if wpid == pid:
+                status = wstatus
+        return cpu, status
+
+    # ----------------------------------------------------------------------- runs
+
+    def serve(self) -> None:
+        send(self.chan_out, {
+            "hello": True,
+            "protections": self.protections,
+            "preload_errors": self.preload_errors,
+            "uid": self.uid,
+        })
+        while True:
+            msg = recv(self.chan_in)
+            if msg is None:
+                return
+            try:
+                result = self.run_job(msg["job"])
+            except Exception as e:  # the worker's own failure: infrastructure, not the candidate
+                import traceback
+
+                result = {"status": "infra", "infra_error": f"worker error: {type(e).__name__}: {e}",
+                          "trace": traceback.format_exc()[-2000:]}
+                try:
+                    self.kill_everything(None)
+                except Exception:
+                    pass
+            send(self.chan_out, {"result": result})
+
+    def run_job(self, job: dict) -> dict:
+        lim = job["limits"]
+        calls = tuple(job["calls"])
+        n = len(calls)
+        self.apply_limits(lim)
+        plan = self.plan(lim)
+        t0 = time.monotonic()
+        deadline = t0 + lim["timeout_s"]
+        res = {
+            "status": "ok", "exit_code": None, "program_ok": False, "program_error": None,
+            "cpu_s": 0.0, "peak_mb": 0.0, "infra_error": None,
+        }
+        out = _Output(lim["max_output_bytes"])
+        call_res: list = [None] * n
+        start, first = 0, True
+        while True:
+            seg = self.segment(job["program"], calls, start, plan, lim, deadline, out)
+            res["cpu_s"] += seg["cpu"]
+            res["exit_code"] = seg["exit_code"]
+            if not seg["ready"]:  # no candidate code ran: the failure is ours
+                res.update(status="infra", infra_error=f"child set-up failed ({seg['how'] or seg['kill']})")
+                break
+            if seg["violation"]:
+                res.update(status="error", program_ok=False,
+                           program_error=f"ProtocolViolation: {seg['violation']}")
+                call_res = [{"status": "error", "error": "ProtocolViolation: forged or malformed result record"}
+                            for _ in calls]
+                break
+            prog = seg["program"]
+            if first:
+                first = False
+                if prog is None or not prog[0]:
+                    res["program_ok"] = False
+                    if prog is not None:
+                        res["program_error"] = prog[1]
+                        res["status"] = "memory" if (prog[1] or "").startswith("MemoryError") else "error"
+                    else:
+                        res["status"], res["program_error"] = self._death_status(seg, lim)
+                    if seg["kill"] == "output":
+                        res["status"] = "output-limit"
+                    break
+                res["program_ok"] = True
+            elif prog is None or not prog[0]:
+                if seg["kill"] in ("run", "output"):
+                    res["status"] = "timeout" if seg["kill"] == "run" else "output-limit"
+                    break
+                why = prog[1] if prog is not None else self._death_status(seg, lim)[1]
+                for i in range(start, n):
+                    call_res[i] = {"status": "error",
+                                   "error": f"ProgramRerunFailed: the program failed when re-run for "
+                                            f"the remaining calls: {why}"}
+                break
+            for i, r in seg["results"].items():
+                call_res[i] = r
+            if seg["ended"]:
+                break
+            k = seg["in_call"]
+            if k is None:
+                k = next((i for i in range(start, n) if call_res[i] is None), None)
+                if k is None:
+                    break
+                started = False
+            else:
+                started = True
+            if seg["kill"] == "run":
+                call_res[k] = {"status": "timeout", "error": f"run exceeded {lim['timeout_s']} s"}
+                res["status"] = "timeout"
+                break
+            if seg["kill"] == "output":
+                call_res[k] = {"status": "error", "error": "OutputLimit: output exceeded "
+                               f"{lim['max_output_bytes']} bytes"}
+                res["status"] = "output-limit"
+                break
+            if seg["kill"] == "call":
+                call_res[k] = {"status": "timeout", "error": f"call exceeded {lim['call_timeout_s']} s"}
+            elif started:
+                call_res[k] = {"status": "error", "error": self._death_status(seg, lim)[1]}
+            else:
+                call_res[k] = {"status": "error",
+                               "error": "ProcessExited: the process ended before the call ran "
+                                        f"({self._death_status(seg, lim)[1]})"}
+            start = k + 1
+            if start >= n:
+                break
+            if time.monotonic() >= deadline:
+                res["status"] = "timeout"
+                break
+        res["calls"] = [r if r is not None else {"status": "not-run"} for r in call_res]
+        res["stdout"], res["stderr"] = out.text()
+        res["wall_s"] = time.monotonic() - t0
+        peak = seg.get("peak_mb", 0.0)
+        if self.mem_cg:
+            try:
+                peak = isolation.read_int(os.path.join(self.mem_cg, "memory.max_usage_in_bytes")) / 2**20
+            except OSError:
+                pass
+        res["peak_mb"] = round(peak, 2)
+        res["cpu_s"] = round(res["cpu_s"], 6)
+        res["wall_s"] = round(res["wall_s"], 6)
+        return res
+
+    def _death_status(self, seg: dict, lim: dict) -> tuple[str, str]:
+        if seg["kill"] == "run":
+            return "timeout", f"Timeout: run exceeded {lim['timeout_s']} s"
+        if seg["kill"] == "call":
+            return "timeout", f"Timeout: call exceeded {lim['call_timeout_s']} s"
+        if seg["kill"] == "output":
+            return "output-limit", f"OutputLimit: output exceeded {lim['max_output_bytes']} bytes"
+        if seg["oom"]:
+            return "memory", f"MemoryError: killed at the memory limit ({lim['memory_mb']} MB)"
+        st = seg["status"]
+        if st is not None and os.WIFSIGNALED(st):
+            sig = os.WTERMSIG(st)
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and seg["cpu"] >= plan_cpu(lim) - 0.05):
+                return "timeout", f"Timeout: CPU time exceeded {lim['cpu_s']} s"
+            if sig == signal.SIGXFSZ:
+                return "error", f"FileSizeLimit: a file exceeded {lim['max_file_bytes']} bytes"
+            return "error", f"ProcessKilled: killed by signal {signal.Signals(sig).name}"
+        code = os.WEXITSTATUS(st) if st is not None else None
+        return "error", f"ProcessExited: exited with code {code} without a result record"
+
+    def segment(self, program: str, calls: tuple, start: int, plan: dict, lim: dict,
+                deadline: float, out: "_Output") -> dict:
+        """Fork one child that runs the program, then calls from ``start``; watch it."""
+        self.fresh_scratch()
+        oom_before = self.oom_kills()
+        r_out, w_out = os.pipe()
+        r_err, w_err = os.pipe()
+        r_res, w_res = os.pipe()
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200) for fd in (w_out, w_err, w_res)]
+        for fd in (w_out, w_err, w_res):
+            os.close(fd)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child_main(plan, program, calls, start, tuple(high))
+            finally:
+                os._exit(SETUP_FAILED_EXIT)
+        for fd in high:
+            os.close(fd)
+        seg = {"ready": False, "program": None, "results": {}, "ended": False, "in_call": None,
+               "kill": None, "violation": None, "status": None, "cpu": 0.0, "exit_code": None,
+               "oom": False, "how": ""}
+        parser = _RecordParser(start, len(calls), lim["max_value_bytes"] + _RECORD_SLACK)
+        for fd in (r_out, r_err, r_res):
+            os.set_blocking(fd, False)
+        pidfd = os.pidfd_open(pid)
+        poller = select.poll()
+        for fd in (r_out, r_err, r_res, pidfd):
+            poller.register(fd, select.POLLIN)
+        call_deadline = None
+        open_fds = {r_out, r_err, r_res}
+        exited = False
+        while True:
+            if parser.call_started is not None:
+                call_deadline = parser.call_started_at + lim["call_timeout_s"]
+            else:
+                call_deadline = None
+            limit_at = deadline if call_deadline is None else min(deadline, call_deadline)
+            now = time.monotonic()
+            if now >= limit_at:
+                seg["kill"] = "call" if call_deadline is not None and call_deadline < deadline else "run"
+                break
+            events = poller.poll(max(1, int((limit_at - now) * 1000) + 1))
+            for fd, ev in events:
+                if fd == pidfd:
+                    exited = True
+                    continue
+                if fd not in open_fds:
+                    continue
+                data = _drain(fd)
+                if data is None:  # EOF
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                if fd == r_res:
+                    parser.feed(data)
+                elif not out.add(fd == r_err, data):
+                    seg["kill"] = "output"
+            if parser.violation:
+                seg["violation"] = parser.violation
+                seg["kill"] = "violation"
+            if seg["kill"] or exited:
+                break
+        # Stop everything the run started, then read what is left in the pipes.
+        cpu, status = self.kill_everything(pid)
+        for fd in list(open_fds):
+            while True:
+                data = _drain(fd)
+                if not data:
+                    break
+                if fd == r_res:
+                    parser.feed(data)
+                elif fd in (r_out, r_err) and not out.add(fd == r_err, data) and seg["kill"] is None:
+                    seg["kill"] = "output"
+        parser.finish()
+        if parser.violation and not seg["violation"]:
+            seg["violation"] = parser.violation
+        for fd in (r_out, r_err, r_res, pidfd):
+            os.close(fd)
+        seg.update(ready=parser.ready, program=parser.program, results=parser.results,
+                   ended=parser.ended, in_call=parser.call_started, status=status, cpu=cpu,
+                   oom=self.oom_kills() > oom_before)
+        if status is not None:
+            seg["exit_code"] = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+            seg["how"] = (f"exit code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
+                          else f"signal {os.WTERMSIG(status)}")
+        return seg
+
+
+def plan_cpu(lim: dict) -> float:
+    return max(1, int(lim["cpu_s"] + 0.999))
+
+
+class _Output:
+    """Bounded capture of stdout and stderr together; reports when the bound is crossed."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self.out = bytearray()
+        self.err = bytearray()
+
+    def add(self, is_err: bool, data: bytes) -> bool:
+        room = self.limit - len(self.out) - len(self.err)
+        if room > 0:
+            (self.err if is_err else self.out).extend(data[:room])
+        self.total += len(data)
+        return self.total <= self.limit
+
+    def text(self) -> tuple[str, str]:
+        return (self.out.decode("utf-8", "replace"), self.err.decode("utf-8", "replace"))
+
+
+class _RecordParser:
+    """Strict state machine over the child's result records.
+
+    Expected, in order: ``["ready"]``, ``["P", ok, error]``, then for each call ``i`` from
+    ``start``: ``["S", i]`` and ``["R", i, "ok", value] | ["R", i, "error", text]``, then
+    ``["E"]``. Anything else (a duplicate, a gap, an unknown tag, a malformed value, a
+    record after the end, an over-long line) is a violation: the candidate's failure.
+    """
+
+    def __init__(self, start: int, n: int, max_line: int) -> None:
+        self.buf = bytearray()
+        self.max_line = max_line
+        self.next_call = start
+        self.n = n
+        self.ready = False
+        self.program: tuple | None = None
+        self.results: dict[int, dict] = {}
+        self.ended = False
+        self.call_started: int | None = None
+        self.call_started_at = 0.0
+        self.violation: str | None = None
+
+    def feed(self, data: bytes) -> None:
+        if self.violation:
+            return
+        self.buf.extend(data)
+        while not self.violation:
+            nl = self.buf.find(b"\n")
+            if nl < 0:
+                if len(self.buf) > self.max_line:
+                    self.violation = "over-long result record"
+                return
+            line = bytes(self.buf[:nl])
+            del self.buf[: nl + 1]
+            if len(line) > self.max_line:
+                self.violation = "over-long result record"
+                return
+            try:
+                rec = json.loads(line)
+                self.step(rec)
+            except (ValueError, TypeError, IndexError, RecursionError) as e:
+                self.violation = f"malformed result record ({str(e)[:200]})"
+
+    def finish(self) -> None:
+        if self.buf and not self.violation:
+            self.violation = "truncated result record"
+
+    def step(self, rec) -> None:
+        if type(rec) is not list or not rec or type(rec[0]) is not str:
+            raise ValueError("record is not a tagged list")
+        tag = rec[0]
+        if self.ended:
+            raise ValueError(f"record {tag!r} after the end record")
+        if not self.ready:
+            if rec != ["ready"]:
+                raise ValueError("first record must be 'ready'")
+            self.ready = True
+            return
+        if self.program is None:
+            if (tag != "P" or len(rec) != 3 or type(rec[1]) is not bool
+                    or not (rec[2] is None or type(rec[2]) is str)):
+                raise ValueError("expected the program record")
+            self.program = (rec[1], rec[2])
+            if not rec[1]:
+                self.ended = True  # nothing may follow a failed program
+            return
+        if tag == "S":
+            if len(rec) != 2 or type(rec[1]) is not int or rec[1] != self.next_call or self.call_started is not None:
+                raise ValueError("call-start record out of order")
+            self.call_started = rec[1]
+            self.call_started_at = time.monotonic()
+            return
+        if tag == "R":
+            if (len(rec) != 4 or type(rec[1]) is not int or rec[1] != self.call_started
+                    or rec[2] not in ("ok", "error")):
+                raise ValueError("call-result record out of order or malformed")
+            i = rec[1]
+            if rec[2] == "ok":
+                self.results[i] = {"status": "ok", "value": check_value(rec[3])}
+            else:
+                if type(rec[3]) is not str:
+                    raise ValueError("call error must be text")
+                self.results[i] = {"status": "error", "error": rec[3][:2000]}
+            self.call_started = None
+            self.next_call = i + 1
+            return
+        if tag == "E":
+            if len(rec) != 1 or self.call_started is not None or self.next_call != self.n:
+                raise ValueError("end record before all calls finished")
+            self.ended = True
+            return
+        raise ValueError(f"unknown record tag {tag!r}")
+
+
+def _drain(fd: int) -> bytes | None:
+    """Read what is available now; b'' if nothing, None at EOF."""
+    chunks = []
+    while True:
+        try:
+            b = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            break
+        except OSError as e:
+            if e.errno == errno.EINTR:
+                continue
+            raise
+        if not b:
+            return b"".join(chunks) if chunks else None
+        chunks.append(b)
+        if sum(map(len, chunks)) > (1 << 20):
+            break
+    return b"".join(chunks)
+
+
+def _children() -> list[int]:
+    pids: list[int] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                pids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return pids
+
+
+def _vsz_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * resource.getpagesize()
+    except OSError:
+        return 0
+
+
+# --------------------------------------------------------------------------- entry
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    # The parent channel moves to high fds; stdin/stdout become /dev/null so a stray
+    # print can never corrupt the channel.
+    chan_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 100)
+    chan_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 100)
+    devnull = os.open("/dev/null", os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    ns_error = None
+    if cfg.get("isolate", True) and os.geteuid() == 0:
+        try:
+            isolation.unshare(isolation.CLONE_NEWNS | isolation.CLONE_NEWNET | isolation.CLONE_NEWIPC
+                              | isolation.CLONE_NEWUTS | isolation.CLONE_NEWPID)
+        except OSError as e:
+            ns_error = f"unshare failed: {e}"
+        if ns_error is None:
+            pid = os.fork()
+            if pid:  # the launcher: wait for the worker (pid 1 of the new namespace)
+                os.close(chan_in)
+                os.close(chan_out)
+                _, status = os.waitpid(pid, 0)
+                os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+            isolation.set_parent_death_signal(signal.SIGKILL)
+    elif not cfg.get("isolate", True):
+        ns_error = "isolation disabled by configuration"
+    else:
+        ns_error = "not root: namespaces, chroot and uid switch need root"
+    w = Worker(cfg, chan_in, chan_out)
+    try:
+        w.setup(ns_error)
+    except Exception as e:
+        send(chan_out, {"hello": False, "error": f"{type(e).__name__}: {e}"})
+        raise
+    w.serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""The parent side: a pool of confined fork-server workers, and the public ``Executor``.
+
+The parent never runs candidate code and never sends expected values to a worker; it
+receives plain-data results and leaves comparison to ``values_equal``. A worker that
+crashes, hangs past its deadline or answers nonsense is an infrastructure failure: it is
+replaced, the run is retried once, and a second failure is reported as ``status="infra"``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Sequence
+
+from codea1.sandbox import isolation
+from codea1.sandbox.types import RUN_STATUSES, CallResult, Job, Limits, RunResult
+
+log = logging.getLogger("codea1.sandbox")
+
+_HEADER = struct.Struct(">I")
+#: Seconds a worker may take beyond a run's own deadline before it is declared broken.
+_GRACE_S = 20.0
+#: Seconds a worker may take to start (imports, namespaces, root, preload).
+_START_TIMEOUT_S = 120.0
+#: First uid used for runs; each worker gets its own (RLIMIT_NPROC counts per uid).
+_UID_BASE = 2_000_000
+
+
+class WorkerError(RuntimeError):
+    """A worker broke (died, hung, spoke nonsense): an infrastructure failure."""
+
+
+class _Worker:
+    """One fork-server process and its channel."""
+
+    def __init__(self, index: int, gen: int, preload: Sequence[str], isolate: bool) -> None:
+        self.index = index
+        tag = f"codea1-sbx-{os.getpid()}-{index}-{gen}"
+        self.cgroups = []
+        cfg: dict = {
+            "uid": _UID_BASE + (os.getpid() % 100_000) * 64 + index % 64,
+            "preload": list(preload),
+            "isolate": isolate,
+        }
+        if isolate and os.geteuid() == 0:
+            for ctl in ("memory", "pids"):
+                base = isolation.own_cgroup(ctl)
+                if base:
+                    cfg[f"{ctl}_cgroup"] = os.path.join(base, tag)
+                    self.cgroups.append(cfg[f"{ctl}_cgroup"])
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+        debug = os.environ.get("CODEA1_SANDBOX_DEBUG")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "codea1.sandbox._worker", json.dumps(cfg)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None if debug else subprocess.DEVNULL,
+            env=env,
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,
+        )
+        self.wfd = self.proc.stdin.fileno()
+        self.rfd = self.proc.stdout.fileno()
+        self.hello: dict | None = None
+
+    def handshake(self) -> dict:
+        msg = self.recv(time.monotonic() + _START_TIMEOUT_S)
+        if not msg.get("hello"):
+            raise WorkerError(f"worker failed to start: {msg.get('error', msg)}")
+        self.hello = msg
+        return msg
+
+    def send(self, msg: dict) -> None:
+        data = json.dumps(msg, separators=(",", ":")).encode()
+        buf = memoryview(_HEADER.pack(len(data)) + data)
+        try:
+            while buf:
+                buf = buf[os.write(self.wfd, buf):]
+        except OSError as e:
+            raise WorkerError(f"cannot write to worker: {e}") from e
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerError("worker did not answer in time")
+            r, _, _ = select.select([self.rfd], [], [], left)
+            if not r:
+                continue
+            b = os.read(self.rfd, n - got)
+            if not b:
+                raise WorkerError(f"worker exited (status {self.proc.poll()})")
+            chunks.append(b)
+            got += len(b)
+        return b"".join(chunks)
+
+    def recv(self, deadline: float) -> dict:
+        (size,) = _HEADER.unpack(self._read(_HEADER.size, deadline))
+        try:
+            msg = json.loads(self._read(size, deadline))
+        except ValueError as e:
+            raise WorkerError(f"malformed message from worker: {e}") from e
+        if not isinstance(msg, dict):
+            raise WorkerError("malformed message from worker")
+        return msg
+
+    def run(self, job: Job, limits: Limits) -> dict:
+        self.send({"job": {"program": job.program, "calls": list(job.calls), "limits": limits.to_wire()}})
+        return self.recv(time.monotonic() + limits.timeout_s + _GRACE_S).get("result") or {}
+
+    def close(self, timeout: float = 3.0) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        try:
+            self.proc.stdout.close()
+        except OSError:
+            pass
+        self._remove_cgroups()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+        self._remove_cgroups()
+
+    def _remove_cgroups(self) -> None:
+        for path in self.cgroups:
+            for _ in range(50):
+                try:
+                    isolation.remove_cgroup(path)
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _lost(protections: dict) -> dict:
+    return {k: v for k, v in protections.items() if v is not True}
+
+
+class Executor:
+    """A pool of sandboxed fork-server workers (``workers=None``: one per CPU core).
+
+    Use as a context manager. ``run`` and ``run_many`` are thread-safe. ``protections``
+    maps each protection of ``isolation.PROTECTIONS`` to ``True`` or ``"LOST: why"``;
+    lost ones are also logged as a warning at start-up.
+    """
+
+    def __init__(self, workers: int | None = None, limits: Limits = Limits(), *,
+                 preload: Sequence[str] = ("numpy",), isolate: bool = True) -> None:
+        if not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
+        n = workers if workers is not None else (os.cpu_count() or 1)
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"workers must be a positive integer or None, got {workers!r}")
+        self.limits = limits
+        self.preload = tuple(preload)
+        self.isolate = isolate
+        self.n_workers = n
+        self._gen = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: list[_Worker] = []
+        self._pool: ThreadPoolExecutor | None = None
+        started = [self._spawn(i) for i in range(n)]
+        try:
+            for w in started:
+                w.handshake()
+        except Exception:
+            for w in started:
+                w.kill()
+            raise
+        self.protections: dict = dict(started[0].hello["protections"])
+        self.preload_errors: dict = dict(started[0].hello.get("preload_errors") or {})
+        for w in started:
+            self._idle.put(w)
+        lost = _lost(self.protections)
+        if lost:
+            log.warning("sandbox protections lost on this machine: %s",
+                        "; ".join(f"{k}: {v}" for k, v in lost.items()))
+        self._finalizer = weakref.finalize(self, Executor._shutdown, self._all)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _spawn(self, index: int) -> _Worker:
+        with self._lock:
+            self._gen += 1
+            w = _Worker(index, self._gen, self.preload, self.isolate)
+            self._all.append(w)
+        return w
+
+    def _replace(self, w: _Worker) -> _Worker:
+        w.kill()
+        with self._lock:
+            if w in self._all:
+                self._all.remove(w)
+        fresh = self._spawn(w.index)
+        fresh.handshake()
+        return fresh
+
+    @staticmethod
+    def _shutdown(workers: list) -> None:
+        for w in list(workers):
+            w.close()
+        workers.clear()
+
+    def close(self) -> None:
+        """Stop every worker (and every process a run started) and remove cgroups."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._finalizer()
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def lost_protections(self) -> dict:
+        """The protections that do not hold here, with the reason."""
+        return _lost(self.protections)
+
+    # ------------------------------------------------------------------ runs
+
+    def run(self, job: Job) -> RunResult:
+        """Run one job in a fresh fork of a warm worker; infra failures retried once."""
+        if self._closed:
+            raise RuntimeError("Executor is closed")
+        if not isinstance(job, Job):
+            raise TypeError(f"run() takes a Job, got {type(job).__name__}")
+        limits = job.limits or self.limits
+        w = self._idle.get()
+        try:
+            error = None
+            for _attempt in range(2):
+                try:
+                    if w is None:
+                        w = self._replace(broken)
+                    raw = w.run(job, limits)
+                except WorkerError as e:
+                    error = str(e)
+                    broken, w = w, None
+                    if broken is not None:
+                        broken.kill()
+                    continue
+                result = _to_result(raw, len(job.calls))
+                if result.status != "infra":
+                    return result
+                error = result.infra_error
+            return _infra(error or "unknown infrastructure failure", len(job.calls))
+        finally:
+            if w is None:
+                try:
+                    w = self._replace(broken)
+                except Exception as e:  # keep the pool size; the next run retries the start
+                    log.error("sandbox worker restart failed: %s", e)
+                    w = broken
+            self._idle.put(w)
+
+    def run_many(self, jobs: Iterable[Job]) -> list[RunResult]:
+        """Run jobs in parallel on all workers; results in the order of ``jobs``."""
+        jobs = list(jobs)
+        if not jobs:
+            return []
+        if len(jobs) == 1 or self.n_workers == 1:
+            return [self.run(j) for j in jobs]
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="codea1-sandbox")
+        return list(self._pool.map(self.run, jobs))
+
+
+def _infra(error: str, n_calls: int) -> RunResult:
+    return RunResult(status="infra", infra_error=error,
+                     calls=[CallResult(status="not-run") for _ in range(n_calls)])
+
+
+def _to_result(raw: dict, n_calls: int) -> RunResult:
+    """Turn a worker's answer into a RunResult; anything unexpected is infra."""
+    try:
+        status = raw["status"]
+        if status not in RUN_STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        if status == "infra":
+            return _infra(raw.get("infra_error") or "worker reported an infrastructure failure", n_calls)
+        calls = [CallResult(status=c["status"], value=c.get("value"), error=c.get("error"))
+                 for c in raw["calls"]]
+        if len(calls) != n_calls:
+            raise ValueError(f"{len(calls)} call results for {n_calls} calls")
+        return RunResult(
+            status=status,
+            exit_code=raw.get("exit_code"),
+            stdout=raw.get("stdout", ""),
+            stderr=raw.get("stderr", ""),
+            cpu_s=float(raw.get("cpu_s", 0.0)),
+            wall_s=float(raw.get("wall_s", 0.0)),
+            peak_mb=float(raw.get("peak_mb", 0.0)),
+            program_ok=raw.get("program_ok") is True,
+            program_error=raw.get("program_error"),
+            calls=calls,
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        return _infra(f"malformed result from worker: {e}", n_calls)
+
+
+def run(program: str, calls: Sequence[str] = (), limits: Limits | None = None) -> RunResult:
+    """One-off convenience: start a one-worker executor, run one job, stop it."""
+    with Executor(workers=1, limits=limits or Limits()) as ex:
+        return ex.run(Job(program=program, calls=calls))

@@ -1,0 +1,188 @@
+"""Linux confinement primitives (namespaces, mounts, cgroups) used by the worker.
+
+Python 3.11 has no ``os.unshare``/``mount``, so they come from libc through ctypes. Every
+step is optional: a step that fails is reported as a lost protection (see
+``PROTECTIONS``), never skipped silently.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import sys
+from pathlib import Path
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
+
+#: Every protection the executor can provide, with what is lost without it.
+PROTECTIONS: dict[str, str] = {
+    "fork-server": "warm worker forks a child per run (no interpreter start-up per run)",
+    "pid-namespace": "run cannot see or signal host processes; all its processes are killed after it",
+    "net-namespace": "no network access",
+    "mount-namespace": "private mount table (host /tmp, /root, /home, the repo are hidden)",
+    "ipc-uts-namespace": "no host SysV IPC; own hostname",
+    "read-only-root": "filesystem is a read-only view of only what Python needs plus a private scratch dir",
+    "unprivileged-uid": "run executes as an unprivileged uid (cannot write host files, ptrace, chroot back)",
+    "memory-cgroup": "hard memory cap charged per run (cgroup v1 memory)",
+    "pids-cgroup": "hard process/thread cap per run (cgroup v1 pids)",
+    "rlimits": "CPU, file size, open files, core dumps (and processes for non-root) limited",
+    "scrubbed-env": "no environment variables of the parent reach the run",
+    "result-channel": "verdicts travel on a private pipe, parsed strictly, compared in the parent",
+}
+
+_libc = None
+
+
+def libc():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def unshare(flags: int) -> None:
+    _check(libc().unshare(ctypes.c_int(flags)), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(
+        libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+        f"mount {source} -> {target}",
+    )
+
+
+def set_no_new_privs() -> None:
+    _check(libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+
+
+def set_parent_death_signal(sig: int) -> None:
+    _check(libc().prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0), "prctl(PDEATHSIG)")
+
+
+def bind_readonly(src: str, dst: str) -> None:
+    """Bind ``src`` at ``dst`` read-only, nosuid, nodev."""
+    mount(src, dst, None, MS_BIND | MS_REC)
+    mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def python_paths() -> list[str]:
+    """Directories the interpreter (and numpy) need: prefixes, stdlib, site-packages."""
+    paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    for p in sys.path:
+        if p and os.path.isdir(p):
+            paths.add(os.path.realpath(p))
+    # Keep only outermost directories, drop system ones bound separately, and never the repo.
+    system = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+    out: list[str] = []
+    for p in sorted(paths, key=len):
+        if p == "/" or any(p == s or p.startswith(s + "/") for s in system):
+            continue
+        if any(p == o or p.startswith(o + "/") for o in out):
+            continue
+        out.append(p)
+    return out
+
+
+def build_root(root: str, scratch_name: str = "scratch") -> list[str]:
+    """Populate ``root`` (an empty tmpfs dir) with read-only binds of what Python needs.
+
+    Returns the list of host paths made visible. Must run inside a private mount namespace.
+    """
+    visible: list[str] = []
+    r = Path(root)
+    for d in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        if not os.path.exists(d):
+            continue
+        dst = r / d.lstrip("/")
+        if os.path.islink(d):
+            os.symlink(os.readlink(d), dst)
+        else:
+            dst.mkdir(parents=True, exist_ok=True)
+            bind_readonly(d, str(dst))
+            visible.append(d)
+    for p in python_paths():
+        dst = r / p.lstrip("/")
+        dst.mkdir(parents=True, exist_ok=True)
+        bind_readonly(p, str(dst))
+        visible.append(p)
+    etc = r / "etc"
+    etc.mkdir(exist_ok=True)
+    for name in ("ld.so.cache", "ld.so.conf", "localtime", "nsswitch.conf"):
+        src = Path("/etc") / name
+        if src.is_file():
+            (etc / name).write_bytes(b"")
+            bind_readonly(str(src), str(etc / name))
+    (etc / "passwd").write_text("root:x:0:0::/:/bin/false\nsandbox:x:65534:65534::/scratch:/bin/false\n")
+    (etc / "group").write_text("root:x:0:\nsandbox:x:65534:\n")
+    (etc / "hostname").write_text("sandbox\n")
+    dev = r / "dev"
+    dev.mkdir(exist_ok=True)
+    for name in ("null", "zero", "full", "random", "urandom"):
+        (dev / name).write_bytes(b"")
+        mount(f"/dev/{name}", str(dev / name), None, MS_BIND)
+    (r / "tmp").mkdir(mode=0o755, exist_ok=True)
+    (r / scratch_name).mkdir(mode=0o755, exist_ok=True)
+    # The root itself read-only from the run's point of view: it is owned by root 0755,
+    # and the run is an unprivileged uid; only scratch is chowned to it per run.
+    os.chmod(root, 0o755)
+    return visible
+
+
+def own_cgroup(controller: str) -> str | None:
+    """The cgroup v1 directory of this process for ``controller``, if writable."""
+    try:
+        text = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and controller in parts[1].split(","):
+            d = Path("/sys/fs/cgroup") / controller / parts[2].lstrip("/")
+            if d.is_dir() and os.access(d, os.W_OK):
+                return str(d)
+    return None
+
+
+def write_text(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def read_int(path: str) -> int:
+    with open(path) as f:
+        return int(f.read().split()[0])
+
+
+def remove_cgroup(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:  # busy: tasks still inside
+        if e.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+            raise

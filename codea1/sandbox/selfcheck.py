@@ -1,0 +1,128 @@
+"""Self-test of the executor on this machine: a good program plus one attack per class.
+
+``codea1 sandbox check`` prints the result as a table; each check is a real run through
+the executor and an assertion on its trusted outcome, so a protection that does not hold
+here shows up as FAIL instead of being assumed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from codea1.sandbox.executor import Executor
+from codea1.sandbox.types import Job, Limits, RunResult
+from codea1.sandbox.values import encode, values_equal
+
+
+@dataclass
+class Check:
+    name: str
+    attack: str  # attack class of SANDBOX.md this exercises
+    job: Job
+    holds: Callable[[RunResult], bool]
+    explain: str
+
+
+def _call_value(r: RunResult, i: int = 0):
+    c = r.calls[i] if len(r.calls) > i else None
+    return c.value if c is not None and c.status == "ok" else None
+
+
+_SECRET_ENV = "CODEA1_SELFCHECK_SECRET"
+
+
+def checks() -> list[Check]:
+    """The self-test suite (fast: a few seconds in total)."""
+    fast = Limits(timeout_s=5.0, call_timeout_s=1.0, memory_mb=256, max_procs=16, max_output_bytes=4096)
+    return [
+        Check("good program", "baseline",
+              Job("def add(a, b):\n    return a + b\n", ["add(2, 3)", "add('a', 'b')"], fast),
+              lambda r: r.status == "ok" and r.program_ok
+              and values_equal(_call_value(r, 0), encode(5))
+              and values_equal(_call_value(r, 1), encode("ab")),
+              "runs and returns plain values"),
+        Check("fake equality", "1",
+              Job("class E(int):\n    def __eq__(s, o): return True\n    __hash__ = int.__hash__\n"
+                  "def f():\n    return E(0)\n", ["f()"], fast),
+              lambda r: not values_equal(_call_value(r), encode(42)),
+              "an int subclass with a lying __eq__ equals nothing"),
+        Check("harness tampering", "2",
+              Job("import builtins, json, os\njson.dumps = lambda *a, **k: '[\"E\"]'\n"
+                  "builtins.print = None\nos.write = lambda *a: 0\n", ["1 + 1"], fast),
+              lambda r: r.program_ok and values_equal(_call_value(r), encode(2)),
+              "patching json/os/builtins does not change the trusted records"),
+        Check("faked success", "3",
+              Job("import os\nos._exit(0)\n", ["1"], fast),
+              lambda r: not r.program_ok and r.calls[0].status == "not-run",
+              "os._exit(0) is not success"),
+        Check("forged records", "4",
+              Job("import os\nos.write(3, b'[\"P\",true,null]\\n[\"E\"]\\n')\nprint('[\"P\",true,null]')\n"
+                  "raise ValueError('x')\n", [], fast),
+              lambda r: not r.program_ok,
+              "records written by the candidate are rejected"),
+        Check("infinite loop", "5",
+              Job("import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n"
+                  "    try:\n        pass\n    except BaseException:\n        pass\n", [], fast),
+              lambda r: r.status == "timeout" and not r.program_ok,
+              "killed from outside"),
+        Check("memory bomb", "6",
+              Job("x = []\nwhile True:\n    x.append(bytearray(1 << 24))\n", [], fast),
+              lambda r: r.status == "memory" and not r.program_ok,
+              "hard memory cap"),
+        Check("fork bomb", "7",
+              Job("import os\nn = 0\nfor _ in range(200):\n    try:\n        if os.fork() == 0:\n"
+                  "            import time; time.sleep(60)\n        n += 1\n    except OSError:\n        break\n"
+                  "print(n)\n", [], fast),
+              lambda r: r.program_ok and r.stdout.strip().isdigit() and int(r.stdout.strip()) < 16,
+              "process cap; children are killed after the run"),
+        Check("output flood", "8",
+              Job("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", [], fast),
+              lambda r: r.status == "output-limit" and len(r.stdout) <= 4096,
+              "bounded and drained"),
+        Check("file escape", "9",
+              Job("import os\nbad = []\nfor p in ('/etc/passwd_x', '/tmp/x', '/root/x', '/x', '/usr/x'):\n"
+                  "    try:\n        open(p, 'w').write('x'); bad.append(p)\n    except OSError:\n        pass\n"
+                  "print(bad)\n", [], fast),
+              lambda r: r.program_ok and r.stdout.strip() == "[]",
+              "no writes outside the scratch dir"),
+        Check("network escape", "9",
+              Job("import socket\ns = socket.socket()\ns.settimeout(1)\ns.connect(('1.1.1.1', 80))\n", [], fast),
+              lambda r: not r.program_ok,
+              "no network"),
+        Check("environment leak", "9",
+              Job("import os\nprint(sorted(os.environ))\n", ["__import__('os').environ.get('" + _SECRET_ENV + "')"],
+                  fast),
+              lambda r: r.program_ok and _SECRET_ENV not in r.stdout
+              and values_equal(_call_value(r), encode(None)),
+              "the parent's environment does not reach the run"),
+        Check("state poisoning", "10",
+              Job("import math\nmath.pi = 3\n", ["math.pi"], fast),
+              lambda r: True,  # the poisoning run itself; the next check verifies
+              "(poisons math.pi)"),
+        Check("clean state", "10",
+              Job("import math\n", ["math.pi"], fast),
+              lambda r: values_equal(_call_value(r), encode(3.141592653589793)),
+              "a previous run's changes do not leak"),
+    ]
+
+
+def run_checks(executor: Executor | None = None) -> list[tuple[Check, bool, RunResult]]:
+    """Run every check; returns (check, holds, result) triples."""
+    os.environ.setdefault(_SECRET_ENV, "do-not-leak")
+    own = executor is None
+    ex = executor or Executor(workers=1)
+    try:
+        out = []
+        for c in checks():
+            r = ex.run(c.job)
+            try:
+                ok = bool(c.holds(r)) and r.status != "infra"
+            except Exception:
+                ok = False
+            out.append((c, ok, r))
+        return out
+    finally:
+        if own:
+            ex.close()

@@ -1,0 +1,296 @@
+"""Plain-data encoding of Python values, and the trusted comparison of two encodings.
+
+Why: a candidate's return value may be an object whose ``__eq__`` lies, or a subclass of
+``int``/``str``/``list`` that compares equal to anything. So the *child* turns a value into
+plain data (JSON-compatible lists tagged with the exact type) without ever calling code the
+candidate wrote, and the *parent* compares two encodings with code the candidate never sees.
+
+Encoding (``Value``): ``["none"]``, ``["bool", b]``, ``["int", "123"]`` (decimal text, any
+size), ``["float", "0x1.8p+1"]`` (``float.hex``, exact, covers nan/inf), ``["complex", re, im]``
+(two float hexes), ``["str", s]``, ``["bytes", hexdigits]``, ``["list"|"tuple"|"set"|"frozenset",
+[items]]``, ``["dict", [[key, value], ...]]`` and ``["unsupported", "type name"]``, which
+equals nothing (not even itself).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+Value = list  # a tagged plain-data encoding (see module docstring)
+
+#: Float comparison tolerances of :func:`values_equal` (relative, absolute).
+FLOAT_REL_TOL = 1e-6
+FLOAT_ABS_TOL = 1e-9
+
+_SEQUENCE_TAGS = {"list", "tuple", "set", "frozenset"}
+_MAX_DEPTH = 100
+
+
+class EncodingError(ValueError):
+    """A value could not be encoded (too deep, too large)."""
+
+
+def encode(value: Any, max_items: int = 1_000_000) -> Value:
+    """Encode ``value`` into plain data, never calling methods of user-defined types.
+
+    Only exact built-in types are encoded (``type(x) is int``, not ``isinstance``); anything
+    else, including subclasses, becomes ``["unsupported", name]``. Container iteration of
+    exact built-in types is done by C code that calls no user method. ``max_items`` bounds
+    the total number of encoded nodes (a cyclic or gigantic value raises ``EncodingError``).
+    """
+    budget = [max_items]
+    return _encode(value, 0, budget, set())
+
+
+def _type_name(value: Any) -> str:
+    t = type(value)
+    # type.__qualname__ / __module__ of a class are plain attributes on the type object;
+    # read through type's own descriptors so a metaclass cannot run code here.
+    try:
+        qualname = type.__dict__["__qualname__"].__get__(t)
+        module = type.__dict__["__module__"].__get__(t)
+    except Exception:  # pragma: no cover - exotic metaclass
+        return "?"
+    if type(qualname) is not str or type(module) is not str:
+        return "?"
+    return f"{module}.{qualname}" if module != "builtins" else qualname
+
+
+def _encode(value: Any, depth: int, budget: list, active: set) -> Value:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise EncodingError("value too large to encode")
+    if depth > _MAX_DEPTH:
+        raise EncodingError("value nested too deeply to encode")
+    t = type(value)
+    if value is None:
+        return ["none"]
+    if t is bool:
+        return ["bool", value is True]
+    if t is int:
+        return ["int", int.__repr__(value)]
+    if t is float:
+        return ["float", float.hex(value)]
+    if t is complex:
+        return ["complex", float.hex(complex.real.__get__(value)), float.hex(complex.imag.__get__(value))]
+    if t is str:
+        return ["str", value]
+    if t is bytes:
+        return ["bytes", bytes.hex(value)]
+    if t in (list, tuple, set, frozenset, dict):
+        key = id(value)
+        if key in active:
+            raise EncodingError("value contains itself (cycle)")
+        active.add(key)
+        try:
+            if t is dict:
+                items = [
+                    [_encode(k, depth + 1, budget, active), _encode(v, depth + 1, budget, active)]
+                    for k, v in dict.items(value)
+                ]
+                return ["dict", items]
+            if t is list:
+                it = list.__iter__(value)
+            elif t is tuple:
+                it = tuple.__iter__(value)
+            elif t is set:
+                it = set.__iter__(value)
+            else:
+                it = frozenset.__iter__(value)
+            encoded = [_encode(x, depth + 1, budget, active) for x in it]
+            if t in (set, frozenset):
+                encoded.sort(key=_sort_key)
+            return [t.__name__, encoded]
+        finally:
+            active.discard(key)
+    return ["unsupported", _type_name(value)]
+
+
+def _sort_key(v: Value) -> str:
+    return repr(v)
+
+
+def check_value(v: Any, depth: int = 0) -> Value:
+    """Validate an encoding received from an untrusted channel; return it or raise ValueError."""
+    if depth > _MAX_DEPTH + 1:
+        raise ValueError("encoding nested too deeply")
+    if type(v) is not list or not v or type(v[0]) is not str:
+        raise ValueError(f"malformed value encoding: {v!r:.80}")
+    tag, args = v[0], v[1:]
+
+    def need(n: int) -> None:
+        if len(args) != n:
+            raise ValueError(f"value tag {tag!r} expects {n} fields, got {len(args)}")
+
+    if tag == "none":
+        need(0)
+    elif tag == "bool":
+        need(1)
+        if type(args[0]) is not bool:
+            raise ValueError("bool value must be true/false")
+    elif tag == "int":
+        need(1)
+        if type(args[0]) is not str:
+            raise ValueError("int value must be decimal text")
+        int(args[0])
+    elif tag == "float":
+        need(1)
+        if type(args[0]) is not str:
+            raise ValueError("float value must be float.hex text")
+        float.fromhex(args[0])
+    elif tag == "complex":
+        need(2)
+        for a in args:
+            if type(a) is not str:
+                raise ValueError("complex parts must be float.hex text")
+            float.fromhex(a)
+    elif tag == "str":
+        need(1)
+        if type(args[0]) is not str:
+            raise ValueError("str value must be a string")
+    elif tag == "bytes":
+        need(1)
+        if type(args[0]) is not str:
+            raise ValueError("bytes value must be hex text")
+        bytes.fromhex(args[0])
+    elif tag in _SEQUENCE_TAGS:
+        need(1)
+        if type(args[0]) is not list:
+            raise ValueError(f"{tag} value must hold a list of items")
+        for x in args[0]:
+            check_value(x, depth + 1)
+    elif tag == "dict":
+        need(1)
+        if type(args[0]) is not list:
+            raise ValueError("dict value must hold a list of pairs")
+        for pair in args[0]:
+            if type(pair) is not list or len(pair) != 2:
+                raise ValueError("dict item must be a [key, value] pair")
+            check_value(pair[0], depth + 1)
+            check_value(pair[1], depth + 1)
+    elif tag == "unsupported":
+        need(1)
+        if type(args[0]) is not str:
+            raise ValueError("unsupported value must name its type")
+    else:
+        raise ValueError(f"unknown value tag {tag!r}")
+    return v
+
+
+def _floats_close(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return math.isclose(a, b, rel_tol=FLOAT_REL_TOL, abs_tol=FLOAT_ABS_TOL)
+
+
+def values_equal(a: Value, b: Value) -> bool:
+    """Trusted comparison of two encodings: exact types, floats with a small tolerance.
+
+    ``int`` never equals ``float`` and ``True`` never equals ``1`` (types must match);
+    NaN equals NaN; sets and dict keys are matched regardless of order; ``unsupported``
+    equals nothing. Malformed encodings compare unequal rather than raising.
+    """
+    try:
+        return _equal(a, b)
+    except (ValueError, TypeError, IndexError, RecursionError):
+        return False
+
+
+def _equal(a: Value, b: Value) -> bool:
+    if type(a) is not list or type(b) is not list or not a or not b:
+        return False
+    tag = a[0]
+    if tag != b[0] or tag == "unsupported":
+        return False
+    if tag == "none":
+        return True
+    if tag in ("bool", "str", "bytes"):
+        return a[1] == b[1] and type(a[1]) is type(b[1])
+    if tag == "int":
+        return int(a[1]) == int(b[1])
+    if tag == "float":
+        return _floats_close(float.fromhex(a[1]), float.fromhex(b[1]))
+    if tag == "complex":
+        return _floats_close(float.fromhex(a[1]), float.fromhex(b[1])) and _floats_close(
+            float.fromhex(a[2]), float.fromhex(b[2])
+        )
+    if tag in ("list", "tuple"):
+        xs, ys = a[1], b[1]
+        return len(xs) == len(ys) and all(_equal(x, y) for x, y in zip(xs, ys))
+    if tag in ("set", "frozenset"):
+        return _match_unordered(a[1], b[1], _equal)
+    if tag == "dict":
+        return _match_unordered(
+            a[1], b[1], lambda p, q: _equal(p[0], q[0]) and _equal(p[1], q[1])
+        )
+    return False
+
+
+def _match_unordered(xs: list, ys: list, eq) -> bool:
+    """Each element of ``xs`` pairs with a distinct equal element of ``ys`` (a bijection)."""
+    if len(xs) != len(ys):
+        return False
+    # Fast path: identical canonical orderings (the child sorts set items).
+    if all(eq(x, y) for x, y in zip(xs, ys)):
+        return True
+    remaining = list(ys)
+    for x in xs:
+        for i, y in enumerate(remaining):
+            if eq(x, y):
+                del remaining[i]
+                break
+        else:
+            return False
+    return True
+
+
+def _float_source(h: str) -> str:
+    f = float.fromhex(h)
+    if math.isnan(f):
+        return "float('nan')"
+    if math.isinf(f):
+        return "float('inf')" if f > 0 else "-float('inf')"
+    return repr(f)
+
+
+def to_source(value: Value) -> str:
+    """Render an encoding as a Python literal expression (``eval`` gives back an equal value).
+
+    Used to write corrected tests ``assert CALL == LITERAL``. Raises ``ValueError`` for an
+    ``unsupported`` value or a malformed encoding.
+    """
+    check_value(value)
+    return _source(value)
+
+
+def _source(v: Value) -> str:
+    tag = v[0]
+    if tag == "none":
+        return "None"
+    if tag == "bool":
+        return "True" if v[1] else "False"
+    if tag == "int":
+        return str(int(v[1]))
+    if tag == "float":
+        return _float_source(v[1])
+    if tag == "complex":
+        return f"complex({_float_source(v[1])}, {_float_source(v[2])})"
+    if tag == "str":
+        return repr(v[1])
+    if tag == "bytes":
+        return repr(bytes.fromhex(v[1]))
+    if tag == "list":
+        return "[" + ", ".join(_source(x) for x in v[1]) + "]"
+    if tag == "tuple":
+        items = [_source(x) for x in v[1]]
+        return "(" + items[0] + ",)" if len(items) == 1 else "(" + ", ".join(items) + ")"
+    if tag == "set":
+        return "{" + ", ".join(_source(x) for x in v[1]) + "}" if v[1] else "set()"
+    if tag == "frozenset":
+        return "frozenset({" + ", ".join(_source(x) for x in v[1]) + "})" if v[1] else "frozenset()"
+    if tag == "dict":
+        return "{" + ", ".join(f"{_source(k)}: {_source(x)}" for k, x in v[1]) + "}"
+    raise ValueError(f"cannot render a {tag} value as a literal ({v[1] if len(v) > 1 else ''})")
