@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from codea1.grpo import GRPOConfig
 from codea1.models import ModelConfig
+from codea1.rollout import SamplingConfig
 
 PRESETS = ("cpu-demo", "paper-1.5b", "paper-3b", "paper-7b")
 
@@ -30,25 +31,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class SamplingConfig(_Strict):
-    """How one role samples completions (the reference: temperature 1.0, top_p 1.0)."""
-
-    temperature: float = Field(1.0, ge=0.0, description="0 means greedy")
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = Field(0, ge=0, description="0 disables top-k")
-    max_new_tokens: int = Field(1024, ge=1)
-
-
 class RolloutConfig(_Strict):
-    """Group sizes and sampling of the two roles."""
+    """Group sizes and sampling of the two roles (`codea1.rollout.SamplingConfig` each)."""
 
     n_code: int = Field(8, ge=1, description="code completions per problem (a code group)")
     n_test: int = Field(8, ge=1, description="test suites per candidate (a test group)")
-    code: SamplingConfig = SamplingConfig()
-    test: SamplingConfig = SamplingConfig()
+    code: SamplingConfig = SamplingConfig(max_new_tokens=1024)
+    test: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     white_box: bool = Field(True, description="show the test model the candidate's code")
-    max_prompt_tokens: int = Field(2048, ge=16, description="longer prompts are cut (counted)")
-    batch_size: int = Field(64, ge=1, description="sequences generated together")
 
 
 class DataConfig(_Strict):
@@ -218,6 +208,9 @@ def _check_keys(data: dict[str, Any], where: str, model: type[BaseModel] = Train
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             if isinstance(value, dict):
                 _check_keys(value, where, ann, key + ".")
+        elif isinstance(value, dict) and "dict" not in str(ann):
+            raise ConfigError(f"{where}: {key!r} is a value, not a section "
+                              f"(got the keys {', '.join(map(str, value))})")
 
 
 def _format_validation(exc: ValidationError, where: str) -> str:

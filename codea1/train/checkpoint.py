@@ -1,0 +1,192 @@
+"""Checkpoints a run can resume from exactly, written so that a crash never spoils one.
+
+A checkpoint is a directory `RUN_DIR/checkpoints/step-N/`. It is written into a hidden
+temporary directory next to it, every file fsync'ed, then renamed into place in one
+atomic `rename` (and the parent directory fsync'ed): a crash mid-write leaves at most a
+stray temporary directory, which the next save removes, and the last good checkpoint
+stays as it was. The oldest checkpoints beyond `keep` are removed after a save.
+
+What goes in it is the loop's business (`loop.py`); this module provides the atomic
+directory, the listing, and the capture/restore of every random number generator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+STATE_FILE = "state.json"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, incomplete or does not fit the run."""
+
+
+def _fsync_path(path: Path) -> None:
+    """fsync a file or a directory (directories: so a rename inside it is durable)."""
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if path.is_dir() else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; nothing more we can do
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            _fsync_path(Path(dirpath) / name)
+        _fsync_path(Path(dirpath))
+
+
+class CheckpointManager:
+    """The `checkpoints/` directory of a run: atomic saves, listing, pruning."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], keep: int = 3) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self.root = Path(run_dir) / "checkpoints"
+        self.keep = keep
+
+    def list(self) -> list[tuple[int, Path]]:
+        """Complete checkpoints as (step, path), oldest first."""
+        if not self.root.is_dir():
+            return []
+        found = []
+        for child in self.root.iterdir():
+            m = _STEP_DIR.match(child.name)
+            if m and child.is_dir() and (child / STATE_FILE).is_file():
+                found.append((int(m.group(1)), child))
+        return sorted(found)
+
+    def latest(self) -> Path | None:
+        items = self.list()
+        return items[-1][1] if items else None
+
+    def save(self, step: int, write: Callable[[Path], None]) -> Path:
+        """Create `step-N` atomically: `write(tmp_dir)` fills it, `state.json` must be among it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for stale in self.root.glob(".tmp-step-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = self.root / f".tmp-step-{step}-{os.getpid()}"
+        tmp.mkdir()
+        try:
+            write(tmp)
+            if not (tmp / STATE_FILE).is_file():
+                raise CheckpointError(f"checkpoint writer left no {STATE_FILE} in {tmp}")
+            _fsync_tree(tmp)
+            final = self.root / f"step-{step}"
+            if final.exists():  # re-saving a step (e.g. after a resume): swap, then drop the old
+                old = self.root / f".tmp-step-{step}-old-{os.getpid()}"
+                os.replace(final, old)
+                os.replace(tmp, final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, final)
+            _fsync_path(self.root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.prune()
+        return final
+
+    def prune(self) -> list[Path]:
+        """Remove all but the newest `keep` checkpoints; returns what was removed."""
+        items = self.list()
+        removed = []
+        for _step, path in items[: max(len(items) - self.keep, 0)]:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        if removed:
+            _fsync_path(self.root)
+        return removed
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_state(checkpoint: Path) -> dict[str, Any]:
+    path = Path(checkpoint) / STATE_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing; {checkpoint} is not a complete checkpoint") from None
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
+
+
+# --------------------------------------------------------------------------- RNG
+
+
+def capture_rng(generators: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every random state a step consumes: python, numpy, torch (CPU and CUDA), and named
+    `torch.Generator`s / `numpy.random.Generator`s the loop owns."""
+    import numpy as np
+    import torch
+
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "generators": {},
+    }
+    for name, gen in (generators or {}).items():
+        if isinstance(gen, torch.Generator):
+            state["generators"][name] = ("torch", gen.get_state())
+        elif isinstance(gen, np.random.Generator):
+            state["generators"][name] = ("numpy", gen.bit_generator.state)
+        elif isinstance(gen, random.Random):
+            state["generators"][name] = ("python", gen.getstate())
+        else:
+            raise TypeError(f"generator {name!r}: cannot capture a {type(gen).__name__}")
+    return state
+
+
+def restore_rng(state: dict[str, Any], generators: dict[str, Any] | None = None) -> None:
+    """Put back what `capture_rng` took; the named generators must be the same kinds."""
+    import numpy as np
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    saved = state.get("generators", {})
+    for name, gen in (generators or {}).items():
+        if name not in saved:
+            raise CheckpointError(f"the checkpoint has no state for the generator {name!r}")
+        kind, value = saved[name]
+        if kind == "torch":
+            gen.set_state(value)
+        elif kind == "numpy":
+            gen.bit_generator.state = value
+        else:
+            gen.setstate(value)
+
+
+def save_rng(path: Path, generators: dict[str, Any] | None = None, state: dict[str, Any] | None = None) -> None:
+    import torch
+
+    torch.save(state if state is not None else capture_rng(generators), path)
+
+
+def load_rng(path: Path) -> dict[str, Any]:
+    import torch
+
+    # python's and numpy's states are tuples/dicts of plain values; weights_only=False is
+    # needed for numpy's state tuple and is safe for our own checkpoint files.
+    return torch.load(path, weights_only=False)

@@ -1,0 +1,718 @@
+"""The Code-A1 training loop: one step is rollouts, judge, rewards, Mistake Book, GRPO.
+
+`train(config, run_dir)` runs a new run; `train(None, run_dir, resume=True)` continues
+the run in `run_dir` from its latest checkpoint, exactly where it stopped (same weights,
+optimiser moments, schedule, random streams, data position, Mistake Book, and metrics
+files cut back to the checkpoint).
+
+Modes (`config.mode`):
+- `a1`: the code model is rewarded by the judge's pass scores and the test model by
+  validity + attack, each with its own weights (CODE_A1_SPEC.md);
+- `golden`: the code model alone, rewarded by its golden-test pass rate;
+- `selfplay`: as `a1`, but one set of weights plays both roles and takes one update
+  over both roles' samples.
+
+Ctrl-C or SIGTERM asks the loop to stop: a step that has not yet changed the Mistake
+Book is abandoned (its random state rewound), a step past that point is finished, then
+a checkpoint is written and `train` returns. A second Ctrl-C aborts at once (the last
+checkpoint on disk stays intact).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from codea1.train.checkpoint import (
+    CheckpointManager,
+    capture_rng,
+    load_rng,
+    read_state,
+    restore_rng,
+    save_rng,
+    write_json,
+)
+from codea1.train.config import TrainConfig, load_config, save_config
+from codea1.train.metrics import MetricsLog, Progress
+
+CONFIG_FILE = "config.yaml"
+BOOK_FILE = "mistakes.sqlite"
+ROLES = ("code", "test")
+
+
+class StopRequested(Exception):
+    """Raised inside a step when a stop was asked for before the step changed anything."""
+
+
+# --------------------------------------------------------------------------- data
+
+
+class ProblemSampler:
+    """Problems in a fresh seeded permutation per epoch; its position is checkpointed."""
+
+    def __init__(self, n: int, seed: int, shuffle: bool = True) -> None:
+        if n <= 0:
+            raise ValueError("the training set has no problems")
+        self.n, self.seed, self.shuffle = n, seed, shuffle
+        self.epoch, self.index = 0, 0
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> list[int]:
+        import numpy as np
+
+        if not self.shuffle:
+            return list(range(self.n))
+        return np.random.default_rng([self.seed, epoch]).permutation(self.n).tolist()
+
+    def take(self, k: int) -> list[int]:
+        """The next k indices (crossing into the next epoch's permutation when needed)."""
+        out: list[int] = []
+        while len(out) < k:
+            if self.index >= self.n:
+                self.epoch += 1
+                self.index = 0
+                self._order = self._permutation(self.epoch)
+            out.append(self._order[self.index])
+            self.index += 1
+        return out
+
+    def state(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "index": self.index, "n": self.n}
+
+    def load_state(self, state: dict[str, int]) -> None:
+        if state.get("n") != self.n:
+            raise ValueError(
+                f"the checkpoint's data position is for {state.get('n')} problems, "
+                f"the training set now has {self.n}: resume with the same data"
+            )
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+        self._order = self._permutation(self.epoch)
+
+
+def load_training_data(cfg: TrainConfig):
+    """(train problems, held-out problems) as the config names them."""
+    from codea1.data import bundled_problems, load_problems
+
+    train = bundled_problems("train") if cfg.data.train == "bundled" else load_problems(cfg.data.train)
+    if cfg.data.heldout is None:
+        heldout = []
+    elif cfg.data.heldout == "bundled":
+        heldout = bundled_problems("heldout")
+    else:
+        heldout = load_problems(cfg.data.heldout)
+    if not train:
+        raise ValueError(f"data.train {cfg.data.train!r}: no problems")
+    return train, heldout
+
+
+# --------------------------------------------------------------------------- signals
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM; a second SIGINT raises KeyboardInterrupt at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.reason = ""
+        self._old: dict[int, Any] = {}
+
+    def _handler(self, signum, _frame) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+        self.reason = signal.Signals(signum).name
+
+    def __enter__(self) -> "StopFlag":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+@dataclass
+class RoleBatch:
+    """The trajectories one policy trains on in a step, and why others were dropped."""
+
+    trajectories: list = field(default_factory=list)
+    groups_total: int = 0
+    groups_kept: int = 0
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    step: int                  # the last completed step
+    stopped: bool              # stopped early by a signal or `stop_after`
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Trainer:
+    """Holds the models, optimisers, sandbox and Mistake Book of one run."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, *, policies=None,
+                 progress: Progress | None = None) -> None:
+        import numpy as np
+        import torch
+
+        from codea1.grpo import make_optimizer, make_scheduler
+        from codea1.mistakes import MistakeBook
+        from codea1.models import load_policies
+        from codea1.sandbox import Executor, Limits
+
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        # seed before the models load: LoRA initialisation draws from torch's RNG
+        import random
+
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed % 2**32)
+        torch.manual_seed(cfg.seed)
+        self.rollout_gen = torch.Generator().manual_seed(cfg.seed)
+
+        self.train_problems, self.heldout = load_training_data(cfg)
+        self.sampler = ProblemSampler(len(self.train_problems), cfg.seed, cfg.data.shuffle)
+        self.policies = policies if policies is not None else load_policies(cfg.model)
+        self.update_roles = ("shared",) if cfg.mode == "selfplay" else (
+            ("code",) if cfg.mode == "golden" else ROLES)
+        self.optimizers = {}
+        self.schedulers = {}
+        for key in self.update_roles:
+            role = "code" if key == "shared" else key
+            opt = make_optimizer(self.policies.trainable_parameters(role), cfg.grpo)
+            self.optimizers[key] = opt
+            self.schedulers[key] = make_scheduler(opt, cfg.grpo, cfg.steps)
+        self.limits = Limits(timeout_s=cfg.judge.timeout_s, call_timeout_s=cfg.judge.call_timeout_s,
+                             memory_mb=cfg.judge.memory_mb)
+        self._executor_cm = Executor(workers=cfg.judge.workers, limits=self.limits)
+        self.executor = self._executor_cm.__enter__()
+        self.judge = None
+        if cfg.mode != "golden":
+            from codea1.judge import Judge, JudgeConfig
+
+            self.judge = Judge(self.executor, JudgeConfig(
+                alpha=cfg.judge.alpha, suite_size=cfg.judge.suite_size,
+                nonprintable_penalty=cfg.judge.nonprintable_penalty, limits=self.limits))
+        self.book = MistakeBook(self.run_dir / BOOK_FILE)
+        self.step = 0
+        self.progress = progress
+        self.stop = StopFlag()
+
+    # ------------------------------------------------------------------ state
+
+    def rng_generators(self) -> dict[str, Any]:
+        return {"rollout": self.rollout_gen}
+
+    def save_checkpoint(self, manager: CheckpointManager, log: MetricsLog) -> Path:
+        import torch
+
+        def write(tmp: Path) -> None:
+            self.policies.save(tmp / "policies")
+            torch.save({
+                "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+                "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
+            }, tmp / "optim.pt")
+            save_rng(tmp / "rng.pt", self.rng_generators())
+            self.book.snapshot(tmp / BOOK_FILE)
+            log.sync()
+            write_json(tmp / "state.json", {
+                "step": self.step,
+                "data": self.sampler.state(),
+                "metrics_offsets": log.offsets(),
+                "config_sha256": config_digest(self.cfg),
+                "mode": self.cfg.mode,
+                "saved_at": time.time(),
+            })
+
+        return manager.save(self.step, write)
+
+    def load_checkpoint(self, path: Path) -> dict[str, Any]:
+        import torch
+
+        state = read_state(path)
+        self.policies.load(path / "policies")
+        opt = torch.load(path / "optim.pt", weights_only=False)
+        for key, o in self.optimizers.items():
+            o.load_state_dict(opt["optimizers"][key])
+        for key, s in self.schedulers.items():
+            s.load_state_dict(opt["schedulers"][key])
+        self.book.restore(path / BOOK_FILE)
+        self.sampler.load_state(state["data"])
+        restore_rng(load_rng(path / "rng.pt"), self.rng_generators())
+        self.step = int(state["step"])
+        return state
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.book.close()
+        self._executor_cm.__exit__(None, None, None)
+
+    # ------------------------------------------------------------------ phases
+
+    def _phase(self, name: str) -> None:
+        if self.progress is not None:
+            self.progress.set_phase(name, self.step)
+
+    def _check_stop(self) -> None:
+        if self.stop.requested:
+            raise StopRequested(self.stop.reason)
+
+    def _generate(self, role: str, prompts, n: int, sampling, gen_stats):
+        from codea1.rollout import generate
+
+        return generate(self.policies, role, prompts, n=n, sampling=sampling,
+                        generator=self.rollout_gen, stats=gen_stats)
+
+    def run_step(self) -> dict[str, Any]:
+        """One training step; returns its metrics. May raise StopRequested before commit."""
+        from codea1.judge import extract_code
+        from codea1.rollout import GenerationStats, code_messages, test_messages
+
+        cfg = self.cfg
+        step = self.step + 1
+        times: dict[str, float] = {}
+        metrics: dict[str, Any] = {}
+        t_step = time.perf_counter()
+
+        # 1. problems
+        idx = self.sampler.take(cfg.data.problems_per_step)
+        problems = [self.train_problems[i] for i in idx]
+
+        # 2. code rollout
+        self._phase("code rollout")
+        t = time.perf_counter()
+        code_stats = GenerationStats()
+        code_samples = self._generate("code", [code_messages(p) for p in problems],
+                                      cfg.rollout.n_code, cfg.rollout.code, code_stats)
+        codes = [[extract_code(s.text) for s in group] for group in code_samples]
+        times["code_rollout"] = time.perf_counter() - t
+        self._check_stop()
+
+        # 3. test rollout (white-box: per candidate)
+        test_samples: list[list[list[Any]]] = [[] for _ in problems]
+        test_stats = GenerationStats()
+        if cfg.mode != "golden":
+            self._phase("test rollout")
+            t = time.perf_counter()
+            prompts, where = [], []
+            for pi, p in enumerate(problems):
+                if cfg.rollout.white_box:
+                    for ci, code in enumerate(codes[pi]):
+                        prompts.append(test_messages(p, code=code, white_box=True, n_tests=cfg.judge.suite_size))
+                        where.append((pi, ci))
+                else:
+                    prompts.append(test_messages(p, white_box=False, n_tests=cfg.judge.suite_size))
+                    where.append((pi, None))
+            n_gen = cfg.rollout.n_test if cfg.rollout.white_box else cfg.rollout.n_test * cfg.rollout.n_code
+            out = self._generate("test", prompts, n_gen, cfg.rollout.test, test_stats)
+            for (pi, ci), group in zip(where, out):
+                if ci is not None:
+                    test_samples[pi].append(group)
+                else:  # black-box: split the problem's suites among its candidates
+                    k = cfg.rollout.n_test
+                    test_samples[pi] = [group[c * k:(c + 1) * k] for c in range(cfg.rollout.n_code)]
+            times["test_rollout"] = time.perf_counter() - t
+            self._check_stop()
+
+        # 4. judge and rewards
+        self._phase("judge")
+        t = time.perf_counter()
+        if cfg.mode == "golden":
+            code_rewards, judge_metrics, judgements = self._judge_golden(problems, codes)
+            test_rewards = None
+        else:
+            code_rewards, test_rewards, judge_metrics, judgements = self._judge_a1(
+                problems, code_samples, test_samples)
+        times["judge"] = time.perf_counter() - t
+        self._check_stop()
+
+        # 5. Mistake Book (the commit point: from here on the step always completes)
+        mistake_metrics: dict[str, Any] = {}
+        if cfg.mode != "golden" and cfg.mistakes.enabled:
+            updates = {p.id: j.mistake_update() for p, j in zip(problems, judgements)}
+            summary = self.book.apply_step(step, updates)
+            stats = self.book.stats()
+            mistake_metrics = {
+                "mistakes/size": stats.tests, "mistakes/problems": stats.problems,
+                "mistakes/added": summary.added, "mistakes/increased": summary.increased,
+                "mistakes/decreased": summary.decreased, "mistakes/removed": summary.removed,
+            }
+
+        # 6. GRPO updates
+        self._phase("update")
+        t = time.perf_counter()
+        batches = self._select(problems, code_samples, code_rewards, test_samples, test_rewards,
+                               judgements)
+        update_metrics = self._update(batches)
+        times["update"] = time.perf_counter() - t
+        self.step = step
+
+        # 7. metrics
+        metrics.update(judge_metrics)
+        metrics.update(mistake_metrics)
+        metrics.update(update_metrics)
+        metrics.update(_generation_metrics("code", code_stats))
+        if cfg.mode != "golden":
+            metrics.update(_generation_metrics("test", test_stats))
+        total_tokens = code_stats.completion_tokens + test_stats.completion_tokens
+        total_gen_s = code_stats.seconds + test_stats.seconds
+        metrics["rollout/tokens"] = total_tokens
+        metrics["rollout/tokens_per_s"] = total_tokens / total_gen_s if total_gen_s > 0 else 0.0
+        metrics["data/epoch"] = self.sampler.epoch
+        for key, value in times.items():
+            metrics[f"time/{key}_s"] = value
+        metrics["time/step_s"] = time.perf_counter() - t_step
+        self._last_samples = self._pick_samples(problems, code_samples, code_rewards,
+                                                test_samples, test_rewards)
+        return metrics
+
+    # ------------------------------------------------------------------ judging
+
+    def _judge_golden(self, problems, codes):
+        import torch
+
+        from codea1.train.golden import golden_results
+
+        items = [(p, c) for p, group in zip(problems, codes) for c in group]
+        results = golden_results(self.executor, items, self.limits)
+        n = self.cfg.rollout.n_code
+        rates = torch.tensor([r.pass_rate for r in results], dtype=torch.float64).view(len(problems), n)
+        metrics = {
+            "code/reward_mean": float(rates.mean()),
+            "code/reward_std": float(rates.std(unbiased=False)),
+            "judge/pass_rate": float(rates.mean()),
+            "judge/code_correct_rate": sum(r.correct for r in results) / max(len(results), 1),
+            "judge/code_valid_rate": sum(r.status not in ("no-function", "error", "infra")
+                                         for r in results) / max(len(results), 1),
+            "judge/infra": sum(r.status == "infra" for r in results),
+        }
+        return rates, metrics, [None] * len(problems)
+
+    def _judge_a1(self, problems, code_samples, test_samples):
+        import torch
+
+        from codea1.judge import ProblemRollout
+
+        k = self.cfg.mistakes.top_k or self.cfg.judge.suite_size
+        rollouts = []
+        for pi, p in enumerate(problems):
+            mistakes = self.book.top(p.id, k=k) if self.cfg.mistakes.enabled else []
+            rollouts.append(ProblemRollout(
+                p, codes=[s.text for s in code_samples[pi]],
+                tests=[[s.text for s in group] for group in test_samples[pi]],
+                mistakes=mistakes))
+        judgements = self.judge.judge_step(rollouts)
+        code_rewards = torch.tensor([list(j.code_rewards) for j in judgements], dtype=torch.float64)
+        test_rewards = torch.tensor([[list(r) for r in j.test_rewards] for j in judgements],
+                                    dtype=torch.float64)
+        suites = [s for j in judgements for i, row in enumerate(j.suites) if j.code_valid[i] for s in row]
+        valid = [v for j in judgements for v in j.code_valid]
+        metrics = {
+            "code/reward_mean": float(code_rewards.mean()),
+            "code/reward_std": float(code_rewards.std(unbiased=False)),
+            "test/reward_mean": float(test_rewards.mean()),
+            "test/reward_std": float(test_rewards.std(unbiased=False)),
+            "judge/code_valid_rate": sum(bool(v) for v in valid) / max(len(valid), 1),
+            "judge/pass_rate": _mean([s.pass_score for s in suites]),
+            "judge/attack_rate": _mean([s.attack for s in suites]),
+            "judge/attack_success": _mean([1.0 if s.gen_fail_rate > 0 else 0.0 for s in suites]),
+            "judge/valid_ratio": _mean([s.valid_ratio for s in suites]),
+            "judge/valid_tests": _mean([float(s.valid) for s in suites]),
+            "judge/invalid_tests": _mean([float(s.invalid) for s in suites]),
+            "judge/nonprintable": _mean([float(s.nonprintable) for j in judgements
+                                         for row in j.suites for s in row]),
+        }
+        return code_rewards, test_rewards, metrics, judgements
+
+    # ------------------------------------------------------------------ selection
+
+    def _select(self, problems, code_samples, code_rewards, test_samples, test_rewards, judgements):
+        """Trajectories per policy: zero-variance filtering, advantages, top-update_n tests."""
+        from codea1.grpo import Trajectory, group_advantages, has_signal, select_test_groups
+
+        g = self.cfg.grpo
+        code = RoleBatch(groups_total=len(problems))
+        keep_problem = has_signal(code_rewards) if g.filter_zero_variance else \
+            [True] * len(problems)
+        adv = group_advantages(code_rewards, g.adv_eps, g.std_unbiased)
+        for pi in range(len(problems)):
+            if not bool(keep_problem[pi]):
+                continue
+            code.groups_kept += 1
+            for ci, s in enumerate(code_samples[pi]):
+                code.trajectories.append(Trajectory(s.prompt_ids, s.completion_ids, float(adv[pi, ci])))
+
+        test = RoleBatch()
+        if test_rewards is not None:
+            for pi in range(len(problems)):
+                valid = list(judgements[pi].code_valid)
+                eligible = [bool(v) and (bool(keep_problem[pi]) or not g.tests_from_kept_problems)
+                            for v in valid]
+                test.groups_total += len(valid)
+                chosen = select_test_groups(test_rewards[pi], eligible, g.update_n,
+                                            require_signal=g.filter_zero_variance)
+                for ci in chosen:
+                    test.groups_kept += 1
+                    tadv = group_advantages(test_rewards[pi, ci], g.adv_eps, g.std_unbiased)
+                    for ti, s in enumerate(test_samples[pi][ci]):
+                        test.trajectories.append(Trajectory(s.prompt_ids, s.completion_ids, float(tadv[ti])))
+        if self.cfg.mode == "selfplay":
+            merged = RoleBatch(code.trajectories + test.trajectories,
+                               code.groups_total + test.groups_total, code.groups_kept + test.groups_kept)
+            return {"shared": merged, "_code": code, "_test": test}
+        return {"code": code, "test": test}
+
+    def _update(self, batches: dict[str, RoleBatch]) -> dict[str, Any]:
+        from codea1.grpo import trajectory_logprobs, update_policy
+
+        g = self.cfg.grpo
+        metrics: dict[str, Any] = {}
+        for name, batch in batches.items():
+            label = name.lstrip("_")  # selfplay also reports its two halves as _code/_test
+            metrics[f"{label}/groups_total"] = batch.groups_total
+            metrics[f"{label}/groups_kept"] = batch.groups_kept
+        for key in self.update_roles:
+            batch = batches[key]
+            role = "code" if key == "shared" else key
+            seqs = batch.trajectories
+            if seqs:
+                with self.policies.role(role) as model:
+                    old = trajectory_logprobs(model, seqs, g.micro_batch_tokens)
+                ref = None
+                if g.kl_coef > 0:
+                    with self.policies.reference() as ref_model:
+                        ref = trajectory_logprobs(ref_model, seqs, g.micro_batch_tokens)
+                with self.policies.role(role) as model:
+                    stats = update_policy(model, self.optimizers[key], seqs, g, old, ref)
+                metrics.update(stats.as_dict(f"update/{key}"))
+            else:
+                metrics[f"update/{key}/sequences"] = 0
+            metrics[f"update/{key}/lr"] = self.optimizers[key].param_groups[0]["lr"]
+            self.schedulers[key].step()
+        return metrics
+
+    # ------------------------------------------------------------------ samples
+
+    def _pick_samples(self, problems, code_samples, code_rewards, test_samples, test_rewards):
+        k = self.cfg.logging.samples_per_step
+        out = []
+        for pi, p in enumerate(problems[:k]):
+            s = code_samples[pi][0]
+            out.append({"role": "code", "problem_id": p.id, "reward": float(code_rewards[pi, 0]),
+                        "truncated": s.truncated, "text": s.text})
+            if test_rewards is not None and test_samples[pi]:
+                t = test_samples[pi][0][0]
+                out.append({"role": "test", "problem_id": p.id, "candidate": 0,
+                            "reward": float(test_rewards[pi, 0, 0]), "truncated": t.truncated,
+                            "text": t.text})
+        return out
+
+    # ------------------------------------------------------------------ validation
+
+    def validate(self) -> dict[str, Any]:
+        """Held-out figures: code pass rate on golden tests; test model pass/kill."""
+        import torch
+
+        from codea1.judge import ProblemRollout, extract_code
+        from codea1.rollout import code_messages, test_messages
+        from codea1.train.golden import golden_results, has_golden
+
+        v = self.cfg.validation
+        problems = [p for p in self.heldout if has_golden(p)][: v.problems]
+        if not problems:
+            return {}
+        t = time.perf_counter()
+        # an own generator: validation never shifts the training random streams
+        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.step)
+        from codea1.rollout import generate
+
+        code_out = generate(self.policies, "code", [code_messages(p) for p in problems],
+                            n=v.n_code, sampling=v.sampling, generator=gen)
+        codes = [[extract_code(s.text) for s in g] for g in code_out]
+        items = [(p, c) for p, group in zip(problems, codes) for c in group]
+        gold = golden_results(self.executor, items, self.limits)
+        metrics: dict[str, Any] = {
+            "val/problems": len(problems),
+            "val/code_pass_rate": _mean([float(r.correct) for r in gold]),
+            "val/code_golden_rate": _mean([r.pass_rate for r in gold]),
+        }
+        if self.cfg.mode != "golden" and self.judge is not None:
+            prompts = [test_messages(p, code=c, white_box=True, n_tests=self.cfg.judge.suite_size)
+                       for p, group in zip(problems, codes) for c in group]
+            test_out = generate(self.policies, "test", prompts, n=v.n_test, sampling=v.sampling,
+                                generator=gen)
+            rollouts, k = [], 0
+            for pi, p in enumerate(problems):
+                groups = test_out[k:k + v.n_code]
+                k += v.n_code
+                rollouts.append(ProblemRollout(p, codes=[s.text for s in code_out[pi]],
+                                               tests=[[s.text for s in g] for g in groups], mistakes=[]))
+            judgements = self.judge.judge_step(rollouts)
+            suites, kills, wrong = [], 0, 0
+            g_i = 0
+            for j in judgements:
+                for ci, row in enumerate(j.suites):
+                    correct = gold[g_i].correct
+                    g_i += 1
+                    suites.extend(row)
+                    if j.code_valid[ci] and not correct:
+                        wrong += len(row)
+                        kills += sum(1 for s in row if s.gen_fail_rate > 0)
+            metrics.update({
+                "val/test_valid_ratio": _mean([s.valid_ratio for s in suites]),
+                "val/test_pass_on_reference": _mean([
+                    s.valid / (s.valid + s.invalid) if (s.valid + s.invalid) else 0.0 for s in suites]),
+                "val/test_kill_rate": kills / wrong if wrong else float("nan"),
+                "val/test_wrong_candidates": wrong,
+            })
+        metrics["time/validation_s"] = time.perf_counter() - t
+        return metrics
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def _generation_metrics(role: str, st) -> dict[str, Any]:
+    return {
+        f"rollout/{role}_samples": st.samples,
+        f"rollout/{role}_tokens": st.completion_tokens,
+        f"rollout/{role}_tokens_per_s": st.tokens_per_s,
+        f"rollout/{role}_truncated": st.completions_truncated,
+        f"rollout/{role}_empty": st.empty_completions,
+        f"rollout/{role}_prompts_truncated": st.prompts_truncated,
+        f"rollout/{role}_mean_length": st.completion_tokens / st.samples if st.samples else 0.0,
+    }
+
+
+def config_digest(cfg: TrainConfig, ignore_steps: bool = False) -> str:
+    data = cfg.model_dump(mode="json")
+    if ignore_steps:
+        data.pop("steps", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume: bool = False,
+          steps: int | None = None, stop_after: int | None = None, policies=None,
+          progress: str | None = None,
+          on_step: Callable[[int, dict[str, Any]], None] | None = None) -> TrainResult:
+    """Train (or, with `resume`, continue) the run in `run_dir`.
+
+    - `config`: the run's config; with `resume` it may be None (the run's own
+      `config.yaml` is used).
+    - `steps`: overrides `config.steps` (the total, which the LR schedule spans).
+    - `stop_after`: stop (with a checkpoint) after this many steps of this call, as if
+      interrupted; used to test resuming.
+    - `policies`: already loaded `codea1.models.Policies` (else loaded from the config).
+    - `on_step(step, metrics)`: called after each step (and its checkpoint).
+    """
+    run_dir = Path(run_dir)
+    cfg_path = run_dir / CONFIG_FILE
+    if resume:
+        if not cfg_path.is_file():
+            raise FileNotFoundError(f"{cfg_path}: missing; {run_dir} is not a run directory to resume")
+        saved = load_config(cfg_path)
+        if config is not None and config_digest(config, True) != config_digest(saved, True):
+            raise ValueError(f"{run_dir}: resuming needs the run's own config ({cfg_path}); "
+                             "give no config (or only --steps)")
+        config = saved
+    elif config is None:
+        raise ValueError("train: a config is needed for a new run")
+    elif cfg_path.exists() and (run_dir / "checkpoints").exists():
+        raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir")
+    if steps is not None:
+        config = config.model_copy(update={"steps": steps})
+    cfg = config
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    manager = CheckpointManager(run_dir, keep=cfg.checkpoint.keep)
+    latest = manager.latest() if resume else None
+    if not resume:
+        for name in (BOOK_FILE, BOOK_FILE + "-wal", BOOK_FILE + "-shm"):
+            (run_dir / name).unlink(missing_ok=True)
+    show = Progress(cfg.steps, style=progress or cfg.logging.progress)
+    trainer = Trainer(cfg, run_dir, policies=policies, progress=show)
+    log = None
+    stopped = False
+    rows: list[dict[str, Any]] = []
+    try:
+        offsets = {"metrics": 0, "samples": 0}
+        if latest is not None:
+            state = trainer.load_checkpoint(latest)
+            offsets = state["metrics_offsets"]
+            show.message(f"resumed {run_dir} at step {trainer.step} from {latest.name}")
+        elif resume:
+            show.message(f"{run_dir}: no checkpoint yet; starting from step 0")
+        save_config(cfg, cfg_path)
+        log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
+                         purge_step=trainer.step + 1 if trainer.step else None)
+        show.start_step = show.step = trainer.step
+        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0:
+            log.log(0, trainer.validate())
+        done_here = 0
+        with trainer.stop:
+            while trainer.step < cfg.steps:
+                rng_before = capture_rng(trainer.rng_generators())
+                data_before = trainer.sampler.state()
+                try:
+                    metrics = trainer.run_step()
+                except StopRequested:
+                    restore_rng(rng_before, trainer.rng_generators())
+                    trainer.sampler.load_state(data_before)
+                    stopped = True
+                    break
+                step = trainer.step
+                if cfg.validation.every and step % cfg.validation.every == 0 and trainer.heldout:
+                    show.set_phase("validation", step)
+                    metrics.update(trainer.validate())
+                metrics["lr"] = trainer.optimizers[trainer.update_roles[0]].param_groups[0]["lr"]
+                log.log(step, metrics)
+                log.log_samples(step, trainer._last_samples)
+                rows.append({"step": step, **metrics})
+                done_here += 1
+                last = step >= cfg.steps
+                stop_now = trainer.stop.requested or (stop_after is not None and done_here >= stop_after)
+                if step % cfg.checkpoint.every == 0 or last or stop_now:
+                    show.set_phase("checkpoint", step)
+                    trainer.save_checkpoint(manager, log)
+                show.step_done(step, metrics)
+                if on_step is not None:
+                    on_step(step, metrics)
+                if stop_now:
+                    stopped = True
+                    break
+            if stopped and (manager.latest() is None or read_state(manager.latest())["step"] != trainer.step):
+                show.set_phase("checkpoint", trainer.step)
+                trainer.save_checkpoint(manager, log)
+        if stopped:
+            why = trainer.stop.reason or "stop_after"
+            show.message(f"stopped at step {trainer.step} ({why}); resume with: codea1 train --resume {run_dir}")
+    finally:
+        if log is not None:
+            log.close()
+        show.close()
+        trainer.close()
+    return TrainResult(run_dir, trainer.step, stopped, rows)

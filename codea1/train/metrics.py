@@ -1,0 +1,230 @@
+"""What a user watches during a run, and what stays in the run directory afterwards.
+
+- `MetricsLog`: one JSON line per step in `RUN_DIR/metrics.jsonl`, a few sampled codes
+  and tests per step in `RUN_DIR/samples.jsonl`, and TensorBoard scalars under
+  `RUN_DIR/tb`. Its byte offsets go into checkpoints so that a resume cuts both files
+  back to the checkpoint and the continued run writes exactly what an uninterrupted
+  one would have.
+- `Progress`: the live display (step, phase, ETA, rewards, pass and attack rates,
+  tokens/s) drawn with rich on a terminal, one plain line per step otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+METRICS_FILE = "metrics.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+TB_DIR = "tb"
+
+
+def _jsonable(value: Any) -> Any:
+    """Floats stay exact (repr round-trips); NaN/inf become null so every line is JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _jsonable(value.item())
+    return value
+
+
+class MetricsLog:
+    """Append-only per-step metrics and samples, plus TensorBoard event files."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], *, tensorboard: bool = True,
+                 offsets: Mapping[str, int] | None = None, purge_step: int | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = self.run_dir / METRICS_FILE
+        self.samples_path = self.run_dir / SAMPLES_FILE
+        if offsets is not None:  # resuming: drop what was written after the checkpoint
+            for path, key in ((self.metrics_path, "metrics"), (self.samples_path, "samples")):
+                _truncate(path, int(offsets.get(key, 0)))
+        self._metrics = open(self.metrics_path, "a", encoding="utf-8")
+        self._samples = open(self.samples_path, "a", encoding="utf-8")
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # purge_step drops events at or after it that a crashed run left behind
+            self._tb = SummaryWriter(log_dir=str(self.run_dir / TB_DIR), purge_step=purge_step)
+
+    def log(self, step: int, metrics: Mapping[str, Any]) -> None:
+        """One line `{"step": N, ...}`; numeric values also go to TensorBoard."""
+        row = {"step": step, **_jsonable(dict(metrics))}
+        self._metrics.write(json.dumps(row, sort_keys=True) + "\n")
+        self._metrics.flush()
+        if self._tb is not None:
+            for key, value in metrics.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                    self._tb.add_scalar(key, value, step)
+            self._tb.flush()
+
+    def log_samples(self, step: int, samples: Iterable[Mapping[str, Any]]) -> None:
+        for sample in samples:
+            self._samples.write(json.dumps({"step": step, **_jsonable(dict(sample))}) + "\n")
+        self._samples.flush()
+
+    def offsets(self) -> dict[str, int]:
+        """Byte sizes of the two files now (for a checkpoint)."""
+        self._metrics.flush()
+        self._samples.flush()
+        return {"metrics": self._metrics.tell(), "samples": self._samples.tell()}
+
+    def sync(self) -> None:
+        for f in (self._metrics, self._samples):
+            f.flush()
+            os.fsync(f.fileno())
+
+    def close(self) -> None:
+        for f in (self._metrics, self._samples):
+            if not f.closed:
+                f.close()
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def _truncate(path: Path, size: int) -> None:
+    if not path.exists():
+        if size:
+            raise FileNotFoundError(f"{path}: missing, but the checkpoint recorded {size} bytes of it")
+        return
+    actual = path.stat().st_size
+    if actual < size:
+        raise ValueError(f"{path}: {actual} bytes, shorter than the {size} the checkpoint recorded")
+    with open(path, "r+b") as f:
+        f.truncate(size)
+
+
+def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All rows of `RUN_DIR/metrics.jsonl`."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "--:--"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+# Headline figures, in display order: (metrics key, label, format)
+HEADLINE = (
+    ("code/reward_mean", "code reward", "{:.3f}"),
+    ("test/reward_mean", "test reward", "{:.3f}"),
+    ("judge/code_valid_rate", "code valid", "{:.0%}"),
+    ("judge/pass_rate", "pass rate", "{:.0%}"),
+    ("judge/attack_rate", "attack rate", "{:.0%}"),
+    ("judge/valid_ratio", "test valid", "{:.0%}"),
+    ("mistakes/size", "mistake book", "{:.0f}"),
+    ("rollout/tokens_per_s", "tok/s", "{:.1f}"),
+    ("time/step_s", "s/step", "{:.0f}"),
+)
+
+
+class Progress:
+    """Step, phase, ETA and headline metrics; rich Live on a terminal, plain lines otherwise."""
+
+    def __init__(self, total_steps: int, start_step: int = 0, style: str = "auto",
+                 stream=None) -> None:
+        self.total = total_steps
+        self.start_step = start_step
+        self.step = start_step
+        self.phase = "starting"
+        self.phase_started = time.monotonic()
+        self.started = time.monotonic()
+        self.last: dict[str, Any] = {}
+        self.stream = stream or sys.stderr
+        if style == "auto":
+            style = "rich" if getattr(self.stream, "isatty", lambda: False)() else "plain"
+        self.style = style
+        self._live = None
+        if style == "rich":
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(self._render(), console=Console(file=self.stream),
+                              refresh_per_second=2, transient=False)
+            self._live.start()
+
+    def eta(self) -> float | None:
+        done = self.step - self.start_step
+        if done <= 0:
+            return None
+        per = (time.monotonic() - self.started) / done
+        return per * (self.total - self.step)
+
+    def set_phase(self, phase: str, step: int | None = None) -> None:
+        if step is not None:
+            self.step = step
+        self.phase = phase
+        self.phase_started = time.monotonic()
+        self._refresh()
+
+    def step_done(self, step: int, metrics: Mapping[str, Any]) -> None:
+        self.step = step
+        self.last = dict(metrics)
+        self.phase = "step done"
+        if self.style == "plain":
+            parts = [f"step {step}/{self.total}"]
+            for key, label, fmt in HEADLINE:
+                if isinstance(self.last.get(key), (int, float)):
+                    parts.append(f"{label} {fmt.format(self.last[key])}")
+            parts.append(f"eta {_fmt_duration(self.eta())}")
+            print(" | ".join(parts), file=self.stream, flush=True)
+        self._refresh()
+
+    def message(self, text: str) -> None:
+        if self._live is not None:
+            self._live.console.print(text)
+        elif self.style != "none":
+            print(text, file=self.stream, flush=True)
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def _render(self):
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(justify="right", style="bold")
+        table.add_column()
+        bar = ProgressBar(total=max(self.total, 1), completed=self.step, width=40)
+        head = Table.grid(padding=(0, 1))
+        head.add_row(bar, f"step {self.step}/{self.total}",
+                     f"phase [cyan]{self.phase}[/] {time.monotonic() - self.phase_started:.0f}s",
+                     f"ETA {_fmt_duration(self.eta())}")
+        table.add_row("", head)
+        for key, label, fmt in HEADLINE:
+            value = self.last.get(key)
+            if isinstance(value, (int, float)):
+                table.add_row(label, fmt.format(value))
+        for key in sorted(self.last):
+            if key.startswith("val/") and isinstance(self.last[key], (int, float)):
+                table.add_row(key, f"{self.last[key]:.3f}")
+        return table
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None

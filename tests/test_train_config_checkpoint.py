@@ -1,0 +1,172 @@
+"""The training config (presets, overrides, errors) and the atomic checkpoint directory."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from codea1.train.checkpoint import CheckpointManager, capture_rng, read_state, restore_rng, write_json
+from codea1.train.config import PRESETS, ConfigError, load_config, save_config
+
+
+# ------------------------------------------------------------------ config
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_preset_loads(name):
+    cfg = load_config(preset=name)
+    assert cfg.mode == "a1"
+    assert cfg.grpo.clip_low == 0.2 and cfg.grpo.clip_high == 0.28 and cfg.grpo.kl_coef == 0.001
+
+
+def test_paper_presets_carry_the_reference_hyperparameters():
+    for name in ("paper-1.5b", "paper-3b", "paper-7b"):
+        c = load_config(preset=name)
+        assert c.data.problems_per_step == 256 and c.rollout.n_code == 8 and c.rollout.n_test == 8
+        assert c.rollout.code.temperature == 1.0 and c.rollout.code.top_p == 1.0
+        g = c.grpo
+        assert (g.lr, g.weight_decay, g.warmup_steps, g.grad_clip, g.ppo_epochs, g.mini_batches,
+                g.update_n) == (1e-6, 0.1, 10, 1.0, 1, 2, 1)
+        assert c.judge.alpha == 0.5 and c.judge.suite_size == 8
+        assert c.model.mode == "full" and "Qwen2.5-Coder" in c.model.name
+
+
+def test_cpu_demo_is_small_lora_shared_offline():
+    c = load_config(preset="cpu-demo")
+    assert c.model.name == "qwen2.5-coder-0.5b-instruct" and c.model.mode == "lora-shared"
+    assert c.model.dtype == "auto" and c.data.train == "bundled"
+    assert c.data.problems_per_step * c.rollout.n_code * c.rollout.n_test <= 64
+
+
+def test_overrides_yaml_and_file_layering(tmp_path):
+    f = tmp_path / "my.yaml"
+    f.write_text("grpo:\n  lr: 3.0e-6\nrollout:\n  n_code: 2\n")
+    c = load_config(path=f, preset="cpu-demo", overrides=["rollout.n_code=5", "data.heldout=null",
+                                                          "grpo.betas=[0.9, 0.95]"])
+    assert c.grpo.lr == 3e-6 and c.rollout.n_code == 5 and c.data.heldout is None
+    assert c.grpo.betas == (0.9, 0.95) and c.model.mode == "lora-shared"
+    out = tmp_path / "saved.yaml"
+    save_config(c, out)
+    assert load_config(out) == c
+
+
+@pytest.mark.parametrize("override, message", [
+    ("grpo.lrr=1", "unknown config key 'grpo.lrr'.*did you mean 'grpo.lr'"),
+    ("grpo.lr=-1", "'grpo.lr': Input should be greater than 0"),
+    ("mode=foo", "'mode'.*'a1', 'golden' or 'selfplay'"),
+    ("rollout.code.max_new_tokens=lots", "rollout.code.max_new_tokens"),
+    ("no_equals_sign", "expected KEY=VALUE"),
+    ("grpo.lr.x=1", "'grpo.lr' is a value, not a section"),
+])
+def test_bad_overrides_name_the_key(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(preset="cpu-demo", overrides=[override])
+
+
+def test_bad_files_and_presets(tmp_path):
+    with pytest.raises(ConfigError, match="did you mean 'cpu-demo'"):
+        load_config(preset="cpu-dem")
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(path=tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="bad.yaml: expected a mapping"):
+        load_config(path=bad)
+    bad.write_text("rollout:\n  n_cod: 3\n")
+    with pytest.raises(ConfigError, match="bad.yaml: unknown config key 'rollout.n_cod'"):
+        load_config(path=bad)
+
+
+def test_selfplay_mode_switches_the_model_to_one_set_of_weights():
+    assert load_config(preset="cpu-demo", overrides=["mode=selfplay"]).model.selfplay_weights == "lora"
+    assert load_config(preset="paper-3b", overrides=["mode=selfplay"]).model.selfplay_weights == "full"
+    with pytest.raises(ConfigError, match="use mode 'selfplay'"):
+        load_config(preset="cpu-demo", overrides=["model.mode=selfplay"])
+
+
+# ------------------------------------------------------------------ checkpoints
+
+
+def _writer(step, payload="x"):
+    def write(d):
+        (d / "weights.bin").write_text(payload * 10)
+        write_json(d / "state.json", {"step": step})
+    return write
+
+
+def test_save_keeps_the_last_k(tmp_path):
+    m = CheckpointManager(tmp_path, keep=2)
+    for s in (1, 2, 3, 4):
+        m.save(s, _writer(s))
+    assert [s for s, _ in m.list()] == [3, 4]
+    assert read_state(m.latest()) == {"step": 4}
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+
+
+def test_a_failing_write_leaves_the_last_good_checkpoint(tmp_path):
+    m = CheckpointManager(tmp_path, keep=3)
+    m.save(1, _writer(1, "good"))
+
+    def broken(d):
+        (d / "weights.bin").write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        m.save(2, broken)
+    assert [s for s, _ in m.list()] == [1]
+    assert (m.latest() / "weights.bin").read_text() == "good" * 10
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+    with pytest.raises(Exception, match="state.json"):
+        m.save(3, lambda d: (d / "w").write_text("no state"))
+    assert [s for s, _ in m.list()] == [1]
+
+
+def test_a_killed_writer_never_corrupts_the_last_checkpoint(tmp_path):
+    """A process killed mid-write (SIGKILL) leaves a stray temp dir, never a broken step-N."""
+    script = textwrap.dedent(f"""
+        import os, signal
+        from codea1.train.checkpoint import CheckpointManager, write_json
+        m = CheckpointManager({str(tmp_path)!r}, keep=3)
+        m.save(1, lambda d: write_json(d / "state.json", {{"step": 1}}))
+        def write(d):
+            (d / "big").write_bytes(b"0" * 1000)
+            os.kill(os.getpid(), signal.SIGKILL)
+        m.save(2, write)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == -9
+    m = CheckpointManager(tmp_path, keep=3)
+    assert [s for s, _ in m.list()] == [1]
+    assert list((tmp_path / "checkpoints").glob(".tmp-step-2-*"))  # the stray one
+    m.save(2, _writer(2))                                        # the next save cleans up
+    assert [s for s, _ in m.list()] == [1, 2]
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+
+
+def test_resaving_a_step_replaces_it(tmp_path):
+    m = CheckpointManager(tmp_path, keep=3)
+    m.save(5, _writer(5, "old"))
+    m.save(5, _writer(5, "new"))
+    assert (m.latest() / "weights.bin").read_text() == "new" * 10
+
+
+def test_rng_capture_and_restore_replays_every_stream():
+    gen = torch.Generator().manual_seed(3)
+    npgen = np.random.default_rng(4)
+    state = capture_rng({"g": gen, "n": npgen})
+
+    def draw():
+        return (random.random(), float(np.random.rand()), float(torch.rand(1)),
+                float(torch.rand(1, generator=gen)), float(npgen.random()))
+
+    first = draw()
+    draw()
+    restore_rng(state, {"g": gen, "n": npgen})
+    assert draw() == first
