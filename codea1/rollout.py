@@ -1,0 +1,388 @@
+"""The spec's prompts and fast batched sampling that keeps the token ids for the update.
+
+`generate` is a hand-written sampling loop over a KV cache rather than `model.generate`
+because on a CPU the wins come from things `generate` does not do: the prompt of a
+problem is encoded once and its KV cache shared by its `n` samples; batches are wide
+(64 rows) with prompts sorted by length to keep left padding small; finished rows are
+dropped from the batch (and their cache) as they end, so late steps stay cheap.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    import torch
+
+    from codea1.models import Policies
+
+Message = Mapping[str, str]
+Prompt = Union[Sequence[Message], str]
+
+# --- prompts (the reference implementation's wording, see CODE_A1_SPEC.md) -------------------
+
+CODE_SYSTEM = "You are a helpful code-completion assistant."
+CODE_INSTRUCTION = (
+    "Complete the Python function described by the question below. Output the complete "
+    "function (with any imports it needs) inside one ```python code block and nothing else."
+)
+TEST_SYSTEM = "You are a helpful test-generation assistant."
+TEST_COUNT = 8
+
+
+def _get(problem: Any, name: str) -> str:
+    value = problem.get(name) if isinstance(problem, Mapping) else getattr(problem, name, None)
+    if not isinstance(value, str):
+        raise ValueError(f"problem field {name!r}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def code_messages(problem: Any) -> list[dict[str, str]]:
+    """Chat messages asking the code model to complete the problem's function."""
+    question = _get(problem, "question").strip()
+    return [
+        {"role": "system", "content": CODE_SYSTEM},
+        {"role": "user", "content": f"{CODE_INSTRUCTION}\n\nQuestion:\n{question}"},
+    ]
+
+
+def test_messages(problem: Any, code: str | None = None, white_box: bool = True,
+                  n_tests: int = TEST_COUNT) -> list[dict[str, str]]:
+    """Chat messages asking the test model for `n_tests` assert tests.
+
+    White-box (the default, the paper's setting): the candidate `code` is shown and the
+    model is asked to attack it. Black-box (`white_box=False`): the code is not shown.
+    """
+    question = _get(problem, "question").strip()
+    fn = _get(problem, "entry_point").strip()
+    if white_box and code is None:
+        raise ValueError("test_messages: white_box=True needs the candidate code")
+    if white_box:
+        goal = (
+            "Your job is to find inputs that make the given code behave differently from "
+            "what the question requires."
+        )
+        focus = (
+            "Attack the logic gaps where the code is simpler than the requirement: missing "
+            "constraints, misread rules, boundary values, rare branches."
+        )
+    else:
+        goal = "Your job is to write tests that check whether a solution meets the question's requirements."
+        focus = (
+            "Target the places where a solution is likely to be wrong: edge cases, boundary "
+            "values, rare branches, easily misread rules."
+        )
+    parts = [
+        goal,
+        f"Write {n_tests} tests, each of the form `assert {fn}(parameters) == answer`.",
+        focus,
+        "Prefer complex inputs. Do not write redundant or trivial tests: only the first few are evaluated.",
+        f"Question:\n{question}",
+    ]
+    if white_box:
+        parts.append(f"Code:\n```python\n{code.rstrip()}\n```")
+    parts.append("Output all the asserts in one ```python code block.")
+    return [
+        {"role": "system", "content": TEST_SYSTEM},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+test_messages.__test__ = False  # not a pytest test, though its name starts with "test"
+
+
+# --- sampling -------------------------------------------------------------------------------------
+
+
+class SamplingConfig(BaseModel):
+    """How completions are sampled; the paper's rollout defaults (temperature 1, top_p 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(1.0, ge=0.0)   # 0: greedy
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_new_tokens: int = Field(512, ge=1)
+    # prompts longer than this are cut from the left; None: the model's context minus max_new_tokens
+    max_prompt_tokens: int | None = Field(None, ge=1)
+    batch_size: int = Field(64, ge=1)         # rows (samples) decoded together
+    seed: int | None = None                   # used when generate() gets no generator
+
+
+@dataclass
+class Sample:
+    """One completion. `truncated`: stopped by max_new_tokens; `finished`: ended with EOS.
+
+    `completion_ids` includes the final EOS token when `finished` (the update trains the
+    model to stop); `text` is the decoded completion without special tokens.
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    text: str
+    truncated: bool
+    finished: bool
+    prompt_truncated: bool = False
+
+
+@dataclass
+class GenerationStats:
+    """Counters of one `generate` call (added to when an instance is passed in)."""
+
+    prompts: int = 0
+    samples: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompts_truncated: int = 0
+    completions_truncated: int = 0
+    empty_completions: int = 0
+    seconds: float = 0.0
+    forward_passes: int = 0
+    prompt_tokens_dropped: int = 0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.completion_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self, prefix: str = "") -> dict[str, float]:
+        """Flat numbers for the metrics log, names prefixed (e.g. "rollout/code/")."""
+        values = {k: float(v) for k, v in asdict(self).items()}
+        values["tokens_per_s"] = self.tokens_per_s
+        return {prefix + k: v for k, v in values.items()}
+
+
+def stop_token_ids(tokenizer, model=None) -> set[int]:
+    """Every id that ends a completion: EOS, the chat end token, the generation config's EOS."""
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    vocab = tokenizer.get_vocab()
+    for token in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>"):
+        if token in vocab:
+            ids.add(int(vocab[token]))
+    gen_cfg = getattr(model, "generation_config", None)
+    eos = getattr(gen_cfg, "eos_token_id", None)
+    if isinstance(eos, int):
+        ids.add(eos)
+    elif isinstance(eos, (list, tuple)):
+        ids.update(int(i) for i in eos)
+    return ids
+
+
+def encode_prompts(tokenizer, prompts: Sequence[Prompt]) -> list[list[int]]:
+    """Token ids of each prompt: chat messages through the chat template, strings as they are."""
+    encoded: list[list[int]] = []
+    for i, prompt in enumerate(prompts):
+        if isinstance(prompt, str):
+            ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        elif isinstance(prompt, Sequence) and all(isinstance(m, Mapping) for m in prompt) and prompt:
+            text = tokenizer.apply_chat_template(
+                [dict(m) for m in prompt], add_generation_prompt=True, tokenize=False
+            )
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        else:
+            raise ValueError(f"prompt {i}: expected a list of chat messages or a string, got {prompt!r:.80}")
+        if not ids:
+            raise ValueError(f"prompt {i}: encodes to no tokens")
+        encoded.append(list(ids))
+    return encoded
+
+
+def _context_length(model) -> int | None:
+    config = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def sample_next(logits: "torch.Tensor", temperature: float, top_p: float,
+                generator: "torch.Generator | None") -> "torch.Tensor":
+    """Draw one token per row from float logits [B, V] (greedy when temperature is 0)."""
+    import torch
+
+    if temperature == 0.0:
+        return logits.argmax(dim=-1)
+    logits = logits.float() / temperature
+    probs = torch.softmax(logits, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        cumulative = sorted_probs.cumsum(dim=-1)
+        # keep the smallest prefix whose mass reaches top_p (the first token always stays)
+        drop = (cumulative - sorted_probs) >= top_p
+        sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+        picked = torch.multinomial(sorted_probs, 1, generator=generator).squeeze(-1)
+        return order.gather(-1, picked[:, None]).squeeze(-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _plan_chunks(order: list[int], n: int, batch_size: int) -> list[list[tuple[int, int]]]:
+    """Group (prompt, sample count) pieces into chunks of at most `batch_size` rows.
+
+    A prompt's samples stay together (they share one prefill) unless `n > batch_size`.
+    """
+    chunks: list[list[tuple[int, int]]] = []
+    current: list[tuple[int, int]] = []
+    rows = 0
+    for p in order:
+        remaining = n
+        while remaining > 0:
+            take = min(remaining, batch_size)
+            if rows + take > batch_size and current:
+                chunks.append(current)
+                current, rows = [], 0
+            current.append((p, take))
+            rows += take
+            remaining -= take
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[int]],
+                  cfg: SamplingConfig, stops: "torch.Tensor", pad_id: int,
+                  generator: "torch.Generator | None", stats: GenerationStats,
+                  device) -> list[tuple[int, list[int], bool]]:
+    """Sample the rows of one chunk; returns (prompt index, completion ids, finished) per row."""
+    import torch
+    from transformers import DynamicCache
+
+    unique = [p for p, _ in pieces]
+    width = max(len(prompt_ids[p]) for p in unique)
+    ids = torch.full((len(unique), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(unique), width), dtype=torch.long)
+    for row, p in enumerate(unique):
+        seq = prompt_ids[p]
+        ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+        mask[row, width - len(seq):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
+                use_cache=True, logits_to_keep=1)
+    stats.forward_passes += 1
+    # share each prompt's prefill among its samples
+    repeat = torch.tensor([k for _, k in pieces], device=device)
+    expand = torch.repeat_interleave(torch.arange(len(unique), device=device), repeat)
+    cache.batch_select_indices(expand)
+    logits = out.logits[:, -1, :][expand]
+    mask = mask[expand]
+    next_pos = positions[expand, -1] + 1
+    row_prompt = [p for p, k in pieces for _ in range(k)]
+
+    rows = len(row_prompt)
+    active = torch.arange(rows, device=device)           # original row of each live batch row
+    tokens: list[list[int]] = [[] for _ in range(rows)]
+    finished = [False] * rows
+    step_limit = cfg.max_new_tokens
+    for step in range(step_limit):
+        nxt = sample_next(logits, cfg.temperature, cfg.top_p, generator)
+        done = torch.isin(nxt, stops)
+        nxt_list = nxt.tolist()
+        done_list = done.tolist()
+        for i, r in enumerate(active.tolist()):
+            tokens[r].append(nxt_list[i])
+            if done_list[i]:
+                finished[r] = True
+        if step == step_limit - 1:
+            break
+        keep = ~done
+        n_done = int(done.sum())
+        if n_done == len(done_list):
+            break
+        if n_done:
+            # drop finished rows (and their cache) so later steps only pay for live ones
+            idx = keep.nonzero().squeeze(-1)
+            cache.batch_select_indices(idx)
+            active, nxt, mask, next_pos = active[idx], nxt[idx], mask[idx], next_pos[idx]
+        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=1)
+        out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                    cache=cache, use_cache=True)
+        stats.forward_passes += 1
+        logits = out.logits[:, -1, :]
+        next_pos = next_pos + 1
+    return [(row_prompt[r], tokens[r], finished[r]) for r in range(rows)]
+
+
+def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int = 1,
+             sampling: SamplingConfig | None = None, *, generator: "torch.Generator | None" = None,
+             stats: GenerationStats | None = None) -> list[list[Sample]]:
+    """Sample `n` completions for each prompt with `role`'s weights.
+
+    Prompts are chat messages (formatted with the model's chat template) or raw strings.
+    Returns, per prompt in order, `n` `Sample`s. A prompt longer than `max_prompt_tokens`
+    is cut from the left (counted in `stats.prompts_truncated`). Reproducible for a given
+    `generator` (or `sampling.seed`) and the same inputs.
+    """
+    import torch
+
+    cfg = sampling or SamplingConfig()
+    if n < 0:
+        raise ValueError(f"n={n}: expected a non-negative number of samples per prompt")
+    stats = stats if stats is not None else GenerationStats()
+    if not prompts or n == 0:
+        return [[] for _ in prompts]
+    started = time.perf_counter()
+    tokenizer = policies.tokenizer
+    encoded = encode_prompts(tokenizer, prompts)
+
+    with policies.role(role) as model:
+        device = next(model.parameters()).device
+        context = _context_length(model)
+        limit = cfg.max_prompt_tokens
+        if limit is None:
+            limit = max(1, context - cfg.max_new_tokens) if context else None
+        if context and limit:
+            limit = min(limit, max(1, context - cfg.max_new_tokens))
+        prompt_ids: list[list[int]] = []
+        cut: list[bool] = []
+        for ids in encoded:
+            if limit is not None and len(ids) > limit:
+                stats.prompt_tokens_dropped += len(ids) - limit
+                ids = ids[len(ids) - limit:]
+                cut.append(True)
+            else:
+                cut.append(False)
+            prompt_ids.append(ids)
+        stats.prompts += len(prompts)
+        stats.prompts_truncated += sum(cut)
+        if generator is None and cfg.seed is not None:
+            generator = torch.Generator(device=device).manual_seed(cfg.seed)
+        stops = torch.tensor(sorted(stop_token_ids(tokenizer, model)), dtype=torch.long, device=device)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(stops[0])
+
+        order = sorted(range(len(prompt_ids)), key=lambda p: len(prompt_ids[p]), reverse=True)
+        chunks = _plan_chunks(order, n, cfg.batch_size)
+        results: list[list[tuple[list[int], bool]]] = [[] for _ in prompts]
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                for pieces in chunks:
+                    for p, completion, done in _decode_chunk(model, pieces, prompt_ids, cfg, stops,
+                                                            pad_id, generator, stats, device):
+                        results[p].append((completion, done))
+        finally:
+            model.train(was_training)
+
+    out: list[list[Sample]] = []
+    for p, rows in enumerate(results):
+        samples = []
+        for completion, done in rows:
+            text = tokenizer.decode(completion, skip_special_tokens=True)
+            samples.append(Sample(prompt_ids=list(prompt_ids[p]), completion_ids=completion,
+                                  text=text, truncated=not done, finished=done,
+                                  prompt_truncated=cut[p]))
+            stats.completion_tokens += len(completion)
+            stats.prompt_tokens += len(prompt_ids[p])
+            stats.completions_truncated += int(not done)
+            stats.empty_completions += int(not text.strip())
+        out.append(samples)
+    stats.samples += sum(len(s) for s in out)
+    stats.seconds += time.perf_counter() - started
+    return out

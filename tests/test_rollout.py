@@ -1,0 +1,180 @@
+"""codea1.rollout: prompts and batched sampling, on a tiny random-weight model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from codea1.models import ModelConfig, load_policies, tiny_test_model  # noqa: E402
+from codea1.rollout import (  # noqa: E402
+    GenerationStats,
+    Sample,
+    SamplingConfig,
+    code_messages,
+    generate,
+    sample_next,
+    test_messages,
+)
+
+torch.set_num_threads(1)
+
+PROBLEM = {"question": 'def add_one(x):\n    """Return x plus one."""', "entry_point": "add_one"}
+CODE = "def add_one(x):\n    return x + 1"
+
+
+@pytest.fixture(scope="module")
+def policies(tmp_path_factory):
+    d = tiny_test_model(tmp_path_factory.mktemp("tiny"), hidden_size=64)
+    return load_policies(ModelConfig(name=str(d), mode="full", dtype="float32", device="cpu"))
+
+
+def test_code_prompt_has_question_and_format():
+    msgs = code_messages(PROBLEM)
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    assert PROBLEM["question"] in msgs[1]["content"]
+    assert "```python" in msgs[1]["content"]
+
+
+def test_test_prompt_white_and_black_box():
+    white = test_messages(PROBLEM, CODE)[1]["content"]
+    black = test_messages(PROBLEM, white_box=False)[1]["content"]
+    assert CODE in white and CODE not in black
+    for text in (white, black):
+        assert "assert add_one(parameters) == answer" in text and "8 tests" in text
+        assert PROBLEM["question"] in text
+    with pytest.raises(ValueError, match="code"):
+        test_messages(PROBLEM, None)
+    with pytest.raises(ValueError, match="entry_point"):
+        test_messages({"question": "q"}, CODE)
+
+
+def test_generate_shapes_and_token_ids(policies):
+    prompts = [code_messages(PROBLEM), test_messages(PROBLEM, CODE), "def f(x):"]
+    stats = GenerationStats()
+    out = generate(policies, "code", prompts, n=3, sampling=SamplingConfig(max_new_tokens=12, seed=0),
+                   stats=stats)
+    assert [len(s) for s in out] == [3, 3, 3]
+    tok = policies.tokenizer
+    want_prompt = tok.apply_chat_template(prompts[0], add_generation_prompt=True, tokenize=False)
+    for samples in out:
+        for s in samples:
+            assert isinstance(s, Sample)
+            assert 1 <= len(s.completion_ids) <= 12
+            assert s.finished != s.truncated
+            assert s.truncated == (len(s.completion_ids) == 12 and s.completion_ids[-1] != tok.eos_token_id)
+            assert s.text == tok.decode(s.completion_ids, skip_special_tokens=True)
+    assert tok.decode(out[0][0].prompt_ids) == want_prompt
+    assert tok.decode(out[2][0].prompt_ids) == "def f(x):"
+    assert stats.samples == 9 and stats.completion_tokens == sum(len(s.completion_ids) for ss in out for s in ss)
+
+
+def test_greedy_matches_hf_generate(policies):
+    """The hand-written loop (shared prefill, left padding, wide batch) equals model.generate."""
+    prompts = ["def f(x): return", "assert f(2) == 3\nfor i in range(n):\n    if x[i] > 0", "import"]
+    out = generate(policies, "code", prompts, n=2, sampling=SamplingConfig(max_new_tokens=25, temperature=0.0))
+    tok = policies.tokenizer
+    with policies.role("code") as model:
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        ref = model.generate(**enc, do_sample=False, max_new_tokens=25, pad_token_id=tok.pad_token_id)
+    for i in range(len(prompts)):
+        want = ref[i, enc["input_ids"].shape[1]:].tolist()
+        for s in out[i]:
+            assert s.completion_ids == want[: len(s.completion_ids)]
+
+
+def test_finished_rows_stop_and_keep_eos(policies):
+    """Force EOS for some rows: they end at once, the others continue to the limit."""
+    tok = policies.tokenizer
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    model = policies.module("code")
+    head = model.lm_head.weight
+    saved = head.detach().clone()
+    with torch.no_grad():  # make EOS overwhelmingly likely whenever the hidden state allows
+        head[eos] = head.mean(0) * 0 + 50.0 * torch.sign(head[eos])
+    try:
+        out = generate(policies, "code", ["a", "def f(x):\n    return x"], n=4,
+                       sampling=SamplingConfig(max_new_tokens=8, seed=3))
+    finally:
+        with torch.no_grad():
+            head.copy_(saved)
+    flat = [s for ss in out for s in ss]
+    finished = [s for s in flat if s.finished]
+    assert finished, "an EOS-biased head must finish some rows"
+    for s in finished:
+        assert s.completion_ids[-1] == eos and eos not in s.completion_ids[:-1]
+        assert "<|im_end|>" not in s.text
+
+
+def test_reproducible_with_seed_and_generator(policies):
+    cfg = SamplingConfig(max_new_tokens=10, seed=7, batch_size=4)
+    prompts = ["def f(x):", "assert", "for i in range(3):"]
+    a = generate(policies, "code", prompts, n=3, sampling=cfg)
+    b = generate(policies, "code", prompts, n=3, sampling=cfg)
+    assert [[s.completion_ids for s in ss] for ss in a] == [[s.completion_ids for s in ss] for ss in b]
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)
+    c = generate(policies, "code", prompts, n=3, sampling=cfg.model_copy(update={"seed": None}), generator=g1)
+    d = generate(policies, "code", prompts, n=3, sampling=cfg.model_copy(update={"seed": None}), generator=g2)
+    assert [[s.completion_ids for s in ss] for ss in c] != [[s.completion_ids for s in ss] for ss in d]
+
+
+def test_batch_size_does_not_change_greedy_results(policies):
+    prompts = ["def f(x):", "assert f(1) == 2", "x = [1, 2]", "import math"]
+    cfg = SamplingConfig(max_new_tokens=10, temperature=0.0)
+    wide = generate(policies, "code", prompts, n=3, sampling=cfg.model_copy(update={"batch_size": 64}))
+    narrow = generate(policies, "code", prompts, n=3, sampling=cfg.model_copy(update={"batch_size": 2}))
+    assert [[s.completion_ids for s in ss] for ss in wide] == [[s.completion_ids for s in ss] for ss in narrow]
+
+
+def test_long_prompts_are_cut_from_the_left_and_counted(policies):
+    long_prompt = "def f(x):\n    return x + 1\n" * 200
+    stats = GenerationStats()
+    out = generate(policies, "code", [long_prompt, "short"], n=2,
+                   sampling=SamplingConfig(max_new_tokens=5, max_prompt_tokens=40), stats=stats)
+    assert stats.prompts_truncated == 1
+    full_ids = policies.tokenizer(long_prompt, add_special_tokens=False)["input_ids"]
+    assert out[0][0].prompt_ids == full_ids[-40:] and out[0][0].prompt_truncated
+    assert not out[1][0].prompt_truncated
+    # the model's own context also bounds prompts (tiny model: 1024 positions)
+    stats = GenerationStats()
+    out = generate(policies, "code", [long_prompt * 3], n=1, sampling=SamplingConfig(max_new_tokens=24), stats=stats)
+    assert stats.prompts_truncated == 1 and len(out[0][0].prompt_ids) == 1024 - 24
+
+
+def test_junk_and_empty_inputs_never_crash(policies):
+    junk = "\x00\x01\x02\ufffd\U0001f600 " * 30 + "```" * 20
+    out = generate(policies, "test", [junk, [{"role": "user", "content": ""}]], n=2,
+                   sampling=SamplingConfig(max_new_tokens=6, seed=1))
+    assert [len(s) for s in out] == [2, 2]
+    assert generate(policies, "code", [], n=4) == []
+    assert generate(policies, "code", ["a"], n=0) == [[]]
+    with pytest.raises(ValueError, match="prompt 0"):
+        generate(policies, "code", [""], n=1)
+    with pytest.raises(ValueError, match="role"):
+        generate(policies, "judge", ["a"], n=1)
+
+
+def test_lora_roles_generate_with_their_own_weights(tmp_path):
+    d = tiny_test_model(tmp_path / "tiny", hidden_size=64)
+    pol = load_policies(ModelConfig(name=str(d), mode="lora-shared", dtype="float32", device="cpu"))
+    cfg = SamplingConfig(max_new_tokens=12, temperature=0.0)
+    before = generate(pol, "test", ["def f(x):"], n=1, sampling=cfg)[0][0].completion_ids
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in pol.trainable_parameters("code"):
+            p.add_(torch.randn(p.shape, generator=g) * 2.0)
+    code = generate(pol, "code", ["def f(x):"], n=1, sampling=cfg)[0][0].completion_ids
+    test = generate(pol, "test", ["def f(x):"], n=1, sampling=cfg)[0][0].completion_ids
+    assert test == before and code != before
+
+
+def test_top_p_keeps_only_the_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    g = torch.Generator().manual_seed(0)
+    draws = {int(sample_next(logits, 1.0, 0.7, g)) for _ in range(300)}
+    assert draws == {0, 1}
+    assert int(sample_next(logits, 0.0, 1.0, None)) == 0
+    all_draws = {int(sample_next(logits, 1.0, 1.0, g)) for _ in range(600)}
+    assert all_draws == {0, 1, 2, 3}
