@@ -9,8 +9,8 @@ mutant only ever run inside the sandbox.
 A test that fails on the reference itself would "kill" every mutant, so only the tests
 that pass on the reference count as killers (Cosmic-Ray likewise refuses to run on a
 failing baseline). A mutant survives when none of them fails on it; when the problem's
-golden tests (or any other tests we have) do not kill it either, it is reported as
-*equivalent-looking*: most likely a mutant no test could ever tell apart.
+golden tests (asserts or test program, where the problem has them) do not kill it either,
+it is reported as *equivalent-looking*: most likely a mutant no test could tell apart.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class MutationReport:
         return 100.0 * self.killed / killable if killable else 0.0
 
 
-def test_function(index: int, test: str) -> str:
+def wrap_test(index: int, test: str) -> str:
     """The test snippet as a function the executor can call; raises ValueError when the
     snippet is not a plain block of statements."""
     body = textwrap.dedent(test).strip("\n")
@@ -116,7 +116,7 @@ def harness(program: str, tests: Sequence[str]) -> tuple[str, list[str], list[st
     parts, calls, errors = [program.rstrip("\n"), ""], [], []
     for i, test in enumerate(tests):
         try:
-            parts.append(test_function(i, test))
+            parts.append(wrap_test(i, test))
         except ValueError as exc:
             calls.append("")
             errors.append(str(exc))
@@ -229,8 +229,9 @@ def _classify_survivors(executor, reference, survivors, golden_tests, golden_pro
     from codea1.sandbox import Job
 
     golden_ok: list[str] = []
+    golden_s = 0.0
     if golden_tests:
-        passes, _, _ = run_tests(executor, reference, golden_tests, limits)
+        passes, _, golden_s = run_tests(executor, reference, golden_tests, limits)
         golden_ok = [t for t, ok in zip(golden_tests, passes) if ok]
     use_program = False
     if golden_program:
@@ -241,18 +242,19 @@ def _classify_survivors(executor, reference, survivors, golden_tests, golden_pro
         program_limits = _limits(limits, call_timeout, 0, config,
                                  program_s=max(config.program_timeout_s, config.slowdown * base.wall_s))
     if not golden_ok and not use_program:
-        for o in survivors:
-            o.status = "equivalent-looking"
-        return
+        return  # nothing else to ask: a survivor stays "survived", equivalence unknown
     still = list(survivors)
     if golden_ok:
+        # Only "does any golden test kill it" matters here, so all of them run in one call:
+        # a mutant that hangs costs one time-out, not one per golden test.
+        budget = max(call_timeout, config.slowdown * golden_s)
         jobs = []
         for o in still:
             text, calls, _ = harness(o.mutant.source, golden_ok)
-            jobs.append(Job(program=text, calls=calls, limits=_limits(limits, call_timeout, len(calls), config)))
+            text += "\n\ndef __codea1_all():\n" + "".join(f"    {c}\n" for c in calls)
+            jobs.append(Job(program=text, calls=["__codea1_all()"], limits=_limits(limits, budget, 1, config)))
         runs = executor.run_many(jobs)
-        still = [o for o, r in zip(still, runs)
-                 if r.status != "infra" and not any(_call_failed(r, p) for p in range(len(golden_ok)))]
+        still = [o for o, r in zip(still, runs) if r.status != "infra" and not _call_failed(r, 0)]
     if use_program and still:
         jobs = [Job(program=o.mutant.source.rstrip("\n") + "\n\n" + golden_program, limits=program_limits)
                 for o in still]

@@ -38,6 +38,8 @@ __all__ = ["TestEvalConfig", "FunctionScore", "select_tests", "score_tests", "ev
 class TestEvalConfig:
     """Sampling of the test model and the mutation budget (greedy, k = 5 by default)."""
 
+    __test__ = False  # not a pytest test class, despite its name
+
     k: int = 5
     temperature: float = 0.0
     top_p: float = 1.0

@@ -1,0 +1,118 @@
+"""Mutation testing on the real sandboxed executor: kills, survivors, equivalents, hangs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from codea1.eval.mutation import generate_mutants
+from codea1.eval.mutation_testing import MutationConfig, analyse, harness, run_tests, wrap_test
+
+IS_PRIME = '''
+def is_prime(n):
+    if n < 2:
+        return False
+    i = 2
+    while i * i <= n:
+        if n % i == 0:
+            return False
+        i += 1
+    return True
+'''
+
+
+def truth(n):
+    return n > 1 and all(n % d for d in range(2, n))
+
+
+GOLDEN = [f"assert is_prime({n}) == {truth(n)}" for n in range(30)]
+
+
+@pytest.fixture(scope="module")
+def executor():
+    from codea1.sandbox import Executor
+
+    with Executor(workers=2) as ex:
+        yield ex
+
+
+def test_test_function_wraps_snippets_and_refuses_non_tests():
+    text = wrap_test(3, "x = [1, 2]\nassert f(x) == 3")
+    assert text.startswith("def __codea1_test_3():\n    x = [1, 2]\n")
+    with pytest.raises(ValueError, match="does not parse"):
+        wrap_test(0, "assert f(")
+    with pytest.raises(ValueError, match="may not return"):
+        wrap_test(0, "return 1")
+    with pytest.raises(ValueError, match="may not return"):
+        wrap_test(0, "for i in range(3):\n    yield i")
+    # a helper inside the test may return
+    wrap_test(0, "def g():\n    return 2\nassert g() == 2")
+    program, calls, errors = harness("def f(x): return x", ["assert f(1) == 1", "assert (", "assert f(2) == 2"])
+    assert calls == ["__codea1_test_0()", "", "__codea1_test_2()"]
+    assert errors[0] is None and "does not parse" in errors[1] and errors[2] is None
+    assert "def __codea1_test_1" not in program
+
+
+def test_run_tests_reports_each_test(executor):
+    passed, errors, _ = run_tests(executor, IS_PRIME, ["assert is_prime(7)", "assert is_prime(8)", "assert is_prime("])
+    assert passed == [True, False, False]
+    assert errors[0] is None and errors[1].startswith("AssertionError") and "does not parse" in errors[2]
+
+
+def test_scores_kills_and_classifies_survivors(executor):
+    tests = [
+        "assert is_prime(2) == True",
+        "assert is_prime(9) == False",
+        "assert is_prime(1) == False",
+        "assert is_prime(4) == True",  # wrong: fails on the reference, must not count as a killer
+        "x = 17\nassert is_prime(x)",
+        "assert is_prime(",  # does not parse
+    ]
+    mutants = generate_mutants(IS_PRIME)
+    report = analyse(executor, IS_PRIME, tests, mutants=mutants, golden_tests=GOLDEN)
+    assert report.test_passes_reference == [True, True, True, False, True, False]
+    assert report.total == len(mutants) and report.killed < report.total
+    for o in report.outcomes:
+        assert 3 not in o.killed_by and 5 not in o.killed_by
+        assert (o.status == "killed") == bool(o.killed_by)
+    by_desc = {o.mutant.description: o for o in report.outcomes}
+    # `i = 3` instead of 2 only shows on 4: the golden tests kill it, the scored ones do not
+    assert by_desc["line 5: 2 -> 3"].status == "survived"
+    # `i * i` -> `i + i` is equivalent for n >= 2 (only differs when i*i and i+i straddle n
+    # before a divisor is found): nothing kills it
+    assert by_desc["line 6: * -> +"].status == "equivalent-looking"
+    # `n < 2` -> `n <= 2` makes 2 non-prime: test 0 kills it
+    assert 0 in by_desc["line 3: < -> <="].killed_by
+    assert report.score == pytest.approx(100 * report.killed / report.total)
+    assert report.score_killable > report.score
+
+
+def test_hanging_mutants_are_killed_within_the_call_budget(executor):
+    ref = "def count(n):\n    i = 0\n    while i < n:\n        i = i + 1\n    return i\n"
+    mutants = [m for m in generate_mutants(ref, ["number"]) if "i + 0" in m.source]
+    assert len(mutants) == 1  # `i = i + 0` never ends
+    started = time.monotonic()
+    report = analyse(executor, ref, ["assert count(3) == 3", "assert count(0) == 0"], mutants=mutants,
+                     config=MutationConfig(call_timeout_s=0.5))
+    assert report.outcomes[0].status == "killed" and report.outcomes[0].killed_by == [0]
+    assert time.monotonic() - started < 15
+
+
+def test_no_passing_test_kills_nothing(executor):
+    report = analyse(executor, IS_PRIME, ["assert is_prime(4)"], golden_tests=GOLDEN)
+    assert report.test_passes_reference == [False]
+    assert report.killed == 0 and report.score == 0.0
+    assert {o.status for o in report.outcomes} <= {"survived", "equivalent-looking"}
+    assert any(o.status == "survived" for o in report.outcomes)
+
+
+def test_golden_program_classifies_survivors(executor):
+    ref = "def absdiff(a, b):\n    return a - b if a > b else b - a\n"
+    program = ("def check(f):\n    for a in range(-3, 4):\n        for b in range(-3, 4):\n"
+               "            assert f(a, b) == abs(a - b)\n\ncheck(absdiff)\n")
+    report = analyse(executor, ref, ["assert absdiff(1, 1) == 0"], golden_program=program)
+    statuses = {o.mutant.description: o.status for o in report.outcomes}
+    assert statuses["line 2: > -> >="] == "equivalent-looking"  # a == b gives 0 either way
+    assert statuses["line 2: - -> +"] in {"survived", "killed"}
+    assert "survived" in statuses.values()
