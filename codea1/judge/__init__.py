@@ -6,6 +6,37 @@ sandbox (`judge`), and scored (`rewards`).
 """
 
 from codea1.judge.extract import code_blocks, extract_code, extract_test_source
+from codea1.judge.judge import (
+    DUPLICATE,
+    REFERENCE_RAISED,
+    UNPARSABLE,
+    WRONG_EXPECTATION,
+    GoldenResult,
+    Judge,
+    JudgeConfig,
+    ProblemJudgement,
+    ProblemRollout,
+    SuiteResult,
+    TestOutcome,
+)
 from codea1.judge.parse import ParsedTest, normalize_assert, parse_tests
 
-__all__ = ["code_blocks", "extract_code", "extract_test_source", "ParsedTest", "normalize_assert", "parse_tests"]
+__all__ = [
+    "DUPLICATE",
+    "REFERENCE_RAISED",
+    "UNPARSABLE",
+    "WRONG_EXPECTATION",
+    "GoldenResult",
+    "Judge",
+    "JudgeConfig",
+    "ParsedTest",
+    "ProblemJudgement",
+    "ProblemRollout",
+    "SuiteResult",
+    "TestOutcome",
+    "code_blocks",
+    "extract_code",
+    "extract_test_source",
+    "normalize_assert",
+    "parse_tests",
+]

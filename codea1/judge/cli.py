@@ -1,0 +1,165 @@
+"""`codea1 judge`: judge one code and one test suite on one problem, to debug a reward.
+
+The command runs the same `Judge` as training (one candidate, one suite, optional
+Mistake Book tests) and shows every test with its normalized form, validity, reason and
+outcome, and every intermediate score of the reward formulas.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["judge_command", "judgement_record", "load_problem_file"]
+
+
+def load_problem_file(path: Path) -> Any:
+    """One problem in the project's JSONL schema: a JSON object (or a one-line JSONL file)."""
+    from codea1.data import Problem
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise typer.BadParameter(f"{path}: cannot read ({err.strerror})", param_hint="--problem") from err
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as err:
+        if len(lines) > 1:
+            raise typer.BadParameter(
+                f"{path}: expected one problem (a JSON object), found {len(lines)} lines; "
+                "put the problem to judge in a file of its own",
+                param_hint="--problem",
+            ) from err
+        raise typer.BadParameter(f"{path}: not JSON ({err.msg} at line {err.lineno})", param_hint="--problem") from err
+    try:
+        return Problem.from_dict(row, where=str(path))
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--problem") from err
+
+
+def _read(path: Path, option: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise typer.BadParameter(f"{path}: cannot read ({err.strerror})", param_hint=option) from err
+    except UnicodeDecodeError as err:
+        raise typer.BadParameter(f"{path}: not UTF-8 text ({err.reason})", param_hint=option) from err
+
+
+def judgement_record(judgement: Any) -> dict[str, Any]:
+    """The JSON object of `codea1 judge --json` for a one-candidate, one-suite judgement."""
+    suite = judgement.suites[0][0]
+    valid_code = judgement.code_valid[0]
+    return {
+        "problem_id": judgement.problem_id,
+        "code_valid": valid_code,
+        "code_error": judgement.code_errors[0],
+        "code_reward": judgement.code_rewards[0],
+        "test_reward": judgement.test_rewards[0][0],
+        "valid_ratio": suite.valid_ratio,
+        "valid": suite.valid,
+        "invalid": suite.invalid,
+        "invalid_kinds": suite.invalid_kinds,
+        "gen_pass_rate": suite.gen_pass_rate,
+        "gen_fail_rate": suite.gen_fail_rate,
+        "mb_pass_rate": suite.mb_pass_rate,
+        "pass_score": suite.pass_score,
+        "attack": suite.attack,
+        "nonprintable": suite.nonprintable,
+        "tests": [
+            {
+                "source": t.source,
+                "normalized": t.normalized,
+                "valid": t.valid,
+                "reason": t.reason,
+                "passed": t.passed if t.valid else None,
+                "kind": t.kind,
+                "used": t.used,
+                # a wrong-expectation test still runs in its corrected form and counts in the rates
+                "used_passed": t.passed if t.used else None,
+            }
+            for t in suite.tests
+        ],
+        "mistakes": [
+            {"test": test, "passed": ok}
+            for test, ok in zip(judgement.mistakes, judgement.mistakes_passed[0] or [None] * len(judgement.mistakes))
+        ],
+        "error": judgement.infra_error or judgement.reference_error,
+    }
+
+
+def _print_table(record: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    code = "[green]valid[/green]" if record["code_valid"] else f"[red]invalid[/red] ({record['code_error']})"
+    console.print(f"[bold]{record['problem_id']}[/bold]  code: {code}")
+    mb = "-" if record["mb_pass_rate"] is None else f"{record['mb_pass_rate']:.3f}"
+    console.print(
+        f"code reward [bold]{record['code_reward']:.4f}[/bold]   test reward [bold]{record['test_reward']:.4f}[/bold]\n"
+        f"valid {record['valid']}  invalid {record['invalid']} {record['invalid_kinds'] or ''}  "
+        f"valid_ratio {record['valid_ratio']:.3f}\n"
+        f"gen pass {record['gen_pass_rate']:.3f}  gen fail {record['gen_fail_rate']:.3f}  mistake-book pass {mb}  "
+        f"pass {record['pass_score']:.3f}  attack {record['attack']:.3f}  non-printable {record['nonprintable']:.4f}"
+    )
+    table = Table("#", "valid", "passed", "reason", "normalized test", show_lines=False)
+    for k, t in enumerate(record["tests"], 1):
+        passed = t["used_passed"]
+        mark = "-" if passed is None else ("[green]yes[/green]" if passed else "[red]no[/red]")
+        table.add_row(
+            str(k),
+            "[green]yes[/green]" if t["valid"] else "[red]no[/red]",
+            mark,
+            t["reason"] or "",
+            t["normalized"] or t["source"],
+        )
+    console.print(table)
+    if record["mistakes"]:
+        mt = Table("passed", "Mistake Book test")
+        for m in record["mistakes"]:
+            mt.add_row("-" if m["passed"] is None else ("yes" if m["passed"] else "no"), m["test"])
+        console.print(mt)
+    if record["error"]:
+        console.print(f"[red]not judged:[/red] {record['error']}")
+
+
+def judge_command(
+    problem: Annotated[Path, typer.Option("--problem", help="One problem in the project's JSONL schema (a JSON object).")],
+    code: Annotated[Path, typer.Option("--code", help="Raw code completion (with or without ``` fences).")],
+    tests: Annotated[Path, typer.Option("--tests", help="Raw test completion (one suite).")],
+    mistakes: Annotated[
+        Path | None, typer.Option("--mistakes", help="Mistake Book tests, one `assert ...` a line.")
+    ] = None,
+    alpha: Annotated[float, typer.Option(help="Weight of validity in the test reward.", min=0.0, max=1.0)] = 0.5,
+    suite_size: Annotated[int, typer.Option(help="Nominal suite size G.", min=1)] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+) -> None:
+    """Judge one code completion against one test completion, showing every step of the reward."""
+    from codea1.judge.judge import Judge, JudgeConfig, ProblemRollout
+    from codea1.sandbox import Executor
+
+    prob = load_problem_file(problem)
+    code_text = _read(code, "--code")
+    test_text = _read(tests, "--tests")
+    mb_tests: list[str] = []
+    if mistakes is not None:
+        mb_tests = [
+            line.strip()
+            for line in _read(mistakes, "--mistakes").splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+    config = JudgeConfig(alpha=alpha, suite_size=suite_size)
+    with Executor(workers=1) as executor:
+        judgement = Judge(executor, config).judge(ProblemRollout(prob, [code_text], [[test_text]], mb_tests))
+    record = judgement_record(judgement)
+    if as_json:
+        typer.echo(json.dumps(record, ensure_ascii=False))
+    else:
+        _print_table(record)
+    if not judgement.usable:
+        raise typer.Exit(1)

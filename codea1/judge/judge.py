@@ -1,0 +1,585 @@
+"""Validation on the reference, attack on the candidates, and the rewards of one step.
+
+A step is judged in two waves of sandbox runs, each wave one `Executor.run_many`:
+
+1. **References** - one run per problem: the reference program, then every distinct CALL
+   of every suite of the problem, every distinct model-written EXPECTED expression, and the
+   Mistake Book CALLs. A test whose CALL raises on the reference is invalid; otherwise its
+   expected value becomes the reference's value (rendered with `to_source`), and a
+   model-written EXPECTED that differs makes the test a "wrong expectation" (invalid, but
+   still used in its corrected form).
+2. **Candidates** - one run per candidate: its code, a check that it defines the function,
+   then every distinct corrected CALL of its suites and the Mistake Book CALLs. A test
+   passes when the call returns a value equal (trusted `values_equal`, in this process) to
+   the reference's value; an exception, a time-out or a run killed by a limit is a failure.
+
+No expected value ever travels into a sandbox, and no test is a process of its own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from codea1.judge.extract import extract_code, extract_test_source
+from codea1.judge.parse import ParsedTest, normalize_assert, parse_tests
+from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
+from codea1.mistakes.book import MistakeUpdate
+from codea1.sandbox import CallResult, Job, Limits, RunResult, to_source, values_equal
+
+if TYPE_CHECKING:
+    from codea1.data import Problem
+    from codea1.sandbox import Executor
+
+__all__ = [
+    "GoldenResult",
+    "Judge",
+    "JudgeConfig",
+    "ProblemJudgement",
+    "ProblemRollout",
+    "SuiteResult",
+    "TestOutcome",
+    "UNPARSABLE",
+    "REFERENCE_RAISED",
+    "WRONG_EXPECTATION",
+    "DUPLICATE",
+]
+
+# Why a test is invalid (the spec's four kinds).
+UNPARSABLE = "unparsable"
+REFERENCE_RAISED = "reference raised"
+WRONG_EXPECTATION = "wrong expectation"
+DUPLICATE = "duplicate"
+INVALID_KINDS = (UNPARSABLE, REFERENCE_RAISED, WRONG_EXPECTATION, DUPLICATE)
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """The judge's knobs, with the reference implementation's defaults.
+
+    `suite_size` is the spec's G (nominal suite size; also how many Mistake Book tests are
+    replayed). `require_entry_point`: a test whose CALL never mentions the function under
+    test is invalid (it tests nothing, and would be free validity reward).
+    `reference_limits` applies to the reference run of a problem, which evaluates every
+    distinct call of all its suites (default: `limits` with a 60 s run budget).
+    """
+
+    alpha: float = 0.5
+    suite_size: int = 8
+    nonprintable_penalty: bool = True
+    require_entry_point: bool = True
+    limits: Limits = field(default_factory=Limits)
+    reference_limits: Limits | None = None
+    golden_limits: Limits = field(default_factory=lambda: Limits(timeout_s=60.0, call_timeout_s=10.0, memory_mb=2048))
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"JudgeConfig.alpha must lie in [0, 1], got {self.alpha}")
+        if isinstance(self.suite_size, bool) or not isinstance(self.suite_size, int) or self.suite_size < 1:
+            raise ValueError(f"JudgeConfig.suite_size must be a positive int, got {self.suite_size!r}")
+
+    @property
+    def effective_reference_limits(self) -> Limits:
+        if self.reference_limits is not None:
+            return self.reference_limits
+        from dataclasses import replace
+
+        return replace(self.limits, timeout_s=max(self.limits.timeout_s, 60.0))
+
+
+@dataclass
+class ProblemRollout:
+    """What the models produced for one problem in one step.
+
+    `codes[i]`: the raw completion of candidate i; `tests[i][j]`: the raw completion of
+    suite j written against candidate i; `mistakes`: the problem's Mistake Book tests
+    (normalized asserts, most frequent first; at most G are used).
+    """
+
+    problem: Problem
+    codes: Sequence[str]
+    tests: Sequence[Sequence[str]]
+    mistakes: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.tests) != len(self.codes):
+            raise ValueError(
+                f"problem {self.problem.id!r}: {len(self.codes)} codes but {len(self.tests)} lists of test suites "
+                "(expected one list per candidate code)"
+            )
+
+
+@dataclass
+class TestOutcome:
+    """One parsed test of a suite, after validation and attack.
+
+    `normalized` is the corrected test `assert CALL == <reference value>` when the reference
+    ran it, the model's substituted assert otherwise (None when unparsable). `kind` is one
+    of the invalid kinds or None; `used` says whether it was run on the candidate (valid or
+    wrong expectation); `passed` is None when it was not run or the candidate is invalid.
+    """
+
+    __test__ = False  # not a pytest class
+
+    source: str
+    normalized: str | None
+    call: str | None
+    valid: bool
+    used: bool
+    kind: str | None = None
+    reason: str | None = None
+    passed: bool | None = None
+
+
+@dataclass
+class SuiteResult:
+    """One (candidate, suite) pair: counts, every intermediate score, and its tests."""
+
+    valid: int
+    invalid: int
+    invalid_kinds: dict[str, int]
+    valid_ratio: float
+    gen_pass_rate: float
+    gen_fail_rate: float
+    mb_pass_rate: float | None
+    pass_score: float
+    attack: float
+    nonprintable: float
+    reward: float
+    tests: list[TestOutcome]
+
+
+@dataclass
+class ProblemJudgement:
+    """Everything the judge decided about one problem in one step.
+
+    When `infra_error` or `reference_error` is set, the problem could not be judged (a
+    sandbox failure, or a reference solution that does not run): all rewards are 0 and the
+    trainer should leave the problem out of the step (`usable` is False).
+    """
+
+    problem_id: str
+    code_valid: list[bool]
+    code_errors: list[str | None]
+    code_rewards: list[float]
+    test_rewards: list[list[float]]
+    suites: list[list[SuiteResult]]
+    mistakes: list[str]  # the Mistake Book tests replayed (usable ones only)
+    mistakes_passed: list[list[bool] | None]  # per candidate (None: invalid candidate)
+    infra_error: str | None = None
+    reference_error: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.infra_error is None and self.reference_error is None
+
+    def mistake_update(self) -> MistakeUpdate:
+        """The Mistake Book change this problem asks for (empty when not usable).
+
+        Per valid candidate: each distinct corrected generated test it failed counts once
+        in `failed`; each Mistake Book test it passed counts once in `passed`.
+        """
+        update = MistakeUpdate()
+        if not self.usable:
+            return update
+        for i, valid in enumerate(self.code_valid):
+            if not valid:
+                continue
+            failed = {
+                t.normalized
+                for suite in self.suites[i]
+                for t in suite.tests
+                if t.used and t.passed is False and t.normalized is not None
+            }
+            update.failed.update(failed)
+            passed = self.mistakes_passed[i] or []
+            update.passed.update(test for test, ok in zip(self.mistakes, passed) if ok)
+        return update
+
+    def invalid_counts(self) -> Counter[str]:
+        """How many tests of all suites were invalid, by kind (for metrics)."""
+        counts: Counter[str] = Counter()
+        for row in self.suites:
+            for suite in row:
+                counts.update(suite.invalid_kinds)
+        return counts
+
+
+@dataclass(frozen=True)
+class GoldenResult:
+    """Whether a code passes a problem's golden tests; `detail` says why not."""
+
+    passed: bool
+    detail: str | None = None
+    infra: bool = False
+
+
+# --------------------------------------------------------------------------------------
+# planning the runs
+
+
+def _defines(entry_point: str) -> str:
+    """A call expression true when the program defined a callable `entry_point`."""
+    return f"callable(globals().get({entry_point!r}))"
+
+
+def _program(problem: Problem, code: str) -> str:
+    """The problem's assumed imports, then the code (a completion may omit `from typing ...`)."""
+    imports = (problem.imports or "").strip()
+    return f"{imports}\n{code}" if imports else code
+
+
+def _call_error(result: CallResult | None, run: RunResult) -> str:
+    if result is None:
+        return "not run"
+    if result.status == "error":
+        return result.error or "raised an exception"
+    if result.status == "timeout":
+        return "timed out"
+    return f"not run (run ended: {run.status})"
+
+
+@dataclass
+class _Suite:
+    raw: str
+    parsed: list[ParsedTest]
+    duplicate: list[bool]
+
+
+@dataclass
+class _Plan:
+    """The parsed suites of one problem and the calls its reference run evaluates."""
+
+    rollout: ProblemRollout
+    suites: list[list[_Suite]]
+    mb_calls: list[tuple[str, str]]  # (Mistake Book test as given, its CALL)
+    ref_calls: list[str]
+    ref_index: dict[str, int]
+    ref_run: RunResult | None = None
+    # filled after wave 1
+    ref_values: dict[str, list] = field(default_factory=dict)  # call -> encoded reference value
+    ref_errors: dict[str, str] = field(default_factory=dict)  # call -> why it is unusable
+    cand_calls: list[list[str]] = field(default_factory=list)
+    cand_runs: list[RunResult | None] = field(default_factory=list)
+
+
+class Judge:
+    """Judges steps of Code-A1 on a sandboxed `Executor` (see module docstring)."""
+
+    def __init__(self, executor: Executor, config: JudgeConfig | None = None) -> None:
+        self.executor = executor
+        self.config = config or JudgeConfig()
+
+    # -- wave 1 -----------------------------------------------------------------------
+    def _plan(self, rollout: ProblemRollout) -> _Plan:
+        problem = rollout.problem
+        entry = problem.entry_point if self.config.require_entry_point else None
+        suites: list[list[_Suite]] = []
+        for suite_texts in rollout.tests:
+            row = []
+            for raw in suite_texts:
+                parsed = parse_tests(extract_test_source(raw), entry)
+                seen: set[str] = set()
+                duplicate = []
+                for t in parsed:
+                    duplicate.append(t.call is not None and t.call in seen)
+                    if t.call is not None:
+                        seen.add(t.call)
+                row.append(_Suite(raw, parsed, duplicate))
+            suites.append(row)
+
+        mb_calls = []
+        for test in list(rollout.mistakes)[: self.config.suite_size]:
+            parsed = parse_tests(test)  # stored tests are trusted to be well-formed; skip any that is not
+            if len(parsed) == 1 and parsed[0].call is not None:
+                mb_calls.append((test, parsed[0].call))
+
+        # Interleave suites (first test of every suite, then the second, ...) so that a few
+        # slow calls late in one suite cannot starve the others of the run's time budget.
+        ordered: list[str] = []
+        flat = [s for row in suites for s in row]
+        depth = max((len(s.parsed) for s in flat), default=0)
+        for k in range(depth):
+            for s in flat:
+                if k < len(s.parsed) and s.parsed[k].call is not None and not s.duplicate[k]:
+                    ordered.append(s.parsed[k].call)  # type: ignore[arg-type]
+        ordered.extend(call for _, call in mb_calls)
+        for k in range(depth):
+            for s in flat:
+                if k < len(s.parsed) and s.parsed[k].expected is not None and not s.duplicate[k]:
+                    ordered.append(s.parsed[k].expected)  # type: ignore[arg-type]
+        ref_calls = list(dict.fromkeys(ordered))
+        return _Plan(rollout, suites, mb_calls, ref_calls, {c: i for i, c in enumerate(ref_calls)})
+
+    def _reference_job(self, plan: _Plan) -> Job:
+        problem = plan.rollout.problem
+        return Job(
+            program=_program(problem, problem.reference),
+            calls=plan.ref_calls,
+            limits=self.config.effective_reference_limits,
+        )
+
+    def _absorb_reference(self, plan: _Plan, run: RunResult) -> None:
+        plan.ref_run = run
+        if run.status == "infra" or not run.program_ok:
+            return
+        for call, result in zip(plan.ref_calls, run.calls):
+            if result.status != "ok":
+                plan.ref_errors[call] = f"reference: {_call_error(result, run)}"
+                continue
+            try:
+                to_source(result.value)  # only values that can be written as a literal make a test
+            except ValueError as err:
+                plan.ref_errors[call] = f"reference returned a value that cannot be compared ({err})"
+                continue
+            plan.ref_values[call] = result.value
+
+    # -- wave 2 -----------------------------------------------------------------------
+    def _candidate_jobs(self, plan: _Plan) -> list[Job]:
+        problem = plan.rollout.problem
+        jobs = []
+        for i, code_text in enumerate(plan.rollout.codes):
+            calls = [_defines(problem.entry_point)]
+            for s in plan.suites[i]:
+                for t, dup in zip(s.parsed, s.duplicate):
+                    if t.call is not None and not dup and t.call in plan.ref_values:
+                        calls.append(t.call)
+            calls.extend(call for _, call in plan.mb_calls if call in plan.ref_values)
+            calls = list(dict.fromkeys(calls))
+            plan.cand_calls.append(calls)
+            jobs.append(Job(program=_program(problem, extract_code(code_text)), calls=calls, limits=self.config.limits))
+        return jobs
+
+    # -- scoring ----------------------------------------------------------------------
+    def _judge_suite(
+        self, plan: _Plan, suite: _Suite, candidate_ok: bool, passed_of: dict[str, bool], mb_passed: list[bool]
+    ) -> SuiteResult:
+        outcomes: list[TestOutcome] = []
+        kinds: Counter[str] = Counter()
+        valid = 0
+        kept_passed: list[bool] = []
+        for t, dup in zip(suite.parsed, suite.duplicate):
+            if t.call is None:
+                kinds[UNPARSABLE] += 1
+                outcomes.append(TestOutcome(t.source, None, None, False, False, UNPARSABLE, t.reason))
+                continue
+            if dup:
+                kinds[DUPLICATE] += 1
+                reason = "repeats an earlier test of this suite (same call)"
+                outcomes.append(TestOutcome(t.source, t.normalized, t.call, False, False, DUPLICATE, reason))
+                continue
+            if t.call not in plan.ref_values:
+                kinds[REFERENCE_RAISED] += 1
+                reason = plan.ref_errors.get(t.call, "reference: not run")
+                outcomes.append(TestOutcome(t.source, t.normalized, t.call, False, False, REFERENCE_RAISED, reason))
+                continue
+            ref_value = plan.ref_values[t.call]
+            corrected = normalize_assert(t.call, to_source(ref_value))
+            expected_value = plan.ref_values.get(t.expected) if t.expected is not None else None
+            right = expected_value is not None and values_equal(expected_value, ref_value)
+            passed = passed_of.get(t.call) if candidate_ok else None
+            if passed is not None:
+                kept_passed.append(passed)
+            if right:
+                valid += 1
+                outcomes.append(TestOutcome(t.source, corrected, t.call, True, True, passed=passed))
+            else:
+                kinds[WRONG_EXPECTATION] += 1
+                reason = f"expected {t.expected}, the reference returns {to_source(ref_value)}"
+                if t.expected in plan.ref_errors:
+                    reason = f"expected value does not evaluate ({plan.ref_errors[t.expected]})"
+                outcomes.append(TestOutcome(t.source, corrected, t.call, False, True, WRONG_EXPECTATION, reason, passed))
+        invalid = sum(kinds.values())
+        nonprintable = nonprintable_share(suite.raw) if self.config.nonprintable_penalty else 0.0
+        g = self.config.suite_size
+        if candidate_ok:
+            s = score_suite(valid, invalid, kept_passed, mb_passed, g)
+            ratio, gen_pass, gen_fail, mb_pass, pass_score, attack = (
+                s.valid_ratio, s.gen_pass_rate, s.gen_fail_rate, s.mb_pass_rate, s.pass_score, s.attack,
+            )
+        else:
+            ratio, gen_pass, gen_fail, mb_pass, pass_score, attack = valid_ratio(valid, invalid, g), 0.0, 0.0, None, 0.0, 0.0
+        reward = test_reward(candidate_ok, ratio, attack, self.config.alpha, nonprintable)
+        return SuiteResult(
+            valid, invalid, dict(kinds), ratio, gen_pass, gen_fail, mb_pass, pass_score, attack, nonprintable, reward,
+            outcomes,
+        )
+
+    def _finish(self, plan: _Plan) -> ProblemJudgement:
+        rollout = plan.rollout
+        n = len(rollout.codes)
+        ref = plan.ref_run
+        assert ref is not None
+        infra = None
+        reference_error = None
+        if ref.status == "infra":
+            infra = f"reference run: {ref.infra_error}"
+        elif not ref.program_ok:
+            reference_error = f"the reference solution does not run: {ref.program_error or ref.status}"
+        else:
+            broken = [r for r in plan.cand_runs if r is not None and r.status == "infra"]
+            if broken:
+                infra = f"candidate run: {broken[0].infra_error}"
+        if infra or reference_error:
+            return self._unjudged(plan, infra, reference_error)
+
+        mb_usable = [(test, call) for test, call in plan.mb_calls if call in plan.ref_values]
+        code_valid, code_errors, code_rewards, test_rewards, suites, mb_results = [], [], [], [], [], []
+        for i in range(n):
+            run = plan.cand_runs[i]
+            assert run is not None
+            calls = plan.cand_calls[i]
+            results = dict(zip(calls, run.calls))
+            defined = results.get(calls[0])
+            ok = run.program_ok and defined is not None and defined.status == "ok" and defined.value == ["bool", True]
+            error = None
+            if not run.program_ok:
+                error = f"the code does not run: {run.program_error or run.status}"
+            elif not ok:
+                error = f"the code does not define a function `{rollout.problem.entry_point}`"
+            passed_of = {
+                call: (r.status == "ok" and call in plan.ref_values and values_equal(r.value, plan.ref_values[call]))
+                for call, r in results.items()
+            }
+            mb_passed = [passed_of.get(call, False) for _, call in mb_usable] if ok else []
+            row = [self._judge_suite(plan, s, ok, passed_of, mb_passed) for s in plan.suites[i]]
+            code_valid.append(ok)
+            code_errors.append(error)
+            code_rewards.append(code_reward(ok, [s.pass_score for s in row]))
+            test_rewards.append([s.reward for s in row])
+            suites.append(row)
+            mb_results.append(mb_passed if ok else None)
+        return ProblemJudgement(
+            rollout.problem.id, code_valid, code_errors, code_rewards, test_rewards, suites,
+            [test for test, _ in mb_usable], mb_results,
+        )
+
+    def _unjudged(self, plan: _Plan, infra: str | None, reference_error: str | None) -> ProblemJudgement:
+        rollout = plan.rollout
+        n = len(rollout.codes)
+        why = infra or reference_error
+        suites = [
+            [
+                SuiteResult(0, 0, {}, 0.0, 0.0, 0.0, None, 0.0, 0.0, 0.0, 0.0, [
+                    TestOutcome(t.source, t.normalized, t.call, False, False, None, why) for t in s.parsed
+                ])
+                for s in row
+            ]
+            for row in plan.suites
+        ]
+        return ProblemJudgement(
+            rollout.problem.id, [False] * n, [why] * n, [0.0] * n,
+            [[0.0] * len(row) for row in plan.suites], suites, [], [None] * n,
+            infra_error=infra, reference_error=reference_error,
+        )
+
+    # -- public -----------------------------------------------------------------------
+    def judge_step(self, rollouts: Sequence[ProblemRollout]) -> list[ProblemJudgement]:
+        """Judge every problem of a step: one reference wave, one candidate wave."""
+        plans = [self._plan(r) for r in rollouts]
+        ref_runs = self.executor.run_many([self._reference_job(p) for p in plans])
+        for plan, run in zip(plans, ref_runs):
+            self._absorb_reference(plan, run)
+
+        jobs: list[Job] = []
+        owners: list[tuple[_Plan, int]] = []
+        for plan in plans:
+            plan.cand_runs = [None] * len(plan.rollout.codes)
+            ref = plan.ref_run
+            if ref is None or ref.status == "infra" or not ref.program_ok:
+                continue
+            for i, job in enumerate(self._candidate_jobs(plan)):
+                jobs.append(job)
+                owners.append((plan, i))
+        for (plan, i), run in zip(owners, self.executor.run_many(jobs)):
+            plan.cand_runs[i] = run
+        return [self._finish(p) for p in plans]
+
+    def judge(self, rollout: ProblemRollout) -> ProblemJudgement:
+        """Judge a single problem (the debugging CLI's entry)."""
+        return self.judge_step([rollout])[0]
+
+    def evaluate_golden(self, problem: Problem, code: str) -> GoldenResult:
+        """Whether `code` (a raw completion or plain code) passes the problem's golden tests."""
+        return self.evaluate_golden_many([(problem, code)])[0]
+
+    def evaluate_golden_many(self, items: Sequence[tuple[Problem, str]]) -> list[GoldenResult]:
+        """Golden-test verdicts for many (problem, code) pairs, in parallel sandbox runs.
+
+        With a golden test program (MBPP+ `check`, human-eval `check`), the code passes when
+        the program runs clean after it (the data set's own semantics). Otherwise each golden
+        `assert LHS == RHS` is evaluated as two expressions, LHS on the candidate and RHS on
+        the reference, and compared by trusted code.
+        """
+        jobs: list[Job] = []
+        layout: list[tuple[str, int, int]] = []  # (mode, first job, split of calls)
+        for problem, code in items:
+            body = extract_code(code)
+            limits = self.config.golden_limits
+            if problem.test_program:
+                layout.append(("program", len(jobs), 0))
+                program = _program(problem, body).rstrip() + "\n\n" + problem.test_program
+                jobs.append(Job(program=program, calls=[_defines(problem.entry_point)], limits=limits))
+                continue
+            if not problem.tests:
+                raise ValueError(f"problem {problem.id!r} has no golden tests (neither `tests` nor `test_program`)")
+            sides = [_golden_sides(test, problem.id, k) for k, test in enumerate(problem.tests)]
+            layout.append(("tests", len(jobs), len(sides)))
+            jobs.append(Job(program=_program(problem, body), calls=[_defines(problem.entry_point)] + [l for l, _ in sides], limits=limits))
+            jobs.append(Job(program=_program(problem, problem.reference), calls=[r for _, r in sides], limits=limits))
+        runs = self.executor.run_many(jobs)
+        out = []
+        for mode, first, n in layout:
+            cand = runs[first]
+            if cand.status == "infra":
+                out.append(GoldenResult(False, f"sandbox failure: {cand.infra_error}", infra=True))
+                continue
+            if not cand.program_ok:
+                what = "the golden test program fails" if mode == "program" else "the code does not run"
+                out.append(GoldenResult(False, f"{what}: {cand.program_error or cand.status}"))
+                continue
+            defined = cand.calls[0]
+            if defined.status != "ok" or defined.value != ["bool", True]:
+                out.append(GoldenResult(False, "the code does not define the function"))
+                continue
+            if mode == "program":
+                out.append(GoldenResult(True))
+                continue
+            ref = runs[first + 1]
+            if ref.status == "infra":
+                out.append(GoldenResult(False, f"sandbox failure: {ref.infra_error}", infra=True))
+                continue
+            verdict = GoldenResult(True)
+            for k in range(n):
+                got, want = cand.calls[1 + k], ref.calls[k] if k < len(ref.calls) else None
+                if want is None or want.status != "ok":
+                    verdict = GoldenResult(False, f"golden test {k + 1}: its expected value does not evaluate")
+                    break
+                if got.status != "ok" or not values_equal(got.value, want.value):
+                    why = _call_error(got, cand) if got.status != "ok" else "wrong value"
+                    verdict = GoldenResult(False, f"golden test {k + 1} fails: {why}")
+                    break
+            out.append(verdict)
+        return out
+
+
+def _golden_sides(test: str, problem_id: str, index: int) -> tuple[str, str]:
+    """`(LHS, RHS)` of a golden `assert LHS == RHS` (any expressions: golden tests are trusted)."""
+    import ast
+
+    try:
+        node = ast.parse(test.strip()).body
+    except SyntaxError as err:
+        raise ValueError(f"problem {problem_id!r}, golden test {index + 1}: does not parse ({err.msg})") from err
+    if (
+        len(node) != 1
+        or not isinstance(node[0], ast.Assert)
+        or not isinstance(node[0].test, ast.Compare)
+        or len(node[0].test.ops) != 1
+        or not isinstance(node[0].test.ops[0], ast.Eq)
+    ):
+        raise ValueError(f"problem {problem_id!r}, golden test {index + 1}: expected `assert LHS == RHS`, got {test!r}")
+    compare = node[0].test
+    return ast.unparse(compare.left), ast.unparse(compare.comparators[0])

@@ -1,0 +1,280 @@
+"""The judge end to end on the real sandbox: validation, attack, rewards, Mistake Book update."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from codea1.data import Problem
+from codea1.judge import (
+    DUPLICATE,
+    REFERENCE_RAISED,
+    UNPARSABLE,
+    WRONG_EXPECTATION,
+    Judge,
+    JudgeConfig,
+    ProblemRollout,
+)
+from codea1.judge.cli import judge_command
+from codea1.sandbox import Executor, Limits, RunResult
+
+LIMITS = Limits(timeout_s=10.0, call_timeout_s=0.5)
+
+ADD = Problem(
+    id="t/add",
+    question="def add(a, b): ...",
+    entry_point="add",
+    reference="def add(a, b):\n    return a + b\n",
+    tests=["assert add(1, 2) == 3", "assert [add(0, 0)][0] == 0"],
+)
+GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
+BAD = "def add(a, b):\n    return a - b if b > 5 else a + b\n"
+SUITE = (
+    "Tests:\n```python\n"
+    "assert add(1, 2) == 3\n"          # valid
+    "assert add(1, 9) == 11\n"         # wrong expectation (10), still used
+    "assert add(1, 9) == 10\n"         # duplicate call
+    "assert add(2, 2) == 5\n"          # wrong expectation (4), still used
+    "assert add('a', 1) == 'a1'\n"     # reference raises
+    "print(1)\n"                       # unparsable
+    "```\n"
+)
+
+
+@pytest.fixture(scope="module")
+def executor():
+    with Executor(workers=2, limits=LIMITS) as ex:
+        yield ex
+
+
+@pytest.fixture
+def judge(executor):
+    return Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+
+
+class CountingExecutor:
+    """Wraps an executor to record the jobs of each `run_many` (and optionally damage results)."""
+
+    def __init__(self, inner, damage=None):
+        self.inner, self.damage, self.waves = inner, damage, []
+
+    def run_many(self, jobs):
+        jobs = list(jobs)
+        self.waves.append(jobs)
+        results = self.inner.run_many(jobs)
+        return [self.damage(j, r) if self.damage else r for j, r in zip(jobs, results)]
+
+
+def test_a_step_is_scored_exactly_per_the_spec(judge):
+    mb = ["assert add(3, 7) == 10"]
+    (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD, BAD], [[SUITE, "assert add(0, 0) == 0"]] * 2, mb)])
+    assert r.usable and r.code_valid == [True, True]
+    bad_suite = r.suites[1][0]
+    assert (bad_suite.valid, bad_suite.invalid) == (1, 5)
+    assert bad_suite.invalid_kinds == {WRONG_EXPECTATION: 2, DUPLICATE: 1, REFERENCE_RAISED: 1, UNPARSABLE: 1}
+    assert [t.kind for t in bad_suite.tests] == [None, WRONG_EXPECTATION, DUPLICATE, WRONG_EXPECTATION, REFERENCE_RAISED, UNPARSABLE]
+    assert [t.passed for t in bad_suite.tests] == [True, False, None, True, None, None]
+    assert bad_suite.tests[1].normalized == "assert add(1, 9) == 10"  # corrected by the reference
+    assert "TypeError" in bad_suite.tests[4].reason
+    # by hand: valid_ratio = min(1/8, 1 - 5/8); kept F/T: gen pass 2/3, gen fail 1/8;
+    # BAD fails the Mistake Book test (3 - 7): mb pass 0
+    assert bad_suite.valid_ratio == pytest.approx(1 / 8)
+    assert bad_suite.gen_pass_rate == pytest.approx(2 / 3)
+    assert bad_suite.gen_fail_rate == pytest.approx(1 / 8)
+    assert bad_suite.mb_pass_rate == 0.0
+    assert bad_suite.pass_score == pytest.approx((0 + 2 / 3) / 2)
+    assert bad_suite.attack == pytest.approx((1 / 8 - 1 + 1) / 2)
+    assert r.test_rewards[1][0] == pytest.approx(0.5 * 1 / 8 + 0.5 * 1 / 16)
+    # second suite: one valid test, passed; only 1 valid of G=8
+    assert r.suites[1][1].pass_score == pytest.approx((0 + 1) / 2)
+    assert r.code_rewards[1] == pytest.approx(((1 / 3) + 0.5) / 2)
+    # GOOD passes everything: pass = (1 + 1) / 2 in both suites, attack = (0 - 0 + 1) / 2
+    assert r.code_rewards[0] == pytest.approx(1.0)
+    assert r.suites[0][0].attack == pytest.approx(0.5)
+    assert r.mistakes_passed == [[True], [False]]
+    update = r.mistake_update()
+    assert dict(update.failed) == {"assert add(1, 9) == 10": 1}
+    assert dict(update.passed) == {"assert add(3, 7) == 10": 1}
+
+
+def test_two_waves_one_run_per_reference_and_per_candidate_with_deduplicated_calls(executor):
+    counting = CountingExecutor(executor)
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    other = Problem(id="t/neg", question="", entry_point="neg", reference="def neg(x):\n    return -x\n")
+    suites = ["assert add(1, 2) == 3\nassert add(2, 2) == 4", "assert add(2, 2) == 4\nassert add(5, 5) == 0"]
+    judge.judge_step([
+        ProblemRollout(ADD, [GOOD, BAD, GOOD], [suites] * 3, ["assert add(2, 2) == 4"]),
+        ProblemRollout(other, ["def neg(x): return -x"], [["assert neg(1) == -1"]]),
+    ])
+    refs, cands = counting.waves
+    assert len(refs) == 2 and len(cands) == 4
+    # reference: 3 distinct calls, then the distinct expected expressions
+    assert list(refs[0].calls) == ["add(1, 2)", "add(2, 2)", "add(5, 5)", "3", "4", "0"]
+    # candidate: the definition check, then its distinct calls (Mistake Book call already among them)
+    assert list(cands[0].calls) == ["callable(globals().get('add'))", "add(1, 2)", "add(2, 2)", "add(5, 5)"]
+    assert "4 ==" not in "".join(cands[0].calls)  # no expected value travels into the sandbox
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        ("def add(a, b) return a", "does not run"),
+        ("raise RuntimeError('boom')\ndef add(a, b):\n    return a + b", "does not run"),
+        ("def plus(a, b):\n    return a + b", "does not define"),
+        ("add = 3", "does not define"),
+    ],
+)
+def test_invalid_code_gets_zero_and_so_do_its_suites(judge, code, why):
+    suite = "```python\nassert add(1, 1) == 2\n```\x00\x00"
+    (r,) = judge.judge_step([ProblemRollout(ADD, [code, GOOD], [[suite], [suite]], ["assert add(1, 2) == 3"])])
+    assert r.code_valid == [False, True]
+    assert why in r.code_errors[0]
+    assert r.code_rewards[0] == 0.0
+    share = 2 / len(suite)
+    assert r.test_rewards[0][0] == pytest.approx(-share)  # 0 against invalid code, minus the penalty
+    assert r.suites[0][0].tests[0].passed is None
+    assert r.mistakes_passed[0] is None
+    assert r.test_rewards[1][0] == pytest.approx(0.5 * (1 / 8) + 0.5 * 0.5 - share)
+
+
+def test_exceptions_timeouts_and_lying_objects_are_failures(judge):
+    code = (
+        "class Liar(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
+        "class Any:\n    def __eq__(self, other):\n        return True\n"
+        "def add(a, b):\n"
+        "    if a == 1:\n        raise ValueError('no')\n"
+        "    if a == 2:\n        while True:\n            pass\n"
+        "    if a == 3:\n        return Liar(a + b)\n"
+        "    if a == 4:\n        return Any()\n"
+        "    if a == 5:\n        return float(a + b)\n"
+        "    return a + b\n"
+    )
+    suite = "\n".join(f"assert add({a}, 1) == {a + 1}" for a in range(7))
+    (r,) = judge.judge_step([ProblemRollout(ADD, [code], [[suite]])])
+    assert r.code_valid == [True]
+    assert [t.passed for t in r.suites[0][0].tests] == [True, False, False, False, False, False, True]
+    assert r.suites[0][0].gen_fail_rate == pytest.approx(5 / 8)
+
+
+def test_expected_values_are_evaluated_not_string_compared(judge):
+    src = "assert add(0.1, 0.2) == 0.3\nassert add([1], [2]) == sorted([2, 1])\nassert add(1, 1) == undefined_name\n"
+    (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [[src]])])
+    tests = r.suites[0][0].tests
+    assert [t.valid for t in tests] == [True, True, False]
+    assert tests[2].kind == WRONG_EXPECTATION and "NameError" in tests[2].reason
+    assert tests[2].normalized == "assert add(1, 1) == 2" and tests[2].passed is True
+
+
+def test_only_mistake_book_tests_and_nothing_at_all(judge):
+    mb = ["assert add(1, 2) == 3", "assert add(10, 10) == 20"]
+    (r,) = judge.judge_step([ProblemRollout(ADD, [BAD], [["no tests here", "```python\n```"]], mb)])
+    s = r.suites[0][0]
+    assert s.mb_pass_rate == pytest.approx(0.5) and s.pass_score == pytest.approx(0.5) and s.attack == 0.0
+    assert s.invalid_kinds == {UNPARSABLE: 1}  # the prose line
+    assert r.suites[0][1].invalid == 0 and r.suites[0][1].valid_ratio == 0.0
+    (r,) = judge.judge_step([ProblemRollout(ADD, [BAD], [["```python\n```"]])])
+    assert (r.suites[0][0].pass_score, r.suites[0][0].attack, r.code_rewards[0], r.test_rewards[0][0]) == (0, 0, 0, 0)
+
+
+def test_tests_must_call_the_function_under_test(executor):
+    src = "assert abs(-1) == 1\nassert add(1, 1) == 2\n"
+    strict = Judge(executor, JudgeConfig(limits=LIMITS))
+    loose = Judge(executor, JudgeConfig(limits=LIMITS, require_entry_point=False))
+    assert strict.judge(ProblemRollout(ADD, [GOOD], [[src]])).suites[0][0].valid == 1
+    assert loose.judge(ProblemRollout(ADD, [GOOD], [[src]])).suites[0][0].valid == 2
+
+
+def test_reference_values_that_cannot_be_compared_make_the_test_invalid(judge):
+    problem = Problem(id="t/gen", question="", entry_point="gen", reference="def gen(n):\n    return (i for i in range(n))\n")
+    (r,) = judge.judge_step([ProblemRollout(problem, [problem.reference], [["assert gen(2) == [0, 1]"]])])
+    t = r.suites[0][0].tests[0]
+    assert t.kind == REFERENCE_RAISED and "cannot be compared" in t.reason
+
+
+def test_broken_reference_makes_the_problem_unusable(judge):
+    problem = Problem(id="t/broken", question="", entry_point="f", reference="import not_a_module_anywhere\ndef f(): return 1\n")
+    (r,) = judge.judge_step([ProblemRollout(problem, ["def f(): return 1"], [["assert f() == 1"]], ["assert f() == 1"])])
+    assert not r.usable and "does not run" in r.reference_error and r.infra_error is None
+    assert r.code_rewards == [0.0] and r.test_rewards == [[0.0]]
+    assert not r.mistake_update()
+
+
+def test_sandbox_failures_are_never_scored(executor):
+    def damage(job, result):
+        if job.calls and job.calls[0].startswith("callable("):
+            return RunResult(status="infra", infra_error="worker died")
+        return result
+
+    judge = Judge(CountingExecutor(executor, damage), JudgeConfig(limits=LIMITS))
+    (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [["assert add(1, 2) == 3"]])])
+    assert not r.usable and "worker died" in r.infra_error
+    assert r.code_rewards == [0.0] and not r.mistake_update()
+
+
+def test_mistake_update_counts_each_failing_candidate_once(judge):
+    wrong = "def add(a, b):\n    return 0\n"
+    suites = ["assert add(1, 2) == 3\nassert add(2, 2) == 4", "assert add(1, 2) == 3"]
+    mb = ["assert add(0, 0) == 0", "assert add(5, 5) == 10"]
+    (r,) = judge.judge_step([ProblemRollout(ADD, [wrong, wrong, GOOD, "oops("], [suites] * 4, mb)])
+    update = r.mistake_update()
+    assert dict(update.failed) == {"assert add(1, 2) == 3": 2, "assert add(2, 2) == 4": 2}
+    assert dict(update.passed) == {"assert add(0, 0) == 0": 3, "assert add(5, 5) == 10": 1}
+
+
+def test_rollout_shape_is_checked():
+    with pytest.raises(ValueError, match="2 codes but 1 lists"):
+        ProblemRollout(ADD, [GOOD, BAD], [["x"]])
+
+
+def test_evaluate_golden(judge):
+    assert judge.evaluate_golden(ADD, GOOD).passed
+    verdict = judge.evaluate_golden(ADD, "def add(a, b):\n    return a * b + 1\n")
+    assert not verdict.passed and "golden test 2 fails: wrong value" in verdict.detail  # 1 * 2 + 1 == 3 passes
+    assert "does not define" in judge.evaluate_golden(ADD, "def plus(): pass").detail
+    with_program = Problem(
+        id="t/prog", question="", entry_point="add", reference=ADD.reference,
+        test_program="def check(f):\n    assert f(2, 3) == 5\ncheck(add)\n",
+    )
+    results = judge.evaluate_golden_many([(with_program, GOOD), (with_program, BAD), (ADD, BAD)])
+    assert [g.passed for g in results] == [True, True, True]  # BAD is right below b = 6
+    assert not judge.evaluate_golden(with_program, "def add(a, b):\n    return a").passed
+    with pytest.raises(ValueError, match="no golden tests"):
+        judge.evaluate_golden(Problem(id="t/none", question="", entry_point="f", reference="def f(): pass"), "x")
+
+
+def _cli():
+    app = typer.Typer()
+    app.command()(judge_command)
+    return app
+
+
+def test_cli_json_has_the_documented_keys(tmp_path):
+    (tmp_path / "p.json").write_text(json.dumps(ADD.to_dict()))
+    (tmp_path / "code.txt").write_text(BAD)
+    (tmp_path / "tests.txt").write_text(SUITE)
+    (tmp_path / "mb.txt").write_text("# history\nassert add(3, 7) == 10\n\n")
+    args = ["--problem", str(tmp_path / "p.json"), "--code", str(tmp_path / "code.txt"), "--tests", str(tmp_path / "tests.txt")]
+    result = CliRunner().invoke(_cli(), args + ["--mistakes", str(tmp_path / "mb.txt"), "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert {"code_valid", "code_reward", "test_reward", "valid_ratio", "tests"} <= set(record)
+    assert record["code_valid"] is True
+    assert record["valid_ratio"] == pytest.approx(1 / 8)
+    assert record["test_reward"] == pytest.approx(0.5 * 1 / 8 + 0.5 * 1 / 16)
+    assert record["code_reward"] == pytest.approx(1 / 3)
+    assert len(record["tests"]) == 6
+    for t in record["tests"]:
+        assert {"source", "normalized", "valid", "reason", "passed"} <= set(t)
+        assert t["passed"] is None or t["valid"]
+    assert [t["passed"] for t in record["tests"]] == [True, None, None, None, None, None]
+    assert record["tests"][1]["used_passed"] is False
+    table = CliRunner().invoke(_cli(), args + ["--alpha", "0.3"])
+    assert table.exit_code == 0 and "test reward" in table.output and "valid_ratio 0.125" in table.output
+    missing = CliRunner().invoke(_cli(), ["--problem", str(tmp_path / "nope.json")] + args[2:])
+    assert missing.exit_code == 2 and "cannot read" in missing.output
+    (tmp_path / "bad.json").write_text('{"id": "x"}')
+    bad = CliRunner().invoke(_cli(), ["--problem", str(tmp_path / "bad.json")] + args[2:])
+    assert bad.exit_code == 2 and "question" in bad.output
