@@ -105,7 +105,7 @@ def check_problems(
 
 
 def _verdict(problem: Problem, run: RunResult) -> RowCheck:
-    from codea1.sandbox import to_source
+    from codea1.sandbox import encode, values_equal
 
     check = RowCheck(id=problem.id, status="ok", wall_s=run.wall_s)
     if run.status == "infra":
@@ -115,7 +115,7 @@ def _verdict(problem: Problem, run: RunResult) -> RowCheck:
     what = "reference + test program" if problem.test_program else "the reference"
     if not run.program_ok:
         check.reasons.append(_status_reason(run, what))
-    elif run.calls and (run.calls[0].status != "ok" or to_source(run.calls[0].value) != "True"):
+    elif run.calls and (run.calls[0].status != "ok" or not values_equal(run.calls[0].value, encode(True))):
         check.reasons.append(f"the reference does not define function {problem.entry_point!r}")
     for index, (test, call) in enumerate(zip(problem.tests, run.calls[1:])):
         if call.status == "not-run":

@@ -9,13 +9,13 @@ from typing import Optional
 
 import typer
 
+from codea1.data.formats import FORMATS  # light: the format modules import only ast/json/re
+
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 BUNDLED = "bundled"
 
-FORMAT_HELP = "Input format (default: detected from the first row): " + ", ".join(
-    ["project", "codea1-rows", "evalplus", "bigcodebench", "human-eval", "kodcode", "unleaked"]
-)
+FORMAT_HELP = "Input format (default: detected from the first row): " + ", ".join(FORMATS)
 
 
 def _load(path: str, fmt: Optional[str]):
@@ -35,6 +35,7 @@ def check_command(
     file: str = typer.Argument(..., help=f"Problem file, or '{BUNDLED}' for the bundled set."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
     timeout: float = typer.Option(60.0, help="Seconds allowed for one problem's run."),
+    memory_mb: int = typer.Option(4096, help="Memory cap of one run (golden programs of real data sets are big)."),
     workers: Optional[int] = typer.Option(None, help="Sandbox workers (default: CPU count)."),
     limit: Optional[int] = typer.Option(None, help="Check only the first N problems."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per problem."),
@@ -50,7 +51,7 @@ def check_command(
     if limit is not None:
         problems = problems[:limit]
     start = time.perf_counter()
-    results = check_problems(problems, limits=Limits(timeout_s=timeout), workers=workers)
+    results = check_problems(problems, limits=Limits(timeout_s=timeout, memory_mb=memory_mb), workers=workers)
     elapsed = time.perf_counter() - start
     bad = [r for r in results if not r.ok]
     if as_json:
@@ -80,3 +81,7 @@ def convert_command(
     problems = _load(source, fmt)
     count = save_problems(problems, out)
     typer.echo(f"wrote {count} problems to {out}")
+
+
+if __name__ == "__main__":
+    app()

@@ -8,6 +8,7 @@ The golden program is `test + "check(<function_name>)"`, as the reference runs i
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from codea1.data.formats._code import import_lines, simple_asserts
@@ -15,6 +16,19 @@ from codea1.data.problem import Problem, ProblemFormatError, check_identifier, r
 
 NAME = "codea1-rows"
 DESCRIPTION = "Code-A1 reference rows (problem, GT_code, test, extra_info), parquet or JSONL"
+
+
+# MBPP/56's function is itself called `check`: the harness's `def check(candidate)` would
+# replace it and then call itself. Renaming the harness function keeps `check(...)` calls
+# in its body pointing at the candidate.
+_HARNESS_CHECK = "_codea1_harness_check"
+
+
+def _rename_harness_check(test: str, where: str) -> str:
+    pattern = re.compile(r"^def check\(", re.MULTILINE)
+    if len(pattern.findall(test)) != 1:
+        raise ProblemFormatError(where, "test", "a program with one top-level `def check(...)`")
+    return pattern.sub(f"def {_HARNESS_CHECK}(", test)
 
 
 def matches(row: dict[str, Any]) -> bool:
@@ -39,6 +53,8 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     if missing:
         reference = "\n".join(missing) + "\n" + reference
     description = row.get("description") or ""
+    if entry == "check":
+        test = _rename_harness_check(test, where)
     meta: dict[str, Any] = {
         "description": description,
         "function_declaration": info.get("function_declaration", ""),
@@ -49,7 +65,7 @@ def convert(row: dict[str, Any], where: str) -> Problem:
         entry_point=entry,
         reference=reference,
         tests=simple_asserts(description or question, entry),
-        test_program=f"{test.rstrip()}\n\ncheck({entry})\n",
+        test_program=f"{test.rstrip()}\n\n{_HARNESS_CHECK if entry == 'check' else 'check'}({entry})\n",
         imports=imports or import_lines(reference),
         source=str(row.get("data_source") or NAME),
         meta=meta,
