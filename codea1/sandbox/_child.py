@@ -42,7 +42,10 @@ def _describe(exc: BaseException) -> str:
 
 
 def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
-    """Point stdio at the worker's pipes, apply rlimits, chroot and drop privileges."""
+    """Point stdio at the worker's pipes, apply rlimits, chroot and drop privileges.
+
+    The environment and the cgroups are the worker's own (set once at its start), so the
+    child inherits them for free."""
     os.setsid()
     devnull = os.open("/dev/null", os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -50,10 +53,6 @@ def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
     os.dup2(err_fd, 2)
     os.dup2(res_fd, RESULT_FD)
     os.closerange(RESULT_FD + 1, 1 << 16)
-    if plan.get("cgroup_procs"):
-        for path in plan["cgroup_procs"]:
-            with open(path, "w") as f:
-                f.write("0")
     cpu = plan["cpu_s"]
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (plan["max_file_bytes"], plan["max_file_bytes"]))
@@ -71,8 +70,6 @@ def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-    os.environ.clear()
-    os.environ.update(plan["env"])
 
 
 def compile_untrusted(source: str, filename: str, mode: str):
@@ -173,5 +170,5 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
                 rec = ["R", i, "error", _describe(e)]
             flush()
             record(rec)
-    record(["E"])
+        record(["E"])  # the parent accepts nothing after a failed program's record
     _exit(exit_code)
