@@ -17,8 +17,6 @@ counted as a failure.
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -26,16 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.eval.loading import load_eval_policies, load_eval_problems, missing_libraries
+from codea1.eval.store import SAMPLES_FILE, SUMMARY_FILE, append_rows, check_identity, read_samples, repair_tail
 from codea1.eval.passk import aggregate, default_ks
 
 if TYPE_CHECKING:
     from codea1.data import Problem
     from codea1.models import Policies
-
-SAMPLES_FILE = "samples.jsonl"
-SUMMARY_FILE = "summary.json"
-RUN_FILE = "eval_config.json"
-
 
 @dataclass(frozen=True)
 class CodeEvalConfig:
@@ -137,51 +131,6 @@ def reference_times(executor, problems: Sequence[Problem], limits) -> dict[str, 
     return out
 
 
-# --- resume ------------------------------------------------------------------------------
-
-
-def read_samples(path: Path) -> dict[str, dict[int, dict[str, Any]]]:
-    """Samples on disk by problem and sample index (a later row replaces an earlier one;
-    a torn last line from an interrupted write is ignored)."""
-    done: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-    if not path.is_file():
-        return done
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if lineno == len(lines):
-                break
-            raise ValueError(f"{path}:{lineno}: not a JSON sample row ({exc.msg}); move the file away to start over") from exc
-        try:
-            done[str(row["problem_id"])][int(row["sample"])] = row
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}:{lineno}: a sample row needs 'problem_id' and 'sample'") from exc
-    return done
-
-
-def _check_identity(out: Path, identity: dict[str, Any]) -> None:
-    run_file = out / RUN_FILE
-    if run_file.is_file():
-        old = json.loads(run_file.read_text())
-        diff = {k: (old.get(k), v) for k, v in identity.items() if old.get(k) != v}
-        if diff:
-            detail = ", ".join(f"{k}: {a!r} on disk vs {b!r} now" for k, (a, b) in diff.items())
-            raise ValueError(f"{out} holds an evaluation with other settings ({detail}); use another --out")
-    else:
-        run_file.write_text(json.dumps(identity, indent=2) + "\n")
-
-
-def _append(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
 # --- the evaluation -----------------------------------------------------------------------
 
 
@@ -231,8 +180,9 @@ def evaluate_code(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     problems = load_eval_problems(data, config.limit)
-    _check_identity(out, {"model": model, "data": str(data), **config.identity()})
+    check_identity(out, {"model": model, "data": str(data), **config.identity()})
     samples_path = out / SAMPLES_FILE
+    repair_tail(samples_path)
     done = read_samples(samples_path)
     n = config.n
 
@@ -282,7 +232,7 @@ def evaluate_code(
                     rows = rows_by_problem[p.id]
                     if any(r["status"] == "infra" for r in rows):
                         continue  # a sandbox failure is no verdict: left pending for a rerun
-                    _append(samples_path, rows)
+                    append_rows(samples_path, rows)
                     done[p.id] = {r["sample"]: r for r in rows}
                 finished += len(chunk)
                 if on_progress is not None:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codea1.eval.code import SAMPLES_FILE, SUMMARY_FILE, _append, _check_identity, read_samples
+from codea1.eval.store import SAMPLES_FILE, SUMMARY_FILE, append_rows, check_identity, read_samples, repair_tail
 from codea1.eval.loading import load_eval_policies, load_eval_problems
 from codea1.eval.mutation import FAMILIES, generate_mutants
 from codea1.eval.mutation_testing import MutationConfig, analyse
@@ -190,8 +190,9 @@ def evaluate_tests(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     problems = load_eval_problems(data, config.limit)
-    _check_identity(out, {"model": model, "data": str(data), **config.identity()})
+    check_identity(out, {"model": model, "data": str(data), **config.identity()})
     samples_path = out / SAMPLES_FILE
+    repair_tail(samples_path)
     done = read_samples(samples_path)
     skipped: dict[str, str] = {}
     for p in problems:
@@ -223,7 +224,7 @@ def evaluate_tests(
                     score = score_tests(ex, p, tests, config.k, families=config.families, config=config.mutation)
                     row = {"problem_id": p.id, "source": p.source, "sample": 0, "completion": text,
                            **asdict(score), "pass_at_k": score.pass_at_k, "mut_at_k": score.mut_at_k}
-                    _append(samples_path, [row])
+                    append_rows(samples_path, [row])
                     done[p.id] = {0: row}
                 finished += len(chunk)
                 if on_progress is not None:

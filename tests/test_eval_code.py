@@ -1,0 +1,149 @@
+"""`eval code`: verdicts, pass@k per source, skips, resume; generation replaced by canned
+completions so the judging and bookkeeping are tested without a model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import codea1.rollout as rollout
+from codea1.data import Problem, save_problems
+from codea1.eval.code import CodeEvalConfig, evaluate_code
+from codea1.eval.store import read_samples
+
+ADD = Problem(id="p/add", question="def add(a, b):\n    \"\"\"Sum.\"\"\"", entry_point="add",
+              reference="def add(a, b):\n    return a + b\n",
+              tests=["assert add(1, 2) == 3", "assert add(-1, 1) == 0"], source="setA")
+SQUARE = Problem(id="p/square", question="def square(x):\n    \"\"\"Square.\"\"\"", entry_point="square",
+                 reference="def square(x):\n    return x * x\n",
+                 test_program="def check(f):\n    for i in range(5):\n        assert f(i) == i * i\n\ncheck(square)\n",
+                 source="setB")
+NEEDS_LIB = Problem(id="bcb/1", question="def g():\n    \"\"\"x\"\"\"", entry_point="g",
+                    reference="def g():\n    return 1\n", tests=["assert g() == 1"], source="bigcodebench",
+                    meta={"libs": ["codea1_surely_missing_lib", "json"]})
+NO_TESTS = Problem(id="p/none", question="def h():\n    \"\"\"x\"\"\"", entry_point="h",
+                   reference="def h():\n    return 1\n", source="setA")
+BROKEN_REF = Problem(id="p/broken", question="def k():\n    \"\"\"x\"\"\"", entry_point="k",
+                     reference="def k():\n    return 2\n", tests=["assert k() == 1"], source="setA")
+
+WRONG = {"add": "def add(a, b):\n    return a - b\n", "square": "def square(x):\n    return x + x\n"}
+
+
+class FakeSample:
+    def __init__(self, text):
+        self.text, self.truncated, self.finished = text, False, True
+
+
+def canned(calls):
+    """A stand-in for rollout.generate: even samples right, odd ones wrong."""
+
+    def generate(policies, role, prompts, n=1, sampling=None, **kw):
+        assert role == "code"
+        calls.append(len(prompts))
+        out = []
+        for messages in prompts:
+            user = messages[-1]["content"]
+            fn = "add" if "def add" in user else "square"
+            right = ADD.reference if fn == "add" else SQUARE.reference
+            out.append([FakeSample(f"```python\n{right if i % 2 == 0 else WRONG[fn]}```") for i in range(n)])
+        return out
+
+    return generate
+
+
+@pytest.fixture(scope="module")
+def executor():
+    from codea1.sandbox import Executor
+
+    with Executor(workers=2) as ex:
+        yield ex
+
+
+@pytest.fixture
+def data(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    save_problems([ADD, SQUARE, NEEDS_LIB, NO_TESTS, BROKEN_REF], path)
+    return path
+
+
+def test_pass_at_k_per_source_with_skips(tmp_path, data, executor, monkeypatch):
+    calls = []
+    monkeypatch.setattr(rollout, "generate", canned(calls))
+    out = tmp_path / "out"
+    summary = evaluate_code("fake", data, out, CodeEvalConfig(n=4), policies=object(), executor=executor)
+    assert summary["ks"] == [1, 4]
+    for source in ("setA", "setB", "all"):
+        row = summary["sources"][source]
+        assert row["pass@1"] == pytest.approx(50.0)
+        assert row["pass@4"] == pytest.approx(100.0)
+        assert row["avg@4"] == pytest.approx(50.0)
+    assert summary["sources"]["all"]["problems"] == 2
+    reasons = {s["id"]: s["reason"] for s in summary["skipped"]}
+    assert reasons["bcb/1"] == "libraries not installed: codea1_surely_missing_lib"
+    assert reasons["p/none"] == "no golden tests"
+    assert "reference fails its golden tests" in reasons["p/broken"]
+    rows = read_samples(out / "samples.jsonl")
+    assert sorted(rows) == ["p/add", "p/square"]
+    assert [rows["p/add"][i]["passed"] for i in range(4)] == [True, False, True, False]
+    assert rows["p/square"][1]["status"] == "error" and rows["p/square"][1]["detail"]
+    assert json.loads((out / "summary.json").read_text())["sources"]["all"]["problems"] == 2
+
+
+def test_resume_skips_done_problems_and_survives_a_torn_line(tmp_path, data, executor, monkeypatch):
+    calls = []
+    monkeypatch.setattr(rollout, "generate", canned(calls))
+    out = tmp_path / "out"
+    cfg = CodeEvalConfig(n=2, problems_per_batch=1)
+    first = evaluate_code("fake", data, out, cfg, policies=object(), executor=executor)
+    assert calls == [1, 1]
+    # interrupted: only the first problem's rows made it, plus half a line
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    (out / "samples.jsonl").write_text("\n".join(lines[:2]) + '\n{"problem_id": "p/squ')
+    calls.clear()
+    again = evaluate_code("fake", data, out, cfg, policies=object(), executor=executor)
+    assert calls == [1]  # only the missing problem is generated again
+    assert again["sources"] == first["sources"]
+    # nothing left to do: no generation at all
+    calls.clear()
+    evaluate_code("fake", data, out, cfg, policies=None, executor=executor)
+    assert calls == []
+
+
+def test_other_settings_in_the_same_directory_are_refused(tmp_path, data, executor, monkeypatch):
+    monkeypatch.setattr(rollout, "generate", canned([]))
+    out = tmp_path / "out"
+    evaluate_code("fake", data, out, CodeEvalConfig(n=2, limit=1), policies=object(), executor=executor)
+    with pytest.raises(ValueError, match="other settings.*n: 2 on disk vs 3 now"):
+        evaluate_code("fake", data, out, CodeEvalConfig(n=3, limit=1), policies=object(), executor=executor)
+
+
+def test_greedy_is_one_sample_at_temperature_zero():
+    cfg = CodeEvalConfig(greedy=True)
+    assert (cfg.n, cfg.temperature) == (1, 0.0)
+    with pytest.raises(ValueError, match="--n"):
+        CodeEvalConfig(n=0)
+    with pytest.raises(ValueError, match="--top-p"):
+        CodeEvalConfig(top_p=0)
+
+
+def test_verdicts_for_missing_function_and_hangs(executor):
+    from codea1.eval.code import golden_job, verdict_of
+    from codea1.sandbox import Limits
+
+    limits = Limits(timeout_s=3.0, call_timeout_s=1.0)
+    runs = executor.run_many([
+        golden_job(ADD, "def plus(a, b):\n    return a + b\n", limits),
+        golden_job(ADD, "def add(a, b):\n    while True:\n        pass\n", limits),
+        golden_job(ADD, "def add(a, b)\n    return a + b\n", limits),
+        golden_job(SQUARE, "import sys\nsys.exit(0)\n", limits),
+        golden_job(ADD, ADD.reference, limits),
+    ])
+    verdicts = [verdict_of(r) for r in runs]
+    assert [v.status for v in verdicts] == ["no-function", "timeout", "error", "error", "pass"]
+    assert [v.passed for v in verdicts] == [False, False, False, False, True]
+
+
+def test_missing_data_file_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        evaluate_code("fake", tmp_path / "nope.jsonl", tmp_path / "out", policies=object())
