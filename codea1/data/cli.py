@@ -35,6 +35,7 @@ def check_command(
     file: str = typer.Argument(..., help=f"Problem file, or '{BUNDLED}' for the bundled set."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
     timeout: float = typer.Option(60.0, help="Seconds allowed for one problem's run."),
+    call_timeout: float = typer.Option(3.0, help="Seconds allowed for one golden test call."),
     memory_mb: int = typer.Option(4096, help="Memory cap of one run (golden programs of real data sets are big)."),
     workers: Optional[int] = typer.Option(None, help="Sandbox workers (default: CPU count)."),
     limit: Optional[int] = typer.Option(None, help="Check only the first N problems."),
@@ -51,7 +52,7 @@ def check_command(
     if limit is not None:
         problems = problems[:limit]
     start = time.perf_counter()
-    results = check_problems(problems, limits=Limits(timeout_s=timeout, memory_mb=memory_mb), workers=workers)
+    results = check_problems(problems, limits=Limits(timeout_s=timeout, call_timeout_s=call_timeout, memory_mb=memory_mb), workers=workers)
     elapsed = time.perf_counter() - start
     bad = [r for r in results if not r.ok]
     if as_json:

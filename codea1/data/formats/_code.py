@@ -47,10 +47,16 @@ def signature(source: str, name: str, where: str, field_name: str) -> str:
 
 def import_lines(source: str) -> str:
     """The top-level import statements of `source`, one per line, in order."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ""
+    tree = None
+    # Prompts often end in a bare signature ("def f(x):\n"): give it a body to parse.
+    for text in (source, source.rstrip() + "\n    pass\n"):
+        try:
+            tree = ast.parse(text)
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        return "\n".join(line for line in source.splitlines() if re.match(r"(import|from\s+\S+\s+import)\s", line))
     lines = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     return "\n".join(lines)
 

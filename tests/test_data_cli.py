@@ -1,0 +1,91 @@
+"""`codea1 data check` and `codea1 data convert`, and the library check behind them."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from codea1.data import Problem, bundled_problems, load_problems, save_problems
+from codea1.data.check import check_problems
+from codea1.data.cli import app
+from codea1.sandbox import Limits
+
+runner = CliRunner()
+
+
+def _set(tmp_path):
+    good = bundled_problems()[0]
+    problems = [
+        good,
+        Problem(id="bad/wrong-test", question="def inc(x):", entry_point="inc",
+                reference="def inc(x):\n    return x + 1\n", tests=["assert inc(1) == 2", "assert inc(1) == 3"]),
+        Problem(id="bad/import", question="def f():", entry_point="f",
+                reference="import not_a_module_anywhere\ndef f():\n    return 1\n"),
+        Problem(id="bad/name", question="def f():", entry_point="f", reference="def g():\n    return 1\n"),
+        Problem(id="bad/program", question="def h():", entry_point="h", reference="def h():\n    return 1\n",
+                test_program="assert h() == 2, 'h must be 2'\n"),
+        Problem(id="bad/hangs", question="def k():", entry_point="k",
+                reference="def k():\n    while True:\n        pass\n", tests=["assert k() == 1"]),
+        Problem(id="ok/program", question="def h():", entry_point="h", reference="def h():\n    return 2\n",
+                test_program="assert h() == 2\n"),
+    ]
+    path = tmp_path / "set.jsonl"
+    save_problems(problems, path)
+    return path
+
+
+def test_check_problems_names_each_kind_of_breakage(tmp_path):
+    problems = load_problems(_set(tmp_path))
+    results = {r.id: r for r in check_problems(problems, limits=Limits(timeout_s=20.0, call_timeout_s=0.5), workers=2)}
+    assert results[problems[0].id].ok and results["ok/program"].ok
+    assert results["bad/wrong-test"].status == "broken"
+    assert results["bad/wrong-test"].reasons == ["golden test 1 fails (AssertionError): assert inc(1) == 3"]
+    assert "ModuleNotFoundError" in results["bad/import"].reasons[0]
+    assert results["bad/name"].reasons == ["the reference does not define function 'f'"]
+    assert results["bad/hangs"].reasons == ["golden test 0 fails (timed out): assert k() == 1"]
+    reasons = results["bad/program"].reasons
+    assert len(reasons) == 1 and "test program failed" in reasons[0] and "h must be 2" in reasons[0]
+
+
+def test_cli_check_reports_broken_rows_and_exits_1(tmp_path):
+    result = runner.invoke(app, ["check", str(_set(tmp_path)), "--workers", "2", "--call-timeout", "0.5"])
+    assert result.exit_code == 1, result.output
+    for pid in ("bad/wrong-test", "bad/import", "bad/name", "bad/hangs", "bad/program"):
+        assert f"BROKEN    {pid}:" in result.output
+    assert "2/7 problems ok, 5 broken or unchecked" in result.output
+
+
+def test_cli_check_json_and_clean_exit(tmp_path):
+    path = tmp_path / "ok.jsonl"
+    save_problems(bundled_problems()[:3], path)
+    result = runner.invoke(app, ["check", str(path), "--json", "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [r["status"] for r in lines] == ["ok", "ok", "ok"]
+
+
+def test_cli_check_bad_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"id": "x"}\n')
+    result = runner.invoke(app, ["check", str(path)])
+    assert result.exit_code == 2
+    assert "broken.jsonl, row 1" in result.output and "expected a row of a known format" in result.output
+
+
+def test_cli_convert_writes_project_jsonl(tmp_path):
+    out = tmp_path / "bundled.jsonl"
+    result = runner.invoke(app, ["convert", "bundled", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"wrote {len(bundled_problems())} problems" in result.output
+    assert load_problems(out, fmt="project") == bundled_problems()
+
+    rows = [{"task_id": 1, "func_name": "f", "prompt": "One.", "code": "def f():\n    return 1\n",
+             "test_list": ["assert f() == 1"]}]
+    src = tmp_path / "u.json"
+    src.write_text(json.dumps(rows))
+    out2 = tmp_path / "u.jsonl"
+    result = runner.invoke(app, ["convert", str(src), str(out2), "--format", "unleaked"])
+    assert result.exit_code == 0, result.output
+    [p] = load_problems(out2)
+    assert (p.id, p.tests, p.source) == ("1", ["assert f() == 1"], "unleakedtestbench")
