@@ -1,10 +1,13 @@
 """The problem set that ships inside the package (what the CPU demo trains on).
 
-Written by the team for Code-A1 (not copied from a public data set): function-level
-Python problems from easy to tricky, each with a reference solution, golden tests that
-include at least one edge case a naive solution misses, a plausible but wrong `naive`
-solution in `meta` (a realistic broken candidate), a difficulty tag, and a fixed
-train/held-out split stratified by difficulty, recorded in each row's `meta["split"]`.
+Written by the team for Code-A1 (not copied from a public data set): 90 function-level
+Python problems, 30 easy / 35 medium / 25 hard. Each has a question in MBPP+ `problem`
+style (signature, then a docstring with one example assert), a reference solution, 5-10
+golden tests `assert f(LITERALS) == LITERAL` including at least one edge case a naive
+solution misses, and in `meta`: `difficulty`, `split` ("train" or "heldout": every fifth
+problem of each difficulty, in file order, is held out: 72/18), `naive` (a plausible
+but wrong solution that passes the example and fails an edge case: a realistic broken
+candidate for judge benchmarks and demos) and `edge_case` (what the naive one misses).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ from codea1.data.problem import Problem
 if TYPE_CHECKING:
     from codea1.sandbox import Executor, Limits, RunResult
 
-#: Golden test programs of real data sets are big (MBPP+ up to ~800 KB, hundreds of inputs).
-DEFAULT_TIMEOUT_S = 60.0
+# Golden test programs of real data sets are big (MBPP+ up to ~800 KB, hundreds of inputs).
+DEFAULT_TIMEOUT_S = 120.0  # MBPP/599's program alone takes ~55 s on two busy cores
+DEFAULT_MEMORY_MB = 4096  # MBPP/255's program needs more than 2 GiB
 
 
 @dataclass
@@ -79,7 +80,7 @@ def check_problems(
     from codea1.sandbox import Executor, Job, Limits
 
     if limits is None:
-        limits = Limits(timeout_s=DEFAULT_TIMEOUT_S)
+        limits = Limits(timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB)
     with ExitStack() as stack:
         ex = executor if executor is not None else stack.enter_context(Executor(workers=workers, limits=limits))
         jobs = [

@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from codea1.data.check import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from codea1.data.formats import FORMATS  # light: the format modules import only ast/json/re
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
@@ -34,9 +35,9 @@ def _load(path: str, fmt: Optional[str]):
 def check_command(
     file: str = typer.Argument(..., help=f"Problem file, or '{BUNDLED}' for the bundled set."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
-    timeout: float = typer.Option(60.0, help="Seconds allowed for one problem's run."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, help="Seconds allowed for one problem's run."),
     call_timeout: float = typer.Option(3.0, help="Seconds allowed for one golden test call."),
-    memory_mb: int = typer.Option(4096, help="Memory cap of one run (golden programs of real data sets are big)."),
+    memory_mb: int = typer.Option(DEFAULT_MEMORY_MB, help="Memory cap of one run (real golden programs are big)."),
     workers: Optional[int] = typer.Option(None, help="Sandbox workers (default: CPU count)."),
     limit: Optional[int] = typer.Option(None, help="Check only the first N problems."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per problem."),
