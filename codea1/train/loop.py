@@ -28,6 +28,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -436,6 +437,7 @@ class Trainer:
             "judge/valid_ratio": _mean([s.valid_ratio for s in suites]),
             "judge/valid_tests": _mean([float(s.valid) for s in suites]),
             "judge/invalid_tests": _mean([float(s.invalid) for s in suites]),
+            "judge/unusable_problems": sum(not j.usable for j in judgements),
             "judge/nonprintable": _mean([float(s.nonprintable) for j in judgements
                                          for row in j.suites for s in row]),
         }
@@ -449,8 +451,10 @@ class Trainer:
 
         g = self.cfg.grpo
         code = RoleBatch(groups_total=len(problems))
-        keep_problem = has_signal(code_rewards) if g.filter_zero_variance else \
-            [True] * len(problems)
+        keep_problem = (has_signal(code_rewards) if g.filter_zero_variance else [True] * len(problems))
+        # a problem the judge could not judge (sandbox failure, broken reference) never trains
+        usable = [j is None or j.usable for j in judgements]
+        keep_problem = [bool(k) and u for k, u in zip(keep_problem, usable)]
         adv = group_advantages(code_rewards, g.adv_eps, g.std_unbiased)
         for pi in range(len(problems)):
             if not bool(keep_problem[pi]):
@@ -463,7 +467,7 @@ class Trainer:
         if test_rewards is not None:
             for pi in range(len(problems)):
                 valid = list(judgements[pi].code_valid)
-                eligible = [bool(v) and (bool(keep_problem[pi]) or not g.tests_from_kept_problems)
+                eligible = [bool(v) and usable[pi] and (keep_problem[pi] or not g.tests_from_kept_problems)
                             for v in valid]
                 test.groups_total += len(valid)
                 chosen = select_test_groups(test_rewards[pi], eligible, g.update_n,
@@ -505,7 +509,9 @@ class Trainer:
             else:
                 metrics[f"update/{key}/sequences"] = 0
             metrics[f"update/{key}/lr"] = self.optimizers[key].param_groups[0]["lr"]
-            self.schedulers[key].step()
+            with warnings.catch_warnings():  # a step with nothing to train still advances the schedule
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
+                self.schedulers[key].step()
         return metrics
 
     # ------------------------------------------------------------------ samples
@@ -688,7 +694,6 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
                 if cfg.validation.every and step % cfg.validation.every == 0 and trainer.heldout:
                     show.set_phase("validation", step)
                     metrics.update(trainer.validate())
-                metrics["lr"] = trainer.optimizers[trainer.update_roles[0]].param_groups[0]["lr"]
                 log.log(step, metrics)
                 log.log_samples(step, trainer._last_samples)
                 rows.append({"step": step, **metrics})

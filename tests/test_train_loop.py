@@ -1,0 +1,255 @@
+"""End-to-end training runs on a tiny random-weight model, in every mode, in seconds.
+
+A random model writes junk, so every reward would be 0 and nothing would train. The
+`scripted` fixture therefore wraps the real `codea1.rollout.generate`: it still samples
+from the tiny model (consuming the same random stream), then replaces some completions,
+chosen with that stream, by scripted ones: the reference solution, a wrong solution,
+golden asserts, asserts with wrong expectations, and junk (nothing, no code block,
+binary noise, endless text). The judge, rewards, Mistake Book, GRPO update and
+checkpoints all run for real on those completions and their token ids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from codea1.data import Problem, save_problems
+from codea1.train.config import load_config
+from codea1.train.loop import train
+from codea1.train.metrics import read_metrics
+
+torch.set_num_threads(1)
+
+PROBLEMS = [
+    ("T/add", "def add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n", "add",
+     "def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n",
+     ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(5, 5) == 10"]),
+    ("T/even", "def is_even(n):\n    \"\"\"Whether n is even.\"\"\"\n", "is_even",
+     "def is_even(n):\n    return n % 2 == 0\n", "def is_even(n):\n    return n == 0\n",
+     ["assert is_even(4) == True", "assert is_even(3) == False", "assert is_even(0) == True"]),
+    ("T/max", "def largest(xs):\n    \"\"\"The largest item of a non-empty list.\"\"\"\n", "largest",
+     "def largest(xs):\n    return max(xs)\n", "def largest(xs):\n    return xs[0]\n",
+     ["assert largest([1, 3, 2]) == 3", "assert largest([5]) == 5"]),
+    ("T/vowels", "def vowels(s):\n    \"\"\"Count the vowels aeiou in s.\"\"\"\n", "vowels",
+     "def vowels(s):\n    return sum(c in 'aeiou' for c in s)\n", "def vowels(s):\n    return s.count('a')\n",
+     ["assert vowels('banana') == 3", "assert vowels('xyz') == 0", "assert vowels('io') == 2"]),
+    # a question far longer than the tiny model's context: the prompt gets cut, counted
+    ("T/long", "def double(x):\n    \"\"\"Return twice x. " + "Really, twice. " * 400 + "\"\"\"\n", "double",
+     "def double(x):\n    return 2 * x\n", "def double(x):\n    return x + 2\n",
+     ["assert double(3) == 6", "assert double(0) == 0"]),
+]
+HELDOUT = [
+    ("H/sub", "def sub(a, b):\n    \"\"\"Return a minus b.\"\"\"\n", "sub",
+     "def sub(a, b):\n    return a - b\n", "def sub(a, b):\n    return b - a\n",
+     ["assert sub(3, 1) == 2", "assert sub(1, 1) == 0"]),
+]
+WRONG = {pid: wrong for pid, _q, _e, _r, wrong, _t in PROBLEMS + HELDOUT}
+
+
+def _problems(rows, split):
+    return [Problem(id=pid, question=q, entry_point=e, reference=r, tests=t, source="test",
+                    meta={"split": split}) for pid, q, e, r, _w, t in rows]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from codea1.models import tiny_test_model
+
+    root = tmp_path_factory.mktemp("tiny")
+    model = tiny_test_model(root / "model")
+    train_path, heldout_path = root / "train.jsonl", root / "heldout.jsonl"
+    save_problems(_problems(PROBLEMS, "train"), train_path)
+    save_problems(_problems(HELDOUT, "heldout"), heldout_path)
+    return {"model": model, "train": train_path, "heldout": heldout_path,
+            "problems": _problems(PROBLEMS + HELDOUT, "x")}
+
+
+CODE_JUNK = ["", "Sure! The answer needs no code at all.", "\x00\x01\x02\x1b[31m binary \x7f\x03 junk",
+             "def " + "x" * 3000]
+TEST_JUNK = ["", "I would test it by hand.", "```python\n\x00\x01 assert (\n```", "assert " * 800]
+
+
+@pytest.fixture
+def scripted(monkeypatch, tiny):
+    """Wrap `codea1.rollout.generate` with scripted completions drawn from its generator."""
+    import codea1.rollout as rollout
+
+    real = rollout.generate
+    by_question = [(p.question.strip(), p) for p in tiny["problems"]]
+    counts = {"junk": 0}
+
+    def problem_of(messages):
+        text = messages[-1]["content"]
+        for q, p in by_question:
+            if q[:200] in text:
+                return p
+        raise AssertionError("scripted generate: unknown problem")
+
+    def fake(policies, role, prompts, n=1, sampling=None, *, generator=None, stats=None):
+        out = real(policies, role, prompts, n=n, sampling=sampling, generator=generator, stats=stats)
+        tok = policies.tokenizer
+        eos = tok.convert_tokens_to_ids("<|im_end|>")
+        for prompt, group in zip(prompts, out):
+            p = problem_of(prompt)
+            for s in group:
+                pick = int(torch.randint(0, 8, (1,), generator=generator))
+                if role == "code":
+                    options = {1: f"```python\n{p.reference}```", 2: f"```python\n{WRONG[p.id]}```",
+                               3: f"```python\n{p.reference}```", 4: f"```python\n{WRONG[p.id]}```",
+                               5: CODE_JUNK[pick % len(CODE_JUNK)], 6: CODE_JUNK[(pick + 1) % 4]}
+                else:
+                    bad = [t.rsplit("==", 1)[0] + "== 12345" for t in p.tests]
+                    options = {1: "```python\n" + "\n".join(p.tests) + "\n```",
+                               2: "```python\n" + "\n".join(p.tests[:1] + bad[1:]) + "\n```",
+                               3: "```python\n" + "\n".join(bad) + "\n```",
+                               4: "```python\n" + "\n".join(p.tests[::-1]) + "\n```",
+                               5: TEST_JUNK[pick % len(TEST_JUNK)], 6: TEST_JUNK[(pick + 3) % 4]}
+                if pick not in options:
+                    continue  # keep the tiny model's own junk
+                text = options[pick]
+                ids = tok(text, add_special_tokens=False)["input_ids"][:400]
+                endless = len(text) > 2000
+                s.text = text if not endless else tok.decode(ids)
+                s.completion_ids = ids if endless else ids + [eos]
+                s.truncated, s.finished = endless, not endless
+                counts["junk"] += pick >= 5
+        return out
+
+    monkeypatch.setattr(rollout, "generate", fake)
+    return counts
+
+
+def _config(tiny, mode="a1", steps=3, *extra):
+    return load_config(preset="cpu-demo", overrides=[
+        f"model.name={tiny['model']}", "model.dtype=float32", "model.lora_r=4", f"mode={mode}",
+        f"steps={steps}", f"data.train={tiny['train']}", f"data.heldout={tiny['heldout']}",
+        "data.problems_per_step=2", "rollout.n_code=4", "rollout.n_test=2",
+        "rollout.code.max_new_tokens=6", "rollout.test.max_new_tokens=6",
+        "validation.every=2", "validation.problems=1", "validation.sampling.max_new_tokens=6",
+        "grpo.lr=1e-3", "grpo.warmup_steps=1", "grpo.micro_batch_tokens=512",
+        "judge.workers=2", "checkpoint.every=1", "checkpoint.keep=10",
+        "logging.progress=none", "logging.tensorboard=true", "threads=1", *extra])
+
+
+def _stable(rows):
+    """Metrics without wall-clock figures (time/*, tokens per second)."""
+    return [{k: v for k, v in r.items() if not k.startswith("time/") and not k.endswith("tokens_per_s")}
+            for r in rows]
+
+
+def _weights(ckpt: Path):
+    from safetensors.torch import load_file
+
+    return {f.name: load_file(str(f)) for f in sorted((ckpt / "policies").glob("*.safetensors"))}
+
+
+@pytest.mark.parametrize("mode", ["a1", "golden", "selfplay"])
+def test_end_to_end_every_mode(tmp_path, tiny, scripted, mode):
+    result = train(_config(tiny, mode, 3), tmp_path / "run")
+    assert result.step == 3 and not result.stopped
+    run = tmp_path / "run"
+    for name in ("config.yaml", "metrics.jsonl", "samples.jsonl", "mistakes.sqlite"):
+        assert (run / name).is_file(), name
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1", "step-2", "step-3"]
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert "val/code_pass_rate" in rows[1]                    # validation every 2 steps
+    trained = {"a1": ["code", "test"], "golden": ["code"], "selfplay": ["shared"]}[mode]
+    for key in trained:
+        assert sum(r.get(f"update/{key}/sequences", 0) for r in rows) > 0, key
+    for r in rows:
+        assert 0.0 <= r["code/reward_mean"] <= 1.0
+        assert r["rollout/code_samples"] == 8
+    if mode != "golden":
+        assert "val/test_valid_ratio" in rows[1]
+        assert any(r["mistakes/size"] > 0 for r in rows)      # wrong codes failed golden-like tests
+        assert rows[0]["rollout/test_samples"] == 16
+    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    assert {s["role"] for s in samples} == ({"code"} if mode == "golden" else {"code", "test"})
+    # the trained weights moved away from the initial ones
+    w1, w3 = _weights(run / "checkpoints" / "step-1"), _weights(run / "checkpoints" / "step-3")
+    assert any(not torch.equal(w1[f][k], w3[f][k]) for f in w1 for k in w1[f])
+
+
+def test_junk_completions_are_counted_never_fatal(tmp_path, tiny, scripted):
+    cfg = _config(tiny, "a1", 3, "data.problems_per_step=5")   # every problem, incl. the long one
+    result = train(cfg, tmp_path / "run")
+    rows = read_metrics(tmp_path / "run")
+    assert result.step == 3 and scripted["junk"] > 0
+    assert sum(r["rollout/code_prompts_truncated"] for r in rows) >= 3   # the over-long question
+    assert sum(r["rollout/code_empty"] + r["rollout/test_empty"] for r in rows) > 0
+    assert sum(r["rollout/code_truncated"] + r["rollout/test_truncated"] for r in rows) > 0
+    assert all(r["judge/code_valid_rate"] < 1.0 for r in rows)
+
+
+def test_pure_random_model_runs_without_any_signal(tmp_path, tiny):
+    """No scripting: the tiny model's own junk flows through every phase."""
+    result = train(_config(tiny, "a1", 2), tmp_path / "run")
+    rows = read_metrics(tmp_path / "run")
+    assert result.step == 2
+    assert all(r["judge/code_valid_rate"] == 0.0 for r in rows)
+    assert all(r["update/code/sequences"] == 0 for r in rows)   # zero-variance groups dropped
+
+
+def test_resume_is_exact(tmp_path, tiny, scripted):
+    """4 steps straight == 2 steps, stop, resume, 2 more: same weights, metrics, book, samples."""
+    from codea1.mistakes import MistakeBook
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    train(_config(tiny, "a1", 4), a)
+    first = train(_config(tiny, "a1", 4), b, stop_after=2)
+    assert first.stopped and first.step == 2
+    assert (b / "checkpoints" / "step-2").is_dir() and not (b / "checkpoints" / "step-3").exists()
+    second = train(None, b, resume=True)
+    assert second.step == 4
+    wa, wb = _weights(a / "checkpoints" / "step-4"), _weights(b / "checkpoints" / "step-4")
+    assert wa.keys() == wb.keys()
+    for f in wa:
+        for k in wa[f]:
+            assert torch.equal(wa[f][k], wb[f][k]), (f, k)
+    assert _stable(read_metrics(a)) == _stable(read_metrics(b))
+    assert (a / "samples.jsonl").read_text() == (b / "samples.jsonl").read_text()
+    with MistakeBook(a / "mistakes.sqlite", readonly=True) as ba, \
+            MistakeBook(b / "mistakes.sqlite", readonly=True) as bb:
+        ea = [(e.problem_id, e.test, e.frequency) for e in ba.entries()]
+        assert ea == [(e.problem_id, e.test, e.frequency) for e in bb.entries()] and ea
+    oa = torch.load(a / "checkpoints" / "step-4" / "optim.pt", weights_only=False)
+    ob = torch.load(b / "checkpoints" / "step-4" / "optim.pt", weights_only=False)
+    assert oa["schedulers"] == ob["schedulers"]
+    for role in oa["optimizers"]:
+        for pid, st in oa["optimizers"][role]["state"].items():
+            assert torch.equal(st["exp_avg"], ob["optimizers"][role]["state"][pid]["exp_avg"])
+
+
+def test_sigterm_mid_run_checkpoints_and_resumes_exactly(tmp_path, tiny, scripted):
+    """SIGTERM during step 2 abandons it (nothing committed yet), saves step 1, resumes."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    train(_config(tiny, "a1", 3), a)
+
+    def kill_after_first(step, _metrics):
+        if step == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    first = train(_config(tiny, "a1", 3), b, on_step=kill_after_first)
+    assert first.stopped and first.step == 1
+    assert [r["step"] for r in read_metrics(b)] == [1]
+    second = train(None, b, resume=True)
+    assert second.step == 3
+    assert _stable(read_metrics(a)) == _stable(read_metrics(b))
+    wa, wb = _weights(a / "checkpoints" / "step-3"), _weights(b / "checkpoints" / "step-3")
+    assert all(torch.equal(wa[f][k], wb[f][k]) for f in wa for k in wa[f])
+
+
+def test_a_new_run_refuses_an_existing_run_dir(tmp_path, tiny, scripted):
+    train(_config(tiny, "golden", 1), tmp_path / "run")
+    with pytest.raises(FileExistsError, match="--resume"):
+        train(_config(tiny, "golden", 1), tmp_path / "run")
+    with pytest.raises(FileNotFoundError, match="not a run directory"):
+        train(None, tmp_path / "elsewhere", resume=True)
