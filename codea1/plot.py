@@ -17,9 +17,11 @@ import typer
 
 # (file stem, title, y label, metric keys in drawing order)
 FIGURES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    ("rewards", "Rewards", "mean reward", ("code_reward", "test_reward")),
-    ("rates", "Pass, attack and valid rates", "rate", ("pass_rate", "attack_rate", "valid_ratio")),
-    ("mistake_book", "Mistake Book size", "tests stored", ("mistake_book_size",)),
+    # each figure also takes the names `codea1 train` writes (codea1/train/loop.py)
+    ("rewards", "Rewards", "mean reward", ("code_reward", "test_reward", "code/reward_mean", "test/reward_mean")),
+    ("rates", "Pass, attack and valid rates", "rate", ("pass_rate", "attack_rate", "valid_ratio",
+                                                       "judge/pass_rate", "judge/attack_rate", "judge/valid_ratio")),
+    ("mistake_book", "Mistake Book size", "tests stored", ("mistake_book_size", "mistakes/size")),
 )
 
 
