@@ -166,6 +166,31 @@ class TestCounter:
 def test_module_import():
     import solution
     assert solution.word_count("z") == 1
+
+
+@pytest.fixture
+def words_file(tmp_path):
+    path = tmp_path / "w.txt"
+    path.write_text("x y z")
+    yield path
+    path.unlink()
+
+
+def test_generator_fixture(words_file):
+    assert word_count(words_file.read_text()) == 3
+
+
+def test_tmpdir_and_monkeypatch(tmpdir, monkeypatch):
+    target = tmpdir.join("a.txt")
+    target.write("q r")
+    monkeypatch.setenv("CODEA1_WORDS", "1 2 3 4")
+    import os
+    assert word_count(target.read()) + word_count(os.environ["CODEA1_WORDS"]) == 6
+
+
+@pytest.mark.skip(reason="skipped tests do not run")
+def test_skipped():
+    assert False
 '''
 
 KODCODE_SOLUTION = '''

@@ -9,9 +9,10 @@ fails. `libs` (third-party libraries a task needs) is kept in `meta`.
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
-from codea1.data.formats._code import defines, import_lines, literal_list
+from codea1.data.formats._code import defines, import_lines, literal_list, parse
 from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_str
 
 NAME = "bigcodebench"
@@ -45,10 +46,7 @@ def matches(row: dict[str, Any]) -> bool:
 
 
 def testcase_names(test: str, where: str) -> list[str]:
-    import ast
-
-    from codea1.data.formats._code import parse
-
+    """Names of the unittest.TestCase classes the test code defines, in order."""
     tree = parse(test, where, "test")
     names = []
     for node in tree.body:

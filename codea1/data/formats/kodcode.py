@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codea1.data.formats._code import docstring_question, import_lines
+from codea1.data.formats._code import docstring_question, import_lines, signature
 from codea1.data.formats.pytest_program import pytest_program
 from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_str
 
@@ -38,7 +38,7 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     text = require_str(row, "question", where)
     solution = require_str(row, "solution", where)
     declarations = [str(i.get("function_declaration") or "").strip() for i in info]
-    first = declarations[0] or f"def {entry}(...):"
+    first = declarations[0] or signature(solution, entry, where, "solution")
     others = [d for d in declarations[1:] if d]
     if others:
         text = text.rstrip() + "\n\nAlso define:\n" + "\n".join(others)

@@ -5,8 +5,8 @@ KodCode's tests are pytest modules (`from solution import f`, plain `assert`s,
 program built here runs after the candidate code in the same namespace, without pytest
 collecting anything: it registers a `solution` module that resolves names to the
 candidate's globals, defines the test functions, and calls each one (expanding
-parametrize marks, resolving fixtures defined in the file plus `tmp_path`, `capsys`,
-`monkeypatch`), then raises AssertionError naming the first failure. Test names are
+parametrize marks, resolving fixtures defined in the file plus `tmp_path`, `tmpdir`,
+`capsys`, `monkeypatch`), then raises AssertionError naming the first failure. Test names are
 fixed at load time from the test code's AST, so candidate code cannot add or hide tests.
 """
 
@@ -76,6 +76,9 @@ def _codea1_run_pytest(tests, fixtures, autouse):
     def builtin(name, finalizers):
         if name == "tmp_path":
             return pathlib.Path(tempfile.mkdtemp())
+        if name == "tmpdir":
+            import py  # pytest's legacy path shim
+            return py.path.local(tempfile.mkdtemp())
         if name in ("capsys", "capfd"):
             capture = Capture()
             finalizers.append(capture.close)
