@@ -330,6 +330,17 @@ def test_shared_mbppplus_parquet(shared_dir):
     assert by_id["MBPP/56"].test_program.rstrip().endswith("_codea1_harness_check(check)")
 
 
+def test_shared_mbppplus_references_pass_their_programs(shared_dir, executor):
+    from codea1.data.check import check_problems
+
+    by_id = {p.id: p for p in load_problems(shared_dir / "data" / "mbppplus.parquet")}
+    sample = [by_id[i] for i in ("MBPP/2", "MBPP/3", "MBPP/8", "MBPP/56", "MBPP/77", "MBPP/100")]
+    assert [r.status for r in check_problems(sample, executor=executor)] == ["ok"] * len(sample)
+    # The harness really checks: an almost-right MBPP/8 fails it.
+    wrong = "def square_nums(nums):\n    return [n * n for n in nums[:-1]]\n"
+    assert not passes(executor, wrong, by_id["MBPP/8"])
+
+
 # ----------------------------------------------------------------------------- project JSONL
 
 def test_project_jsonl_round_trip(tmp_path):
