@@ -23,7 +23,7 @@ import sys
 import time
 
 from codea1.sandbox import isolation
-from codea1.sandbox._child import SETUP_FAILED_EXIT, child_main, compile_untrusted
+from codea1.sandbox._child import SETUP_FAILED_EXIT, child_main, compile_untrusted, prepare_warm_state
 from codea1.sandbox.values import check_value
 
 ROOT_DIR = "/tmp/root"
@@ -31,6 +31,9 @@ SCRATCH_IN_ROOT = "/scratch"
 _HEADER = struct.Struct(">I")
 #: Extra slack above ``max_value_bytes`` for one record line (tags, indices).
 _RECORD_SLACK = 4096
+#: How often (ms) a running child's result records are read while nothing else happens.
+_TICK_MS = 50
+_F_SETPIPE_SZ = 1031
 
 
 # --------------------------------------------------------------------------- channel
@@ -82,6 +85,7 @@ class Worker:
         self.cur_limits: dict = {}
         self.base_vsz = 0
         self.run_no = 0
+        self.oom_seen = 0
 
     def lost(self, name: str, why: str) -> None:
         self.protections[name] = f"LOST: {why}"
@@ -174,10 +178,29 @@ class Worker:
                 preload_errors[mod] = f"{type(e).__name__}: {e}"
         self.preload_errors = preload_errors
         self.base_vsz = _vsz_bytes()
+        # The runs' environment, set once here and inherited by every child: nothing of the
+        # parent's environment was passed to this process in the first place.
+        os.environ.clear()
+        os.environ.update({
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": self.scratch_child,
+            "TMPDIR": self.scratch_child,
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        })
+        # Join the run cgroups now: children inherit membership at fork, which is much
+        # cheaper than moving each child. The worker's own later allocations are tiny.
+        for path in (self.mem_cg, self.pids_cg):
+            if path:
+                isolation.write_text(os.path.join(path, "cgroup.procs"), str(os.getpid()))
         # Objects of the warm state are never collected again: a collection in a child would
         # otherwise write to every one of them and copy the whole heap page by page.
         import gc
 
+        prepare_warm_state()
         gc.collect()
         gc.freeze()
 
@@ -195,13 +218,13 @@ class Worker:
                     for name in reversed(files):
                         isolation.write_text(os.path.join(self.mem_cg, name), str(want))
                 self.cur_limits["mem"] = want
-            for name in ("memory.max_usage_in_bytes", "memory.failcnt"):
-                try:
-                    isolation.write_text(os.path.join(self.mem_cg, name), "0")
-                except OSError:
-                    pass
+            try:
+                isolation.write_text(os.path.join(self.mem_cg, "memory.max_usage_in_bytes"), "0")
+            except OSError:
+                pass
         if self.pids_cg and self.cur_limits.get("pids") != lim["max_procs"]:
-            isolation.write_text(os.path.join(self.pids_cg, "pids.max"), str(lim["max_procs"]))
+            # +1: the worker itself lives in the cgroup (children inherit it at fork for free).
+            isolation.write_text(os.path.join(self.pids_cg, "pids.max"), str(lim["max_procs"] + 1))
             self.cur_limits["pids"] = lim["max_procs"]
 
     def oom_kills(self) -> int:
@@ -216,10 +239,17 @@ class Worker:
             pass
         return 0
 
+    def _oom_happened(self, status: int | None) -> bool:
+        """Did the cgroup OOM killer fire during the last segment? (read only after a SIGKILL)."""
+        if not self.mem_cg or status is None or not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9):
+            return False
+        now = self.oom_kills()
+        fired = now > self.oom_seen
+        self.oom_seen = now
+        return fired
+
     def plan(self, lim: dict) -> dict:
-        cg = [os.path.join(p, "cgroup.procs") for p in (self.mem_cg, self.pids_cg) if p]
         return {
-            "cgroup_procs": cg,
             "cpu_s": max(1, int(lim["cpu_s"] + 0.999)),
             "max_file_bytes": lim["max_file_bytes"],
             "max_value_bytes": lim["max_value_bytes"],
@@ -228,15 +258,6 @@ class Worker:
             "chroot": self.root,
             "cwd": self.scratch_child,
             "uid": self.uid,
-            "env": {
-                "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "HOME": self.scratch_child,
-                "TMPDIR": self.scratch_child,
-                "LANG": "C.UTF-8",
-                "PYTHONHASHSEED": "0",
-                "OPENBLAS_NUM_THREADS": "1",
-                "OMP_NUM_THREADS": "1",
-            },
         }
 
     def fresh_scratch(self) -> None:
@@ -402,6 +423,8 @@ class Worker:
             if time.monotonic() >= deadline:
                 res["status"] = "timeout"
                 break
+        if self.mem_cg:  # keep the OOM counter in step (a grandchild may have been the victim)
+            self.oom_seen = self.oom_kills()
         res["calls"] = [r if r is not None else {"status": "not-run"} for r in call_res]
         res["stdout"], res["stderr"] = out.text()
         res["wall_s"] = time.monotonic() - t0
@@ -440,10 +463,13 @@ class Worker:
                 deadline: float, out: "_Output") -> dict:
         """Fork one child that runs the program, then calls from ``start``; watch it."""
         self.fresh_scratch()
-        oom_before = self.oom_kills()
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
         r_res, w_res = os.pipe()
+        try:  # room for many records between ticks
+            fcntl.fcntl(r_res, _F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200) for fd in (w_out, w_err, w_res)]
         for fd in (w_out, w_err, w_res):
             os.close(fd)
@@ -462,24 +488,32 @@ class Worker:
         for fd in (r_out, r_err, r_res):
             os.set_blocking(fd, False)
         pidfd = os.pidfd_open(pid)
+        # Result records are read lazily (on a tick, at exit, before any kill decision), so
+        # a short run costs the worker a single wake-up: the child's exit.
         poller = select.poll()
-        for fd in (r_out, r_err, r_res, pidfd):
+        for fd in (r_out, r_err, pidfd):
             poller.register(fd, select.POLLIN)
-        call_deadline = None
         open_fds = {r_out, r_err, r_res}
         exited = False
         while True:
-            if parser.call_started is not None:
-                call_deadline = parser.call_started_at + lim["call_timeout_s"]
-            else:
-                call_deadline = None
+            data = _drain(r_res)
+            if data:
+                parser.feed(data)
+            if parser.violation:
+                seg["violation"] = parser.violation
+                seg["kill"] = "violation"
+                break
+            call_deadline = (parser.call_started_at + lim["call_timeout_s"]
+                             if parser.call_started is not None else None)
             limit_at = deadline if call_deadline is None else min(deadline, call_deadline)
             now = time.monotonic()
             if now >= limit_at:
                 seg["kill"] = "call" if call_deadline is not None and call_deadline < deadline else "run"
                 break
-            events = poller.poll(max(1, int((limit_at - now) * 1000) + 1))
-            for fd, ev in events:
+            if exited or seg["kill"]:
+                break
+            wait_ms = min(_TICK_MS, max(1, int((limit_at - now) * 1000) + 1))
+            for fd, ev in poller.poll(wait_ms):
                 if fd == pidfd:
                     exited = True
                     continue
@@ -489,16 +523,8 @@ class Worker:
                 if data is None:  # EOF
                     poller.unregister(fd)
                     open_fds.discard(fd)
-                    continue
-                if fd == r_res:
-                    parser.feed(data)
                 elif not out.add(fd == r_err, data):
                     seg["kill"] = "output"
-            if parser.violation:
-                seg["violation"] = parser.violation
-                seg["kill"] = "violation"
-            if seg["kill"] or exited:
-                break
         # Stop everything the run started, then read what is left in the pipes.
         cpu, status = self.kill_everything(pid)
         for fd in list(open_fds):
@@ -517,7 +543,7 @@ class Worker:
             os.close(fd)
         seg.update(ready=parser.ready, program=parser.program, results=parser.results,
                    ended=parser.ended, in_call=parser.call_started, status=status, cpu=cpu,
-                   oom=self.oom_kills() > oom_before)
+                   oom=self._oom_happened(status))
         if status is not None:
             seg["exit_code"] = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
             seg["how"] = (f"exit code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)

@@ -8,6 +8,7 @@ replaced, the run is retried once, and a second failure is reported as ``status=
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -35,6 +36,8 @@ _GRACE_S = 20.0
 _START_TIMEOUT_S = 120.0
 #: First uid used for runs; each worker gets its own (RLIMIT_NPROC counts per uid).
 _UID_BASE = 2_000_000
+#: Jobs queued at once on one worker (it starts the next as soon as one ends).
+_PIPELINE_DEPTH = 2
 
 
 #: Directory holding the ``codea1`` package this parent runs: the worker runs the same code.
@@ -127,10 +130,6 @@ class _Worker:
         if not isinstance(msg, dict):
             raise WorkerError("malformed message from worker")
         return msg
-
-    def run(self, job: Job, limits: Limits) -> dict:
-        self.send({"job": {"program": job.program, "calls": list(job.calls), "limits": limits.to_wire()}})
-        return self.recv(time.monotonic() + limits.timeout_s + _GRACE_S).get("result") or {}
 
     def close(self, timeout: float = 3.0) -> None:
         try:
@@ -268,50 +267,107 @@ class Executor:
 
     def run(self, job: Job) -> RunResult:
         """Run one job in a fresh fork of a warm worker; infra failures retried once."""
-        if self._closed:
-            raise RuntimeError("Executor is closed")
-        if not isinstance(job, Job):
-            raise TypeError(f"run() takes a Job, got {type(job).__name__}")
-        limits = job.limits or self.limits
-        w = self._idle.get()
-        try:
-            error = None
-            for _attempt in range(2):
-                try:
-                    if w is None:
-                        w = self._replace(broken)
-                    raw = w.run(job, limits)
-                except WorkerError as e:
-                    error = str(e)
-                    broken, w = w, None
-                    if broken is not None:
-                        broken.kill()
-                    continue
-                result = _to_result(raw, len(job.calls))
-                if result.status != "infra":
-                    return result
-                error = result.infra_error
-            return _infra(error or "unknown infrastructure failure", len(job.calls))
-        finally:
-            if w is None:
-                try:
-                    w = self._replace(broken)
-                except Exception as e:  # keep the pool size; the next run retries the start
-                    log.error("sandbox worker restart failed: %s", e)
-                    w = broken
-            self._idle.put(w)
+        return self.run_many([job])[0]
 
     def run_many(self, jobs: Iterable[Job]) -> list[RunResult]:
-        """Run jobs in parallel on all workers; results in the order of ``jobs``."""
+        """Run jobs in parallel on all workers; results in the order of ``jobs``.
+
+        Each worker gets up to ``_PIPELINE_DEPTH`` jobs at once, so it starts the next run
+        as soon as one ends instead of waiting for this process to answer.
+        """
+        if self._closed:
+            raise RuntimeError("Executor is closed")
         jobs = list(jobs)
+        for i, job in enumerate(jobs):
+            if not isinstance(job, Job):
+                raise TypeError(f"run_many() takes Jobs; item {i} is a {type(job).__name__}")
         if not jobs:
             return []
-        if len(jobs) == 1 or self.n_workers == 1:
-            return [self.run(j) for j in jobs]
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="codea1-sandbox")
-        return list(self._pool.map(self.run, jobs))
+        batch = _Batch(jobs, self.limits)
+        n_threads = min(self.n_workers, len(jobs))
+        if n_threads == 1:
+            self._drive(batch)
+        else:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="codea1-sandbox")
+            for f in [self._pool.submit(self._drive, batch) for _ in range(n_threads)]:
+                f.result()
+        return [r if r is not None else _infra("no sandbox worker could be started", len(j.calls))
+                for r, j in zip(batch.results, jobs)]
+
+    def _drive(self, batch: "_Batch") -> None:
+        """Feed one worker from the batch until it is empty (runs in a pool thread)."""
+        w = self._idle.get()
+        inflight: list[int] = []
+        try:
+            while True:
+                while len(inflight) < _PIPELINE_DEPTH:
+                    i = batch.take()
+                    if i is None:
+                        break
+                    inflight.append(i)
+                    w.send(batch.message(i))
+                if not inflight:
+                    return
+                i = inflight[0]
+                raw = w.recv(time.monotonic() + batch.limits(i).timeout_s + _GRACE_S).get("result") or {}
+                inflight.pop(0)
+                batch.done(i, _to_result(raw, len(batch.jobs[i].calls)))
+        except WorkerError as e:
+            for i in inflight:
+                batch.failed(i, str(e))
+            inflight.clear()
+            try:
+                w = self._replace(w)
+            except Exception as e2:  # keep the pool size; a later run retries the start
+                log.error("sandbox worker restart failed: %s", e2)
+                self._idle.put(w)
+                return
+            self._idle.put(w)
+            w = None
+            self._drive(batch)  # carry on with a fresh worker
+        finally:
+            if w is not None:
+                self._idle.put(w)
+
+
+class _Batch:
+    """Shared state of one ``run_many`` call: a work queue with one retry per job."""
+
+    def __init__(self, jobs: list, default: Limits) -> None:
+        self.jobs = jobs
+        self.default = default
+        self.results: list = [None] * len(jobs)
+        self.attempts = [0] * len(jobs)
+        self.pending = collections.deque(range(len(jobs)))
+        self.lock = threading.Lock()
+
+    def limits(self, i: int) -> Limits:
+        return self.jobs[i].limits or self.default
+
+    def message(self, i: int) -> dict:
+        job = self.jobs[i]
+        return {"job": {"program": job.program, "calls": list(job.calls),
+                        "limits": self.limits(i).to_wire()}}
+
+    def take(self) -> int | None:
+        with self.lock:
+            return self.pending.popleft() if self.pending else None
+
+    def done(self, i: int, result: RunResult) -> None:
+        if result.status == "infra":
+            self.failed(i, result.infra_error or "infrastructure failure")
+        else:
+            self.results[i] = result
+
+    def failed(self, i: int, error: str) -> None:
+        with self.lock:
+            self.attempts[i] += 1
+            if self.attempts[i] < 2:
+                self.pending.appendleft(i)
+            else:
+                self.results[i] = _infra(error, len(self.jobs[i].calls))
 
 
 def _infra(error: str, n_calls: int) -> RunResult:
