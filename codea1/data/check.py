@@ -93,11 +93,15 @@ def check_problems(
         runs = ex.run_many(jobs)
         results = [_verdict(p, r) for p, r in zip(problems, runs)]
         # Second look at failed programs that had a test program: is the reference itself broken?
-        retry = [i for i, (p, r) in enumerate(zip(problems, runs)) if p.test_program and r.status != "infra" and not r.program_ok]
+        retry = [
+            i for i, (p, r) in enumerate(zip(problems, runs))
+            if p.test_program and r.status != "infra" and not r.program_ok
+        ]
         if retry:
-            alone = ex.run_many(
-                [Job(program=problems[i].reference, calls=[defines_call(problems[i].entry_point)], limits=limits) for i in retry]
-            )
+            alone = ex.run_many([
+                Job(program=problems[i].reference, calls=[defines_call(problems[i].entry_point)], limits=limits)
+                for i in retry
+            ])
             for i, run in zip(retry, alone):
                 if run.status != "infra" and not run.program_ok:
                     results[i].reasons.insert(0, _status_reason(run, "the reference alone"))
