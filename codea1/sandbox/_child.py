@@ -44,8 +44,8 @@ def _describe(exc: BaseException) -> str:
 def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
     """Point stdio at the worker's pipes, apply rlimits, chroot and drop privileges.
 
-    The environment and the cgroups are the worker's own (set once at its start), so the
-    child inherits them for free."""
+    The environment and the pids cgroup are the worker's own (set once at its start), so
+    the child inherits them for free."""
     os.setsid()
     devnull = os.open("/dev/null", os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -53,6 +53,11 @@ def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
     os.dup2(err_fd, 2)
     os.dup2(res_fd, RESULT_FD)
     os.closerange(RESULT_FD + 1, 1 << 16)
+    # Into the run's memory cgroup (the worker stays outside it, so the OOM killer can only
+    # ever pick a process of the run, and the cap counts only the run).
+    for path in plan["cgroup_procs"]:
+        with open(path, "w") as f:
+            f.write("0")
     cpu = plan["cpu_s"]
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (plan["max_file_bytes"], plan["max_file_bytes"]))

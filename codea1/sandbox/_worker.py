@@ -191,11 +191,10 @@ class Worker:
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
         })
-        # Join the run cgroups now: children inherit membership at fork, which is much
-        # cheaper than moving each child. The worker's own later allocations are tiny.
-        for path in (self.mem_cg, self.pids_cg):
-            if path:
-                isolation.write_text(os.path.join(path, "cgroup.procs"), str(os.getpid()))
+        # Join the pids cgroup now: children inherit membership at fork, cheaper than moving
+        # each child. (Each child moves itself into the memory cgroup: see _child._confine.)
+        if self.pids_cg:
+            isolation.write_text(os.path.join(self.pids_cg, "cgroup.procs"), str(os.getpid()))
         # Objects of the warm state are never collected again: a collection in a child would
         # otherwise write to every one of them and copy the whole heap page by page.
         import gc
@@ -250,6 +249,7 @@ class Worker:
 
     def plan(self, lim: dict) -> dict:
         return {
+            "cgroup_procs": [os.path.join(self.mem_cg, "cgroup.procs")] if self.mem_cg else [],
             "cpu_s": max(1, int(lim["cpu_s"] + 0.999)),
             "max_file_bytes": lim["max_file_bytes"],
             "max_value_bytes": lim["max_value_bytes"],
@@ -423,6 +423,7 @@ class Worker:
             if time.monotonic() >= deadline:
                 res["status"] = "timeout"
                 break
+        self.fresh_scratch()  # files a run wrote are memory (tmpfs): give it back now
         if self.mem_cg:  # keep the OOM counter in step (a grandchild may have been the victim)
             self.oom_seen = self.oom_kills()
         res["calls"] = [r if r is not None else {"status": "not-run"} for r in call_res]
@@ -615,8 +616,8 @@ class _RecordParser:
             try:
                 rec = json.loads(line)
                 self.step(rec)
-            except (ValueError, TypeError, IndexError, RecursionError) as e:
-                self.violation = f"malformed result record ({str(e)[:200]})"
+            except Exception as e:  # any surprise in untrusted input is the candidate's failure
+                self.violation = f"malformed result record ({type(e).__name__}: {str(e)[:200]})"
 
     def finish(self) -> None:
         if self.buf and not self.violation:

@@ -234,7 +234,14 @@ class Executor:
             if w in self._all:
                 self._all.remove(w)
         fresh = self._spawn(w.index)
-        fresh.handshake()
+        try:
+            fresh.handshake()
+        except BaseException:
+            fresh.kill()
+            with self._lock:
+                if fresh in self._all:
+                    self._all.remove(fresh)
+            raise
         return fresh
 
     @staticmethod
@@ -323,6 +330,7 @@ class Executor:
             except Exception as e2:  # keep the pool size; a later run retries the start
                 log.error("sandbox worker restart failed: %s", e2)
                 self._idle.put(w)
+                w = None
                 return
             self._idle.put(w)
             w = None

@@ -113,6 +113,13 @@ def _sort_key(v: Value) -> str:
 
 def check_value(v: Any, depth: int = 0) -> Value:
     """Validate an encoding received from an untrusted channel; return it or raise ValueError."""
+    try:
+        return _check_value(v, depth)
+    except (OverflowError, RecursionError) as e:
+        raise ValueError(f"malformed value encoding: {e}") from None
+
+
+def _check_value(v: Any, depth: int = 0) -> Value:
     if depth > _MAX_DEPTH + 1:
         raise ValueError("encoding nested too deeply")
     if type(v) is not list or not v or type(v[0]) is not str:
@@ -159,7 +166,7 @@ def check_value(v: Any, depth: int = 0) -> Value:
         if type(args[0]) is not list:
             raise ValueError(f"{tag} value must hold a list of items")
         for x in args[0]:
-            check_value(x, depth + 1)
+            _check_value(x, depth + 1)
     elif tag == "dict":
         need(1)
         if type(args[0]) is not list:
@@ -167,8 +174,8 @@ def check_value(v: Any, depth: int = 0) -> Value:
         for pair in args[0]:
             if type(pair) is not list or len(pair) != 2:
                 raise ValueError("dict item must be a [key, value] pair")
-            check_value(pair[0], depth + 1)
-            check_value(pair[1], depth + 1)
+            _check_value(pair[0], depth + 1)
+            _check_value(pair[1], depth + 1)
     elif tag == "unsupported":
         need(1)
         if type(args[0]) is not str:
@@ -194,8 +201,10 @@ def values_equal(a: Value, b: Value) -> bool:
     equals nothing. Malformed encodings compare unequal rather than raising.
     """
     try:
+        _check_value(a)
+        _check_value(b)
         return _equal(a, b)
-    except (ValueError, TypeError, IndexError, RecursionError):
+    except (ValueError, TypeError, IndexError, RecursionError, OverflowError):
         return False
 
 

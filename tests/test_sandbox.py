@@ -1,0 +1,190 @@
+"""The executor's contract: programs, calls, statuses, limits, ordering, infra retries, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not os.path.exists("/proc/self"),
+                                reason="the sandbox needs Linux (fork, /proc)")
+
+from codea1.sandbox import CallResult, Executor, Job, Limits, RunResult, encode, run, values_equal  # noqa: E402
+
+FAST = Limits(timeout_s=5.0, call_timeout_s=1.0, memory_mb=256, max_procs=16, max_output_bytes=8192)
+
+
+@pytest.fixture(scope="module")
+def ex():
+    with Executor(workers=2, limits=FAST) as e:
+        yield e
+
+
+def value(r: RunResult, i: int):
+    assert r.calls[i].status == "ok", r.calls[i]
+    return r.calls[i].value
+
+
+def test_program_and_calls_return_plain_values(ex):
+    r = ex.run(Job("def f(a, b):\n    return a + b\nprint('hello')\n",
+                   ["f(1, 2)", "f([1], [2.5])", "f(1, None)", "1/0", "f('a', 'b')"]))
+    assert isinstance(r, RunResult) and r.status == "ok" and r.program_ok and r.program_error is None
+    assert r.stdout == "hello\n" and r.exit_code == 0
+    assert values_equal(value(r, 0), encode(3))
+    assert values_equal(value(r, 1), encode([1, 2.5]))
+    assert r.calls[2].status == "error" and r.calls[2].error.startswith("TypeError:")
+    assert r.calls[3] == CallResult(status="error", value=None, error="ZeroDivisionError: division by zero")
+    assert values_equal(value(r, 4), encode("ab"))
+    assert r.wall_s > 0 and r.cpu_s >= 0 and r.peak_mb >= 0
+
+
+def test_program_error_means_no_calls(ex):
+    r = ex.run(Job("def f():\n    return 1\nraise KeyError('boom')\n", ["f()"]))
+    assert r.status == "error" and not r.program_ok
+    assert r.program_error == "KeyError: 'boom'"
+    assert "KeyError" in r.stderr  # the traceback, for humans
+    assert [c.status for c in r.calls] == ["not-run"]
+    r = ex.run(Job("def f(:\n", ["f()"]))
+    assert r.status == "error" and r.program_error.startswith("SyntaxError")
+    r = ex.run(Job("x = 1\n", ["x +"]))
+    assert r.program_ok and r.calls[0].status == "error" and r.calls[0].error.startswith("SyntaxError")
+
+
+def test_exit_code_is_reported_but_not_success(ex):
+    r = ex.run(Job("import sys\nsys.exit(3)\n"))
+    assert r.status == "error" and r.exit_code == 3 and not r.program_ok
+    assert r.program_error == "SystemExit: 3"
+
+
+def test_hanging_call_times_out_and_the_rest_continue_in_a_fresh_fork(ex):
+    program = "import time\nstate = []\ndef hang():\n    time.sleep(100)\n"
+    calls = ["state.append(1) or len(state)", "hang()", "len(state)", "state.append(2) or len(state)"]
+    t = time.monotonic()
+    r = ex.run(Job(program, calls, Limits(timeout_s=10, call_timeout_s=0.5)))
+    assert time.monotonic() - t < 5
+    assert r.status == "ok" and r.program_ok
+    assert [c.status for c in r.calls] == ["ok", "timeout", "ok", "ok"]
+    assert values_equal(value(r, 0), encode(1))
+    assert values_equal(value(r, 2), encode(0)), "the fresh fork starts from the program's clean state"
+    assert values_equal(value(r, 3), encode(1))
+
+
+def test_crashing_call_is_that_calls_error_only(ex):
+    r = ex.run(Job("import os\n", ["1", "os._exit(0)", "2", "os.kill(os.getpid(), 9)", "3"]))
+    assert [c.status for c in r.calls] == ["ok", "error", "ok", "error", "ok"]
+    assert "ProcessExited" in r.calls[1].error and "SIGKILL" in r.calls[3].error
+    assert values_equal(value(r, 4), encode(3))
+
+
+def test_run_deadline_stops_everything(ex):
+    r = ex.run(Job("import time\n", ["time.sleep(0.4)"] * 20, Limits(timeout_s=1.0, call_timeout_s=1.0)))
+    assert r.status == "timeout"
+    statuses = [c.status for c in r.calls]
+    assert statuses.count("ok") >= 1 and "timeout" in statuses and statuses[-1] == "not-run"
+    assert r.wall_s < 3
+
+
+def test_run_many_preserves_order_and_per_job_limits(ex):
+    jobs = [Job(f"x = {i}\n", ["x * 2"]) for i in range(12)]
+    jobs[5] = Job("while True: pass\n", ["1"], Limits(timeout_s=0.5))
+    results = ex.run_many(jobs)
+    assert len(results) == 12
+    for i, r in enumerate(results):
+        if i == 5:
+            assert r.status == "timeout"
+        else:
+            assert values_equal(value(r, 0), encode(2 * i))
+    assert ex.run_many([]) == []
+
+
+def test_bad_arguments_are_clear_errors(ex):
+    with pytest.raises(ValueError, match="timeout_s"):
+        Limits(timeout_s=0)
+    with pytest.raises(ValueError, match="memory_mb"):
+        Limits(memory_mb=8)
+    with pytest.raises(TypeError, match="calls"):
+        Job("x", "f()")
+    with pytest.raises(TypeError, match="calls\\[1\\]"):
+        Job("x", ["f()", 3])
+    with pytest.raises(TypeError, match="Job"):
+        ex.run("print(1)")
+    with pytest.raises(ValueError, match="workers"):
+        Executor(workers=0)
+
+
+def test_protections_are_reported(ex):
+    assert set(ex.protections) >= {"fork-server", "pid-namespace", "memory-cgroup", "result-channel"}
+    if os.geteuid() == 0:
+        assert ex.lost_protections == {}, ex.lost_protections
+
+
+def test_degraded_mode_says_what_is_lost_and_still_runs(caplog):
+    with caplog.at_level("WARNING", logger="codea1.sandbox"):
+        with Executor(workers=1, limits=FAST, isolate=False, preload=()) as e:
+            lost = e.lost_protections
+            r = e.run(Job("def f():\n    return 7\n", ["f()"]))
+    assert "pid-namespace" in lost and "net-namespace" in lost and "read-only-root" in lost
+    assert "protections lost" in caplog.text
+    assert values_equal(value(r, 0), encode(7))
+
+
+def _kill_workers(e: Executor, stop: threading.Event, period: float) -> None:
+    while not stop.is_set():
+        for w in list(e._all):
+            try:
+                os.killpg(w.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        stop.wait(period)
+
+
+def test_worker_crash_is_infra_retried_once_then_reported():
+    with Executor(workers=1, limits=FAST, preload=()) as e:
+        # One crash: the retry on a fresh worker succeeds, the candidate is not blamed.
+        job = Job("import time\ntime.sleep(0.5)\n", ["41 + 1"])
+        killer = threading.Timer(0.2, lambda: os.killpg(e._all[0].proc.pid, signal.SIGKILL))
+        killer.start()
+        r = e.run(job)
+        killer.join()
+        assert r.status == "ok" and values_equal(value(r, 0), encode(42))
+        # Crashes on every attempt: reported as infra, never as a pass or a fail.
+        stop = threading.Event()
+        t = threading.Thread(target=_kill_workers, args=(e, stop, 0.05))
+        t.start()
+        try:
+            r = e.run(Job("import time\ntime.sleep(1)\n", ["1"]))
+        finally:
+            stop.set()
+            t.join()
+        assert r.status == "infra" and r.infra_error and not r.program_ok
+        assert [c.status for c in r.calls] == ["not-run"]
+        # And the executor recovers.
+        r = e.run(Job("x = 5\n", ["x"]))
+        assert r.status == "ok" and values_equal(value(r, 0), encode(5))
+
+
+def test_one_off_run_helper():
+    r = run("def f(x):\n    return x * 3\n", ["f(3)"], FAST)
+    assert values_equal(value(r, 0), encode(9))
+
+
+def test_cli_run_and_json(tmp_path):
+    from typer.testing import CliRunner
+
+    from codea1.sandbox.cli import app
+
+    prog = tmp_path / "p.py"
+    prog.write_text("print('hi')\n")
+    res = CliRunner().invoke(app, ["run", str(prog), "--json", "--timeout", "5", "--memory-mb", "256"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["status"] == "ok" and data["stdout"] == "hi\n" and data["program_ok"] is True
+    prog.write_text("while True: pass\n")
+    res = CliRunner().invoke(app, ["run", str(prog), "--timeout", "1"])
+    assert res.exit_code == 1 and "status:     timeout" in res.output
+    res = CliRunner().invoke(app, ["run", str(tmp_path / "missing.py")])
+    assert res.exit_code == 2 and "missing.py" in res.output
