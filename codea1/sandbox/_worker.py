@@ -121,7 +121,7 @@ class Worker:
                 os.mkdir(ROOT_DIR, 0o755)
                 isolation.mount("tmpfs", ROOT_DIR, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
                                 f"size={self.cfg.get('scratch_mb', 1024)}m,mode=755")
-                isolation.build_root(ROOT_DIR, SCRATCH_IN_ROOT.lstrip("/"))
+                isolation.build_root(ROOT_DIR, SCRATCH_IN_ROOT.lstrip("/"), tuple(self.cfg.get("hide", ())))
                 self.root = ROOT_DIR
                 self.scratch_host = ROOT_DIR + SCRATCH_IN_ROOT
                 self.scratch_child = SCRATCH_IN_ROOT

@@ -9,6 +9,7 @@ replaced, the run is retried once, and a second failure is reported as ``status=
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ _GRACE_S = 20.0
 _START_TIMEOUT_S = 120.0
 #: First uid used for runs; each worker gets its own (RLIMIT_NPROC counts per uid).
 _UID_BASE = 2_000_000
+_SERIAL = itertools.count(1)  # unique cgroup names across every Executor of this process
 #: Jobs queued at once on one worker (it starts the next as soon as one ends).
 _PIPELINE_DEPTH = 2
 
@@ -54,12 +56,13 @@ class _Worker:
 
     def __init__(self, index: int, gen: int, preload: Sequence[str], isolate: bool) -> None:
         self.index = index
-        tag = f"codea1-sbx-{os.getpid()}-{index}-{gen}"
+        tag = f"codea1-sbx-{os.getpid()}-{index}-{next(_SERIAL)}"
         self.cgroups = []
         cfg: dict = {
             "uid": _UID_BASE + (os.getpid() % 100_000) * 64 + index % 64,
             "preload": list(preload),
             "isolate": isolate,
+            "hide": [_PACKAGE_ROOT, os.getcwd()],  # the repository and the caller's directory
         }
         if isolate and os.geteuid() == 0:
             for ctl in ("memory", "pids"):

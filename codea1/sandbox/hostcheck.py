@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from codea1.sandbox.executor import _UID_BASE, Executor
+from codea1.sandbox.executor import Executor
 
 
 def _status_field(pid: str, field: str) -> str | None:
@@ -23,14 +23,17 @@ def _status_field(pid: str, field: str) -> str | None:
     return None
 
 
-def run_uid_processes() -> list[int]:
-    """Host processes running as one of the sandbox's run uids (there should be none between runs)."""
+def run_uid_processes(executor: Executor) -> list[int]:
+    """Host processes running as one of this executor's run uids (none between runs)."""
+    uids = {w.hello.get("uid") for w in list(executor._all) if w.hello and w.hello.get("uid") is not None}
+    if not uids:
+        return []
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         uid = _status_field(pid, "Uid")
-        if uid and _UID_BASE <= int(uid.split()[0]) < _UID_BASE + 100_000 * 64:
+        if uid and int(uid.split()[0]) in uids:
             out.append(int(pid))
     return out
 
@@ -94,7 +97,7 @@ class HostSnapshot:
         procs = run_processes(executor)
         if procs:
             problems.append(f"processes of a finished run still alive: {procs}")
-        strays = run_uid_processes()
+        strays = run_uid_processes(executor)
         if strays:
             problems.append(f"processes with a sandbox uid still alive: {strays}")
         cg = cgroup_usage_mb(executor)

@@ -122,9 +122,15 @@ def bind_readonly(src: str, dst: str) -> None:
     mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def python_paths() -> list[str]:
-    """Directories the interpreter (and numpy) need: prefixes, stdlib, site-packages."""
+def python_paths(hide: tuple[str, ...] = ()) -> list[str]:
+    """Directories the interpreter (and numpy) need: prefixes, stdlib, site-packages.
+
+    Never a directory in ``hide`` (the repository), nor one below or above it."""
     paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    needed = [os.path.realpath(p) for p in paths]
+    # A hidden directory that holds the interpreter itself (e.g. a run from /root) cannot be hidden.
+    hide = tuple(h for h in (os.path.realpath(x) for x in hide)
+                 if h != "/" and not any(n == h or n.startswith(h + "/") for n in needed))
     for p in sys.path:
         if p and os.path.isdir(p):
             paths.add(os.path.realpath(p))
@@ -136,11 +142,13 @@ def python_paths() -> list[str]:
             continue
         if any(p == o or p.startswith(o + "/") for o in out):
             continue
+        if any(p == h or p.startswith(h + "/") or h.startswith(p + "/") for h in hide):
+            continue
         out.append(p)
     return out
 
 
-def build_root(root: str, scratch_name: str = "scratch") -> list[str]:
+def build_root(root: str, scratch_name: str = "scratch", hide: tuple[str, ...] = ()) -> list[str]:
     """Populate ``root`` (an empty tmpfs dir) with read-only binds of what Python needs.
 
     Returns the list of host paths made visible. Must run inside a private mount namespace.
@@ -157,7 +165,7 @@ def build_root(root: str, scratch_name: str = "scratch") -> list[str]:
             os.makedirs(dst, exist_ok=True)
             bind_readonly(d, dst)
             visible.append(d)
-    for p in python_paths():
+    for p in python_paths(hide):
         dst = j(p)
         os.makedirs(dst, exist_ok=True)
         bind_readonly(p, dst)

@@ -17,6 +17,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+# Pin the builtins this module uses: a candidate that patches ``builtins`` in the run's
+# interpreter must not change how its values are encoded.
+import builtins as _builtins  # noqa: E402
+
+(bool, bytes, complex, dict, float, frozenset, id, int, isinstance, len, list, repr, set, str,
+ tuple, type, memoryview, compile, eval, exec, getattr) = (
+    _builtins.bool, _builtins.bytes, _builtins.complex, _builtins.dict, _builtins.float,
+    _builtins.frozenset, _builtins.id, _builtins.int, _builtins.isinstance, _builtins.len,
+    _builtins.list, _builtins.repr, _builtins.set, _builtins.str, _builtins.tuple, _builtins.type,
+    _builtins.memoryview, _builtins.compile, _builtins.eval, _builtins.exec, _builtins.getattr)
+
 Value = list  # a tagged plain-data encoding (see module docstring)
 
 #: Float comparison tolerances of :func:`values_equal` (relative, absolute).

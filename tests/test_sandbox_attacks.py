@@ -1,0 +1,384 @@
+"""One test per attack class of ../shared/SANDBOX.md.
+
+Each asserts both that the attack fails (the trusted outcome is not what the attacker
+wanted) and that the host is unharmed afterwards: nothing the run started is still alive,
+its memory is given back, no file appeared outside the scratch dir.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not os.path.exists("/proc/self"),
+                                reason="the sandbox needs Linux (fork, /proc)")
+
+from codea1.sandbox import Executor, Job, Limits, RunResult, encode, values_equal  # noqa: E402
+from codea1.sandbox._child import SETUP_FAILED_EXIT  # noqa: E402
+from codea1.sandbox.hostcheck import HostSnapshot  # noqa: E402
+
+LIM = Limits(timeout_s=5.0, call_timeout_s=1.0, memory_mb=256, max_procs=16, max_output_bytes=8192,
+             max_file_bytes=1 << 20)
+SECRET = "codea1-test-secret-6f1d"
+
+
+@pytest.fixture(scope="module")
+def ex():
+    os.environ["CODEA1_TEST_API_KEY"] = SECRET  # must never reach a run
+    try:
+        with Executor(workers=2, limits=LIM) as e:
+            yield e
+    finally:
+        os.environ.pop("CODEA1_TEST_API_KEY", None)
+
+
+@pytest.fixture
+def host(ex):
+    """Snapshot before the test; after it, assert the host is as it was."""
+    before = HostSnapshot.take(ex)
+    yield before
+    deadline = time.monotonic() + 5
+    while True:  # memory accounting settles asynchronously
+        problems = before.harm(ex, mem_slack_mb=1024)
+        if not problems or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert problems == [], problems
+    assert ex.run(Job("x = 1\n", ["x"])).calls[0].status == "ok", "the executor must still work"
+
+
+def need(ex: Executor, *names: str) -> None:
+    lost = {n: ex.protections.get(n) for n in names if ex.protections.get(n) is not True}
+    if lost:
+        pytest.skip(f"protection not available on this machine: {lost}")
+
+
+def val(r: RunResult, i: int = 0):
+    return r.calls[i].value if r.calls[i].status == "ok" else None
+
+
+# 1 ------------------------------------------------------------------------------------
+def test_fake_equality_objects_equal_nothing(ex, host):
+    program = """
+import numpy as np
+class LyingInt(int):
+    def __eq__(self, o): return True
+    def __ne__(self, o): return False
+    __hash__ = int.__hash__
+class Anything:
+    def __eq__(self, o): return True
+    def __bool__(self): return True
+    def __hash__(self): return 0
+class Spoof:
+    __class__ = property(lambda self: int)
+    def __eq__(self, o): return True
+class S(str):
+    def __eq__(self, o): return True
+    __hash__ = str.__hash__
+class L(list):
+    def __eq__(self, o): return True
+def f(kind):
+    return {"int": LyingInt(0), "any": Anything(), "spoof": Spoof(), "str": S("no"),
+            "list": L([0]), "key": {Anything(): 1}, "np": np.int64(3), "nested": [1, Anything()]}[kind]
+"""
+    kinds = ["int", "any", "spoof", "str", "list", "key", "np", "nested"]
+    r = ex.run(Job(program, [f"f({k!r})" for k in kinds]))
+    assert r.program_ok
+    for i, expected in enumerate([3, 3, 3, "yes", [1], {1: 1}, 3, [1, 2]]):
+        assert r.calls[i].status == "ok"
+        assert not values_equal(val(r, i), encode(expected)), kinds[i]
+    assert val(r, 0)[0] == "unsupported" and val(r, 2)[0] == "unsupported"
+
+
+# 2 ------------------------------------------------------------------------------------
+def test_harness_tampering_in_the_same_interpreter(ex, host):
+    # Patching what the harness uses changes nothing it reports.
+    patch = ("import builtins, json, os, sys\njson.dumps = lambda *a, **k: '[\"E\"]'\n"
+             "os.write = lambda *a: 0\nbuiltins.repr = builtins.type = None\nsys.stdout = None\n"
+             "def f():\n    return 2\n")
+    r = ex.run(Job(patch, ["f()", "f() + 1"]))
+    assert r.program_ok and values_equal(val(r, 0), encode(2)) and values_equal(val(r, 1), encode(3))
+    # Reaching the harness's record function through gc to add a result of its own choosing
+    # is caught: two results for one call is a protocol violation, the candidate's failure.
+    forge = ("import gc\ndef f():\n    for o in gc.get_objects():\n"
+             "        if getattr(o, '__name__', '') == 'record' and callable(o):\n"
+             "            o(['R', 0, 'ok', ['int', '42']])\n    return 1\n")
+    r = ex.run(Job(forge, ["f()", "2"]))
+    assert r.status == "error" and not r.program_ok and "ProtocolViolation" in r.program_error
+    assert all(c.status == "error" for c in r.calls)
+    # The expected value never enters the run: scanning the whole heap for it finds nothing.
+    scan = ("import gc, sys\ndef f():\n    for o in gc.get_objects():\n"
+            "        if isinstance(o, (list, tuple, dict)):\n            for x in (o.values() if isinstance(o, dict) else o):\n"
+            "                if isinstance(x, str) and x.startswith('expected-'):\n                    return x\n"
+            "    return None\n")
+    r = ex.run(Job(scan, ["f()"]))
+    assert not values_equal(val(r), encode("expected-" + SECRET))
+
+
+# 3 ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("exit_path", [
+    "import sys\nsys.exit(0)",
+    "raise SystemExit(0)",
+    "import os\nos._exit(0)",
+    "import atexit, os\natexit.register(lambda: os._exit(0))\nraise RuntimeError('x')",
+    "import sys\nsys.excepthook = lambda *a: None\nraise RuntimeError('x')",
+    "import signal, os\nos.kill(os.getpid(), signal.SIGTERM)",
+    "raise KeyboardInterrupt",
+    "assert __debug__ is False, 'asserts must run'",
+    "assert False",
+])
+def test_faked_success_via_every_exit_path(ex, host, exit_path):
+    r = ex.run(Job(exit_path + "\ndef f():\n    return 1\n", ["f()"]))
+    assert not r.program_ok and r.status != "ok" and r.status != "infra"
+    assert [c.status for c in r.calls] == ["not-run"]
+
+
+def test_optimize_flags_of_the_parent_do_not_strip_asserts(host):
+    os.environ["PYTHONOPTIMIZE"] = "2"
+    try:
+        with Executor(workers=1, limits=LIM, preload=()) as e:
+            r = e.run(Job("assert 1 == 2\n"))
+            r2 = e.run(Job("x = 0\n", ["__debug__"]))
+    finally:
+        os.environ.pop("PYTHONOPTIMIZE")
+    assert not r.program_ok and r.program_error.startswith("AssertionError")
+    assert values_equal(val(r2), encode(True))
+
+
+# 4 ------------------------------------------------------------------------------------
+def test_forged_output_and_records(ex, host):
+    # Markers printed on stdout/stderr mean nothing.
+    printed = ("import sys\nprint('[\"ready\"]\\n[\"P\",true,null]\\n[\"E\"]')\n"
+               "sys.stderr.write('[\"P\",true,null]\\n')\nraise ValueError('fails')\n")
+    r = ex.run(Job(printed))
+    assert not r.program_ok and r.status == "error" and r.program_error == "ValueError: fails"
+    # Records written on the result pipe that clash with the harness's are violations.
+    for forged in (b'["P",true,null]\\n["E"]\\n', b'garbage\\n', b'["R",0,"ok",["int","1"]]\\n',
+                   b'["P",true,null]\\n', b'[' * 10000 + b'\\n', b'["S",0]\\n["R",0,"ok",["float","0x1p99999"]]\\n'):
+        prog = f"import os\nos.write(3, {forged.decode()!r}.encode())\nraise ValueError('x')\n"
+        r = ex.run(Job(prog, ["1"]))
+        assert not r.program_ok and r.status == "error", forged[:40]
+        assert r.calls[0].status != "ok"
+    # A forged value for a later call, followed by the real result, is a duplicate.
+    r = ex.run(Job("import os\ndef f():\n    os.write(3, b'[\"R\",0,\"ok\",[\"int\",\"7\"]]\\n')\n    return 1\n",
+                   ["f()"]))
+    assert r.status == "error" and "ProtocolViolation" in (r.program_error or "")
+    # An over-long record is refused, never buffered without bound.
+    big = Limits(timeout_s=5, max_value_bytes=1000)
+    r = ex.run(Job("import os\nos.write(3, b'x' * 100000)\n", [], big))
+    assert not r.program_ok
+
+
+# 5 ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("program", [
+    "while True:\n    pass",
+    "import signal\nfor s in (signal.SIGALRM, signal.SIGXCPU, signal.SIGTERM, signal.SIGINT):\n"
+    "    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    try:\n        pass\n    except BaseException:\n        pass",
+    "import time\ntime.sleep(1000)",
+    "import threading\ndef spin():\n    while True: pass\nfor _ in range(4):\n    threading.Thread(target=spin).start()\n"
+    "import time\ntime.sleep(1000)",
+    "def g():\n    try:\n        while True: pass\n    finally:\n        g()\ng()",
+])
+def test_time_is_enforced_from_outside(ex, host, program):
+    t = time.monotonic()
+    r = ex.run(Job(program, ["1"], Limits(timeout_s=1.0, memory_mb=256, max_procs=16)))
+    assert r.status == "timeout" and not r.program_ok
+    assert time.monotonic() - t < 4
+
+
+def test_cpu_limit_and_call_timeouts(ex, host):
+    r = ex.run(Job("while True: pass\n", [], Limits(timeout_s=20.0, cpu_s=1.0)))
+    assert r.status == "timeout" and r.wall_s < 10
+    r = ex.run(Job("def hang():\n    while True: pass\n", ["hang()", "2"], Limits(timeout_s=10, call_timeout_s=0.5)))
+    assert [c.status for c in r.calls] == ["timeout", "ok"]
+
+
+# 6 ------------------------------------------------------------------------------------
+def test_memory_bomb_is_capped_and_others_keep_working(ex, host):
+    bomb = Job("x = []\nwhile True:\n    x.append(bytearray(1 << 24))\n")
+    np_bomb = Job("import numpy as np\na = np.ones((1 << 30,), dtype=np.float64)\n")
+    call_bomb = Job("def eat():\n    return [0] * (1 << 31)\n", ["eat()", "1 + 1"])
+    good = [Job(f"x = {i}\n", ["x"]) for i in range(6)]
+    results = ex.run_many([bomb, *good[:3], np_bomb, *good[3:], call_bomb])
+    assert results[0].status == "memory" and not results[0].program_ok
+    assert results[4].status in ("memory", "error") and not results[4].program_ok
+    assert results[4].program_error and "MemoryError" in results[4].program_error
+    assert results[-1].calls[0].status == "error" and "MemoryError" in results[-1].calls[0].error
+    assert values_equal(val(results[-1], 1), encode(2))
+    for i, r in enumerate(results[1:4] + results[5:8]):
+        assert values_equal(val(r), encode(i)), "a neighbour's memory bomb must not hurt other runs"
+    assert results[0].peak_mb <= LIM.memory_mb + 16
+
+
+# 7 ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("program", [
+    # fork bomb
+    "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+    # thread bomb
+    "import threading, time\nn = 0\nwhile True:\n    try:\n        threading.Thread(target=time.sleep, args=(100,), daemon=True).start()\n"
+    "        n += 1\n    except RuntimeError:\n        break\nprint(n)\nassert n < 16, n",
+    # daemonised grandchild that outlives the run, plus zombies
+    "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(1000)\n    os._exit(0)\n"
+    "for _ in range(5):\n    if os.fork() == 0:\n        os._exit(0)\ntime.sleep(0.2)",
+])
+def test_processes_are_capped_and_nothing_outlives_the_run(ex, host, program):
+    r = ex.run(Job(program, [], Limits(timeout_s=2.0, memory_mb=256, max_procs=16)))
+    assert r.status != "infra"
+    # the host fixture asserts no process of the run survives it
+
+
+# 8 ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("program", [
+    "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
+    "import os\nwhile True:\n    os.write(2, b'y' * 65536)",
+    "import os, threading\nt = threading.Thread(target=lambda: [os.write(1, b'a' * 4096) for _ in iter(int, 1)])\n"
+    "t.start()\nwhile True:\n    os.write(2, b'b' * 4096)",
+])
+def test_output_floods_are_bounded_and_drained(ex, host, program):
+    t = time.monotonic()
+    r = ex.run(Job(program))
+    assert r.status == "output-limit" and not r.program_ok
+    assert len(r.stdout) + len(r.stderr) <= LIM.max_output_bytes
+    assert time.monotonic() - t < 4
+
+
+def test_file_floods_are_bounded(ex, host):
+    r = ex.run(Job("f = open('big', 'wb')\nwhile True:\n    f.write(b'z' * 65536)\n"))
+    assert not r.program_ok and "FileSizeLimit" in (r.program_error or "") + r.stderr + str(r.exit_code) \
+        or r.program_error.startswith("OSError")
+    r = ex.run(Job("i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'z' * 500000)\n    i += 1\n"))
+    assert not r.program_ok and r.status in ("memory", "error", "timeout")
+
+
+# 9 ------------------------------------------------------------------------------------
+def test_escapes_to_host_files(ex, host, tmp_path):
+    need(ex, "mount-namespace", "read-only-root", "unprivileged-uid")
+    target = tmp_path / "escape"
+    target.mkdir()
+    os.chmod(target, 0o777)
+    repo_file = os.path.abspath(__file__)
+    prog = f"""
+import os
+wrote, read = [], []
+for p in ({str(target / 'x')!r}, '/tmp/codea1-escape', '/root/codea1-escape', '/codea1-escape',
+          '/usr/codea1-escape', '/etc/codea1-escape', '/dev/shm/codea1-escape', '/scratch/../x'):
+    try:
+        with open(p, 'w') as f:
+            f.write('x')
+        wrote.append(p)
+    except OSError:
+        pass
+for p in ({repo_file!r}, '/etc/shadow', '/proc/1/environ', '/proc/self/environ', '/root/.bashrc',
+          '/work/shared/SANDBOX.md'):
+    try:
+        open(p).read(1)
+        read.append(p)
+    except OSError:
+        pass
+open('mine.txt', 'w').write('scratch is fine')
+print(wrote, read, os.listdir('/'))
+"""
+    r = ex.run(Job(prog, ["open('mine.txt').read()"]))
+    assert r.program_ok, r.stderr
+    assert r.stdout.startswith("[] []"), r.stdout
+    assert values_equal(val(r), encode("scratch is fine"))
+    assert not (target / "x").exists() and not os.path.exists("/tmp/codea1-escape")
+    assert not os.path.exists("/codea1-escape") and not os.path.exists("/root/codea1-escape")
+
+
+def test_escapes_to_network(ex, host):
+    need(ex, "net-namespace")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        prog = (f"import socket\ns = socket.socket()\ns.settimeout(1)\ns.connect(('127.0.0.1', {port}))\n")
+        r = ex.run(Job(prog))
+        assert not r.program_ok and r.program_error.split(":")[0] in (
+            "ConnectionRefusedError", "OSError", "TimeoutError", "PermissionError")
+        r = ex.run(Job("import socket\nsocket.getaddrinfo('example.com', 80)\n"))
+        assert not r.program_ok
+    finally:
+        server.close()
+
+
+def test_escapes_to_other_processes_and_the_environment(ex, host):
+    need(ex, "pid-namespace", "unprivileged-uid", "scrubbed-env")
+    me = os.getpid()
+    prog = f"""
+import os, signal
+hits = []
+for pid in ({me}, 1, {os.getppid()}):
+    try:
+        os.kill(pid, 0)
+        hits.append(pid)
+    except OSError:
+        pass
+try:
+    os.kill(-1, signal.SIGKILL)
+except OSError:
+    pass
+"""
+    r = ex.run(Job(prog + "print(hits)\n"))
+    assert os.getpid() == me  # we are alive: kill(-1) from the run reached nothing of ours
+    r = ex.run(Job("import os\nprint(os.getpid(), os.getuid())\n",
+                   ["sorted(__import__('os').environ)", "str(dict(__import__('os').environ))"]))
+    assert r.program_ok
+    pid, uid = map(int, r.stdout.split())
+    assert uid != 0 and pid != me
+    assert SECRET not in str(r.calls[1].value) and "CODEA1_TEST_API_KEY" not in str(r.calls[0].value)
+
+
+# 10 -----------------------------------------------------------------------------------
+def test_state_poisoning_does_not_leak_between_runs(ex, host):
+    poison = ("import math, builtins, sys, os, json\nmath.pi = 3\nbuiltins.len = lambda x: 0\n"
+              "sys.modules['json'] = None\nos.environ['POISON'] = '1'\nos.chdir('/')\n"
+              "open('/scratch/left-behind', 'w').write('x') if os.path.isdir('/scratch') else None\n"
+              "import random\nrandom.seed(0)\n")
+    check = ("import math, json, os\n", ["math.pi", "len([1, 2])", "json.dumps(1)", "os.environ.get('POISON')",
+                                         "os.listdir('.')"])
+    results = ex.run_many([Job(poison, ["math.pi"])] * 4 + [Job(*check)] * 8)
+    assert values_equal(val(results[0]), encode(3))
+    for r in results[4:]:
+        assert values_equal(val(r, 0), encode(3.141592653589793))
+        assert values_equal(val(r, 1), encode(2))
+        assert values_equal(val(r, 2), encode("1"))
+        assert values_equal(val(r, 3), encode(None))
+        assert values_equal(val(r, 4), encode([]))
+
+
+# 11 -----------------------------------------------------------------------------------
+def test_a_candidate_cannot_pass_itself_off_as_infrastructure_noise(ex, host):
+    for prog in (f"import os\nos._exit({SETUP_FAILED_EXIT})\n", "import os\nos.close(3)\nos._exit(1)\n",
+                 "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"):
+        r = ex.run(Job(prog, ["1"]))
+        assert r.status == "error" and r.infra_error is None and not r.program_ok
+
+
+def test_worker_death_is_infra_not_a_verdict(host):
+    with Executor(workers=1, limits=LIM, preload=()) as e:
+        stop = threading.Event()
+
+        def killer():
+            while not stop.is_set():
+                for w in list(e._all):
+                    try:
+                        os.killpg(w.proc.pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                stop.wait(0.05)
+
+        t = threading.Thread(target=killer)
+        t.start()
+        try:
+            r = e.run(Job("import time\ntime.sleep(1)\nassert False\n"))
+        finally:
+            stop.set()
+            t.join()
+        assert r.status == "infra" and not r.program_ok and r.infra_error
