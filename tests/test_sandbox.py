@@ -132,36 +132,16 @@ def test_degraded_mode_says_what_is_lost_and_still_runs(caplog):
     assert values_equal(value(r, 0), encode(7))
 
 
-def _kill_workers(e: Executor, stop: threading.Event, period: float) -> None:
-    while not stop.is_set():
-        for w in list(e._all):
-            try:
-                os.killpg(w.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        stop.wait(period)
-
-
-def test_worker_crash_is_infra_retried_once_then_reported():
+def test_worker_crash_is_infra_retried_once():
     with Executor(workers=1, limits=FAST, preload=()) as e:
-        # One crash: the retry on a fresh worker succeeds, the candidate is not blamed.
+        # One crash: the retry on a fresh worker succeeds, the candidate is not blamed
+        # (crashes on every attempt: see test_sandbox_attacks.py).
         job = Job("import time\ntime.sleep(0.5)\n", ["41 + 1"])
         killer = threading.Timer(0.2, lambda: os.killpg(e._all[0].proc.pid, signal.SIGKILL))
         killer.start()
         r = e.run(job)
         killer.join()
         assert r.status == "ok" and values_equal(value(r, 0), encode(42))
-        # Crashes on every attempt: reported as infra, never as a pass or a fail.
-        stop = threading.Event()
-        t = threading.Thread(target=_kill_workers, args=(e, stop, 0.05))
-        t.start()
-        try:
-            r = e.run(Job("import time\ntime.sleep(1)\n", ["1"]))
-        finally:
-            stop.set()
-            t.join()
-        assert r.status == "infra" and r.infra_error and not r.program_ok
-        assert [c.status for c in r.calls] == ["not-run"]
         # And the executor recovers.
         r = e.run(Job("x = 5\n", ["x"]))
         assert r.status == "ok" and values_equal(value(r, 0), encode(5))

@@ -18,16 +18,9 @@ import types
 
 from codea1.sandbox.values import EncodingError, encode
 
-# Pin the builtins this module uses: a candidate that patches ``builtins`` in the run's
-# interpreter must not change how its values are encoded.
-import builtins as _builtins  # noqa: E402
-
-(bool, bytes, complex, dict, float, frozenset, id, int, isinstance, len, list, repr, set, str,
- tuple, type, memoryview, compile, eval, exec, getattr) = (
-    _builtins.bool, _builtins.bytes, _builtins.complex, _builtins.dict, _builtins.float,
-    _builtins.frozenset, _builtins.id, _builtins.int, _builtins.isinstance, _builtins.len,
-    _builtins.list, _builtins.repr, _builtins.set, _builtins.str, _builtins.tuple, _builtins.type,
-    _builtins.memoryview, _builtins.compile, _builtins.eval, _builtins.exec, _builtins.getattr)
+# The builtins pinned in values.py: patching ``builtins`` in the run changes nothing here.
+from codea1.sandbox.values import (  # noqa: E402
+    bool, bytes, compile, eval, exec, getattr, int, isinstance, memoryview, str, type)
 
 RESULT_FD = 3
 #: Exit status of a child whose confinement failed before any candidate code ran.
