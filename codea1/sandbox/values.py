@@ -22,11 +22,12 @@ from typing import Any
 import builtins as _builtins  # noqa: E402
 
 (bool, bytes, complex, dict, float, frozenset, id, int, isinstance, len, list, repr, set, str,
- tuple, type, memoryview, compile, eval, exec, getattr) = (
+ tuple, type, memoryview, compile, eval, exec, getattr, range) = (
     _builtins.bool, _builtins.bytes, _builtins.complex, _builtins.dict, _builtins.float,
     _builtins.frozenset, _builtins.id, _builtins.int, _builtins.isinstance, _builtins.len,
     _builtins.list, _builtins.repr, _builtins.set, _builtins.str, _builtins.tuple, _builtins.type,
-    _builtins.memoryview, _builtins.compile, _builtins.eval, _builtins.exec, _builtins.getattr)
+    _builtins.memoryview, _builtins.compile, _builtins.eval, _builtins.exec, _builtins.getattr,
+    _builtins.range)
 
 Value = list  # a tagged plain-data encoding (see module docstring)
 
