@@ -168,3 +168,14 @@ def test_cli_run_and_json(tmp_path):
     assert res.exit_code == 1 and "status:     timeout" in res.output
     res = CliRunner().invoke(app, ["run", str(tmp_path / "missing.py")])
     assert res.exit_code == 2 and "missing.py" in res.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="every protection holds only as root")
+def test_cli_check_passes_on_this_machine():
+    from typer.testing import CliRunner
+
+    from codea1.sandbox.cli import app
+
+    res = CliRunner().invoke(app, ["check"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "FAIL" not in res.output and res.output.count("PASS") >= 15

@@ -69,13 +69,14 @@ def check_command() -> None:
             prot.add_row(name, "[green]holds[/]" if state is True else f"[red]{state}[/]", what)
         console.print(prot)
         results = run_checks(ex)
-    table = Table(title="Attacks (one per class of SANDBOX.md)")
-    for col in ("check", "class", "verdict", "run status", "what it shows"):
+    table = Table(title="Attacks (one per class of SANDBOX.md); host = nothing left running, memory back")
+    for col in ("check", "class", "verdict", "run status", "host", "what it shows"):
         table.add_column(col)
     failed = 0
-    for c, ok, r in results:
+    for c, ok, r, harm in results:
         failed += not ok
-        table.add_row(c.name, c.attack, "[green]PASS[/]" if ok else "[red]FAIL[/]", r.status, c.explain)
+        table.add_row(c.name, c.attack, "[green]PASS[/]" if ok else "[red]FAIL[/]", r.status,
+                      "[green]unharmed[/]" if not harm else f"[red]{'; '.join(harm)}[/]", c.explain)
     console.print(table)
     lost = [k for k, v in ex.protections.items() if v is not True]
     if lost:

@@ -62,6 +62,11 @@ def checks() -> list[Check]:
                   "raise ValueError('x')\n", [], fast),
               lambda r: not r.program_ok,
               "records written by the candidate are rejected"),
+        Check("signal kill from inside", "9",
+              Job("import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n"
+                  "print(os.getuid(), os.getpid())\n", [], fast),
+              lambda r: r.status == "error" or (r.program_ok and r.stdout.split()[0] != "0"),
+              "kill(-1) reaches only the run's own processes"),
         Check("infinite loop", "5",
               Job("import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n"
                   "    try:\n        pass\n    except BaseException:\n        pass\n", [], fast),
@@ -77,6 +82,11 @@ def checks() -> list[Check]:
                   "print(n)\n", [], fast),
               lambda r: r.program_ok and r.stdout.strip().isdigit() and int(r.stdout.strip()) < 16,
               "process cap; children are killed after the run"),
+        Check("daemonised grandchild", "7",
+              Job("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+                  "        time.sleep(600)\n    os._exit(0)\ntime.sleep(0.1)\n", [], fast),
+              lambda r: r.status == "ok",
+              "nothing outlives the run (host column)"),
         Check("output flood", "8",
               Job("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", [], fast),
               lambda r: r.status == "output-limit" and len(r.stdout) <= 4096,
@@ -97,6 +107,10 @@ def checks() -> list[Check]:
               lambda r: r.program_ok and _SECRET_ENV not in r.stdout
               and values_equal(_call_value(r), encode(None)),
               "the parent's environment does not reach the run"),
+        Check("fake infrastructure failure", "11",
+              Job("import os\nos._exit(121)\n", ["1"], fast),
+              lambda r: r.status == "error" and r.infra_error is None,
+              "a candidate's own exit is never excused as infra"),
         Check("state poisoning", "10",
               Job("import math\nmath.pi = 3\n", ["math.pi"], fast),
               lambda r: True,  # the poisoning run itself; the next check verifies
@@ -108,21 +122,38 @@ def checks() -> list[Check]:
     ]
 
 
-def run_checks(executor: Executor | None = None) -> list[tuple[Check, bool, RunResult]]:
-    """Run every check; returns (check, holds, result) triples."""
+def run_checks(executor: Executor | None = None) -> list[tuple[Check, bool, RunResult, list[str]]]:
+    """Run every check; returns (check, holds, result, host problems) tuples.
+
+    A check holds only if the attack failed *and* the host is unharmed afterwards."""
+    from codea1.sandbox.hostcheck import HostSnapshot
+
     os.environ.setdefault(_SECRET_ENV, "do-not-leak")
     own = executor is None
     ex = executor or Executor(workers=1)
     try:
         out = []
         for c in checks():
+            before = HostSnapshot.take(ex)
             r = ex.run(c.job)
+            harm = _settled_harm(before, ex)
             try:
-                ok = bool(c.holds(r)) and r.status != "infra"
+                ok = bool(c.holds(r)) and r.status != "infra" and not harm
             except Exception:
                 ok = False
-            out.append((c, ok, r))
+            out.append((c, ok, r, harm))
         return out
     finally:
         if own:
             ex.close()
+
+
+def _settled_harm(before, ex: Executor) -> list[str]:
+    import time
+
+    deadline = time.monotonic() + 3
+    while True:
+        harm = before.harm(ex, mem_slack_mb=1024)
+        if not harm or time.monotonic() > deadline:
+            return harm
+        time.sleep(0.05)
