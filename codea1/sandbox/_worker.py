@@ -391,6 +391,8 @@ class Worker:
             for i, r in seg["results"].items():
                 call_res[i] = r
             if seg["ended"]:
+                if seg["kill"] == "output":  # the flood outran the end record
+                    res["status"] = "output-limit"
                 break
             k = seg["in_call"]
             if k is None:
