@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from codea1.data import Problem
 from codea1.judge import (
@@ -18,7 +14,6 @@ from codea1.judge import (
     JudgeConfig,
     ProblemRollout,
 )
-from codea1.judge.cli import judge_command
 from codea1.sandbox import Executor, Limits, RunResult
 
 LIMITS = Limits(timeout_s=10.0, call_timeout_s=0.5)
@@ -104,17 +99,18 @@ def test_two_waves_one_run_per_reference_and_per_candidate_with_deduplicated_cal
     counting = CountingExecutor(executor)
     judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
     other = Problem(id="t/neg", question="", entry_point="neg", reference="def neg(x):\n    return -x\n")
-    suites = ["assert add(1, 2) == 3\nassert add(2, 2) == 4", "assert add(2, 2) == 4\nassert add(5, 5) == 0"]
+    suites = ["assert add(1, 2) == 3\nassert add(2, 2) == 4", "assert add(2, 2) == 4\nassert add(5, 5) == 2 * 5"]
     judge.judge_step([
         ProblemRollout(ADD, [GOOD, BAD, GOOD], [suites] * 3, ["assert add(2, 2) == 4"]),
         ProblemRollout(other, ["def neg(x): return -x"], [["assert neg(1) == -1"]]),
     ])
     refs, cands = counting.waves
-    assert len(refs) == 2 and len(cands) == 4
-    # reference: 3 distinct calls, then the distinct expected expressions
-    assert list(refs[0].calls) == ["add(1, 2)", "add(2, 2)", "add(5, 5)", "3", "4", "0"]
+    assert len(refs) == 2 and len(cands) == 3  # the two identical GOOD candidates share a run
+    # reference: 3 distinct calls, then the expected values that are not plain literals
+    assert list(refs[0].calls) == ["add(1, 2)", "add(2, 2)", "add(5, 5)", "2 * 5"]
     # candidate: the definition check, then its distinct calls (Mistake Book call already among them)
     assert list(cands[0].calls) == ["callable(globals().get('add'))", "add(1, 2)", "add(2, 2)", "add(5, 5)"]
+    assert cands[0].program.strip() == GOOD.split("\n", 1)[1].rsplit("\n", 1)[0].strip()
     assert "4 ==" not in "".join(cands[0].calls)  # no expected value travels into the sandbox
 
 
@@ -245,36 +241,22 @@ def test_evaluate_golden(judge):
         judge.evaluate_golden(Problem(id="t/none", question="", entry_point="f", reference="def f(): pass"), "x")
 
 
-def _cli():
-    app = typer.Typer()
-    app.command()(judge_command)
-    return app
+def test_failed_tests_say_how_they_failed(judge):
+    code = "def add(a, b):\n    if a == 1:\n        raise ValueError('no')\n    if a == 2:\n        while True: pass\n    return a * b\n"
+    suite = "assert add(1, 1) == 2\nassert add(2, 1) == 3\nassert add(3, 1) == 4\nassert add(2, 2) == 4\n"
+    (r,) = judge.judge_step([ProblemRollout(ADD, [code], [[suite]])])
+    failures = [t.failure for t in r.suites[0][0].tests]
+    assert failures[0] == "ValueError: no"
+    assert failures[1] == "timed out"
+    assert failures[2] == "wrong value: 3"
+    assert failures[3] is not None  # after a time-out the run goes on in a fresh fork
 
 
-def test_cli_json_has_the_documented_keys(tmp_path):
-    (tmp_path / "p.json").write_text(json.dumps(ADD.to_dict()))
-    (tmp_path / "code.txt").write_text(BAD)
-    (tmp_path / "tests.txt").write_text(SUITE)
-    (tmp_path / "mb.txt").write_text("# history\nassert add(3, 7) == 10\n\n")
-    args = ["--problem", str(tmp_path / "p.json"), "--code", str(tmp_path / "code.txt"), "--tests", str(tmp_path / "tests.txt")]
-    result = CliRunner().invoke(_cli(), args + ["--mistakes", str(tmp_path / "mb.txt"), "--json"])
-    assert result.exit_code == 0, result.output
-    record = json.loads(result.output)
-    assert {"code_valid", "code_reward", "test_reward", "valid_ratio", "tests"} <= set(record)
-    assert record["code_valid"] is True
-    assert record["valid_ratio"] == pytest.approx(1 / 8)
-    assert record["test_reward"] == pytest.approx(0.5 * 1 / 8 + 0.5 * 1 / 16)
-    assert record["code_reward"] == pytest.approx(1 / 3)
-    assert len(record["tests"]) == 6
-    for t in record["tests"]:
-        assert {"source", "normalized", "valid", "reason", "passed"} <= set(t)
-        assert t["passed"] is None or t["valid"]
-    assert [t["passed"] for t in record["tests"]] == [True, None, None, None, None, None]
-    assert record["tests"][1]["used_passed"] is False
-    table = CliRunner().invoke(_cli(), args + ["--alpha", "0.3"])
-    assert table.exit_code == 0 and "test reward" in table.output and "valid_ratio 0.125" in table.output
-    missing = CliRunner().invoke(_cli(), ["--problem", str(tmp_path / "nope.json")] + args[2:])
-    assert missing.exit_code == 2 and "cannot read" in missing.output
-    (tmp_path / "bad.json").write_text('{"id": "x"}')
-    bad = CliRunner().invoke(_cli(), ["--problem", str(tmp_path / "bad.json")] + args[2:])
-    assert bad.exit_code == 2 and "question" in bad.output
+def test_identical_candidates_share_a_run_but_keep_their_own_suites(judge):
+    wrong = "def add(a, b):\n    return a * b\n"
+    suites_a = ["assert add(2, 2) == 4"]  # a * b passes this one
+    suites_b = ["assert add(1, 5) == 6"]  # and fails this one
+    (r,) = judge.judge_step([ProblemRollout(ADD, [wrong, wrong], [suites_a, suites_b])])
+    assert r.code_rewards == [1.0, 0.0]
+    assert r.suites[0][0].attack == 0.0 and r.suites[1][0].attack == pytest.approx(1 / 8)
+    assert dict(r.mistake_update().failed) == {"assert add(1, 5) == 6": 1}

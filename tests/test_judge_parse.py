@@ -131,3 +131,17 @@ def test_names_changed_by_unsupported_statements_poison_later_tests():
     assert "`augassign`" in reasons[2]
     assert "uses `y`" in reasons[3]
     assert reasons[4] is None and tests[4].call == "f([3])"  # a fresh assignment heals the name
+
+
+def test_chained_assignment_and_later_bound_names():
+    src = "x = [z]\nz = 1\na = b = x\nassert f(a, b) == z\nassert f(x) == 0\n"
+    tests = parse_tests(src, "f")
+    assert [t.call for t in tests] == ["f([z], [z])", "f([z])"]  # z was free when x was assigned
+    assert tests[0].expected == "1"
+
+
+def test_literal_expected_values_are_read_without_running_anything():
+    tests = parse_tests("assert f(1) == [1, (2, 'a'), {3}, None, -1.5]\nassert f(2) == sorted([2, 1])\nassert f(3) == None\n", "f")
+    assert tests[0].expected_literal == ([1, (2, "a"), {3}, None, -1.5],)
+    assert tests[1].expected_literal is None  # a call: evaluated in the sandbox instead
+    assert tests[2].expected_literal == (None,)

@@ -81,6 +81,7 @@ def judgement_record(judgement: Any) -> dict[str, Any]:
                 "used": t.used,
                 # a wrong-expectation test still runs in its corrected form and counts in the rates
                 "used_passed": t.passed if t.used else None,
+                "failure": t.failure,
             }
             for t in suite.tests
         ],
@@ -107,7 +108,7 @@ def _print_table(record: dict[str, Any]) -> None:
         f"gen pass {record['gen_pass_rate']:.3f}  gen fail {record['gen_fail_rate']:.3f}  mistake-book pass {mb}  "
         f"pass {record['pass_score']:.3f}  attack {record['attack']:.3f}  non-printable {record['nonprintable']:.4f}"
     )
-    table = Table("#", "valid", "passed", "reason", "normalized test", show_lines=False)
+    table = Table("#", "valid", "passed", "why", "normalized test", show_lines=False)
     for k, t in enumerate(record["tests"], 1):
         passed = t["used_passed"]
         mark = "-" if passed is None else ("[green]yes[/green]" if passed else "[red]no[/red]")
@@ -115,7 +116,7 @@ def _print_table(record: dict[str, Any]) -> None:
             str(k),
             "[green]yes[/green]" if t["valid"] else "[red]no[/red]",
             mark,
-            t["reason"] or "",
+            "; ".join(x for x in (t["reason"], t["failure"]) if x),
             t["normalized"] or t["source"],
         )
     console.print(table)

@@ -8,8 +8,9 @@ A step is judged in two waves of sandbox runs, each wave one `Executor.run_many`
    expected value becomes the reference's value (rendered with `to_source`), and a
    model-written EXPECTED that differs makes the test a "wrong expectation" (invalid, but
    still used in its corrected form).
-2. **Candidates** - one run per candidate: its code, a check that it defines the function,
-   then every distinct corrected CALL of its suites and the Mistake Book CALLs. A test
+2. **Candidates** - one run per candidate (identical programs share one): its code, a
+   check that it defines the function, then every distinct corrected CALL of its suites
+   and the Mistake Book CALLs. A test
    passes when the call returns a value equal (trusted `values_equal`, in this process) to
    the reference's value; an exception, a time-out or a run killed by a limit is a failure.
 
@@ -27,7 +28,7 @@ from codea1.judge.extract import extract_code, extract_test_source
 from codea1.judge.parse import ParsedTest, normalize_assert, parse_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.mistakes.book import MistakeUpdate
-from codea1.sandbox import CallResult, Job, Limits, RunResult, to_source, values_equal
+from codea1.sandbox import CallResult, Job, Limits, RunResult, encode, to_source, values_equal
 
 if TYPE_CHECKING:
     from codea1.data import Problem
@@ -118,7 +119,8 @@ class TestOutcome:
     `normalized` is the corrected test `assert CALL == <reference value>` when the reference
     ran it, the model's substituted assert otherwise (None when unparsable). `kind` is one
     of the invalid kinds or None; `used` says whether it was run on the candidate (valid or
-    wrong expectation); `passed` is None when it was not run or the candidate is invalid.
+    wrong expectation); `passed` is None when it was not run or the candidate is invalid;
+    `failure` says how a failed test failed (wrong value, the exception, timed out).
     """
 
     __test__ = False  # not a pytest class
@@ -131,6 +133,7 @@ class TestOutcome:
     kind: str | None = None
     reason: str | None = None
     passed: bool | None = None
+    failure: str | None = None
 
 
 @dataclass
@@ -256,10 +259,11 @@ class _Plan:
     suites: list[list[_Suite]]
     mb_calls: list[tuple[str, str]]  # (Mistake Book test as given, its CALL)
     ref_calls: list[str]
-    ref_index: dict[str, int]
+    expected_values: dict[str, list]  # literal EXPECTED text -> its encoding (read in the parent)
     ref_run: RunResult | None = None
     # filled after wave 1
     ref_values: dict[str, list] = field(default_factory=dict)  # call -> encoded reference value
+    ref_sources: dict[str, str] = field(default_factory=dict)  # call -> that value as a literal
     ref_errors: dict[str, str] = field(default_factory=dict)  # call -> why it is unusable
     cand_calls: list[list[str]] = field(default_factory=list)
     cand_runs: list[RunResult | None] = field(default_factory=list)
@@ -306,12 +310,22 @@ class Judge:
                 if k < len(s.parsed) and s.parsed[k].call is not None and not s.duplicate[k]:
                     ordered.append(s.parsed[k].call)  # type: ignore[arg-type]
         ordered.extend(call for _, call in mb_calls)
-        for k in range(depth):
-            for s in flat:
-                if k < len(s.parsed) and s.parsed[k].expected is not None and not s.duplicate[k]:
-                    ordered.append(s.parsed[k].expected)  # type: ignore[arg-type]
+        # Model-written expected values: literals are read here, anything else is evaluated
+        # in the reference run (`float('inf')`, `sorted([2, 1])`, ...).
+        expected_values: dict[str, list] = {}
+        for s in flat:
+            for t, dup in zip(s.parsed, s.duplicate):
+                if t.expected is None or dup or t.expected in expected_values:
+                    continue
+                if t.expected_literal is not None:
+                    try:
+                        expected_values[t.expected] = encode(t.expected_literal[0])
+                        continue
+                    except ValueError:  # too large or too deep to encode here
+                        pass
+                ordered.append(t.expected)
         ref_calls = list(dict.fromkeys(ordered))
-        return _Plan(rollout, suites, mb_calls, ref_calls, {c: i for i, c in enumerate(ref_calls)})
+        return _Plan(rollout, suites, mb_calls, ref_calls, expected_values)
 
     def _reference_job(self, plan: _Plan) -> Job:
         problem = plan.rollout.problem
@@ -330,31 +344,48 @@ class Judge:
                 plan.ref_errors[call] = f"reference: {_call_error(result, run)}"
                 continue
             try:
-                to_source(result.value)  # only values that can be written as a literal make a test
+                literal = to_source(result.value)  # only values that can be written as a literal make a test
             except ValueError as err:
                 plan.ref_errors[call] = f"reference returned a value that cannot be compared ({err})"
                 continue
             plan.ref_values[call] = result.value
+            plan.ref_sources[call] = literal
 
     # -- wave 2 -----------------------------------------------------------------------
-    def _candidate_jobs(self, plan: _Plan) -> list[Job]:
+    def _candidate_jobs(self, plan: _Plan) -> list[tuple[Job, list[int]]]:
+        """One job per distinct candidate program, with the candidates it stands for.
+
+        Sampled candidates often repeat each other; identical programs share one run with
+        the union of their calls (each candidate then reads the calls of its own suites).
+        """
         problem = plan.rollout.problem
-        jobs = []
+        groups: dict[str, tuple[str, list[str], list[int]]] = {}
         for i, code_text in enumerate(plan.rollout.codes):
-            calls = [_defines(problem.entry_point)]
+            program = _program(problem, extract_code(code_text))
+            _, calls, members = groups.setdefault(program.strip(), (program, [_defines(problem.entry_point)], []))
+            members.append(i)
             for s in plan.suites[i]:
                 for t, dup in zip(s.parsed, s.duplicate):
                     if t.call is not None and not dup and t.call in plan.ref_values:
                         calls.append(t.call)
             calls.extend(call for _, call in plan.mb_calls if call in plan.ref_values)
-            calls = list(dict.fromkeys(calls))
-            plan.cand_calls.append(calls)
-            jobs.append(Job(program=_program(problem, extract_code(code_text)), calls=calls, limits=self.config.limits))
+        plan.cand_calls = [[] for _ in plan.rollout.codes]
+        jobs = []
+        for program, calls, members in groups.values():
+            distinct = list(dict.fromkeys(calls))
+            for i in members:
+                plan.cand_calls[i] = distinct
+            jobs.append((Job(program=program, calls=distinct, limits=self.config.limits), members))
         return jobs
 
     # -- scoring ----------------------------------------------------------------------
     def _judge_suite(
-        self, plan: _Plan, suite: _Suite, candidate_ok: bool, passed_of: dict[str, bool], mb_passed: list[bool]
+        self,
+        plan: _Plan,
+        suite: _Suite,
+        candidate_ok: bool,
+        outcome_of: dict[str, tuple[bool, str | None]],
+        mb_passed: list[bool],
     ) -> SuiteResult:
         outcomes: list[TestOutcome] = []
         kinds: Counter[str] = Counter()
@@ -376,21 +407,25 @@ class Judge:
                 outcomes.append(TestOutcome(t.source, t.normalized, t.call, False, False, REFERENCE_RAISED, reason))
                 continue
             ref_value = plan.ref_values[t.call]
-            corrected = normalize_assert(t.call, to_source(ref_value))
-            expected_value = plan.ref_values.get(t.expected) if t.expected is not None else None
+            corrected = normalize_assert(t.call, plan.ref_sources[t.call])
+            expected_value = None
+            if t.expected is not None:
+                expected_value = plan.expected_values.get(t.expected, plan.ref_values.get(t.expected))
             right = expected_value is not None and values_equal(expected_value, ref_value)
-            passed = passed_of.get(t.call) if candidate_ok else None
+            passed, failure = outcome_of.get(t.call, (False, "not run")) if candidate_ok else (None, None)
             if passed is not None:
                 kept_passed.append(passed)
             if right:
                 valid += 1
-                outcomes.append(TestOutcome(t.source, corrected, t.call, True, True, passed=passed))
+                outcomes.append(TestOutcome(t.source, corrected, t.call, True, True, passed=passed, failure=failure))
             else:
                 kinds[WRONG_EXPECTATION] += 1
-                reason = f"expected {t.expected}, the reference returns {to_source(ref_value)}"
+                reason = f"expected {t.expected}, the reference returns {plan.ref_sources[t.call]}"
                 if t.expected in plan.ref_errors:
                     reason = f"expected value does not evaluate ({plan.ref_errors[t.expected]})"
-                outcomes.append(TestOutcome(t.source, corrected, t.call, False, True, WRONG_EXPECTATION, reason, passed))
+                outcomes.append(
+                    TestOutcome(t.source, corrected, t.call, False, True, WRONG_EXPECTATION, reason, passed, failure)
+                )
         invalid = sum(kinds.values())
         nonprintable = nonprintable_share(suite.raw) if self.config.nonprintable_penalty else 0.0
         g = self.config.suite_size
@@ -439,12 +474,9 @@ class Judge:
                 error = f"the code does not run: {run.program_error or run.status}"
             elif not ok:
                 error = f"the code does not define a function `{rollout.problem.entry_point}`"
-            passed_of = {
-                call: (r.status == "ok" and call in plan.ref_values and values_equal(r.value, plan.ref_values[call]))
-                for call, r in results.items()
-            }
-            mb_passed = [passed_of.get(call, False) for _, call in mb_usable] if ok else []
-            row = [self._judge_suite(plan, s, ok, passed_of, mb_passed) for s in plan.suites[i]]
+            outcome_of = {call: _attack_outcome(r, run, plan.ref_values.get(call)) for call, r in results.items()}
+            mb_passed = [outcome_of.get(call, (False, None))[0] for _, call in mb_usable] if ok else []
+            row = [self._judge_suite(plan, s, ok, outcome_of, mb_passed) for s in plan.suites[i]]
             code_valid.append(ok)
             code_errors.append(error)
             code_rewards.append(code_reward(ok, [s.pass_score for s in row]))
@@ -484,17 +516,18 @@ class Judge:
             self._absorb_reference(plan, run)
 
         jobs: list[Job] = []
-        owners: list[tuple[_Plan, int]] = []
+        owners: list[tuple[_Plan, list[int]]] = []
         for plan in plans:
             plan.cand_runs = [None] * len(plan.rollout.codes)
             ref = plan.ref_run
             if ref is None or ref.status == "infra" or not ref.program_ok:
                 continue
-            for i, job in enumerate(self._candidate_jobs(plan)):
+            for job, members in self._candidate_jobs(plan):
                 jobs.append(job)
-                owners.append((plan, i))
-        for (plan, i), run in zip(owners, self.executor.run_many(jobs)):
-            plan.cand_runs[i] = run
+                owners.append((plan, members))
+        for (plan, members), run in zip(owners, self.executor.run_many(jobs)):
+            for i in members:
+                plan.cand_runs[i] = run
         return [self._finish(p) for p in plans]
 
     def judge(self, rollout: ProblemRollout) -> ProblemJudgement:
@@ -563,6 +596,20 @@ class Judge:
                     break
             out.append(verdict)
         return out
+
+
+def _attack_outcome(result: CallResult, run: RunResult, ref_value: list | None) -> tuple[bool, str | None]:
+    """Whether a candidate's call passed (its value equals the reference's) and, if not, why."""
+    if result.status != "ok":
+        return False, _call_error(result, run)
+    if ref_value is not None and values_equal(result.value, ref_value):
+        return True, None
+    try:
+        shown = to_source(result.value)
+    except ValueError:
+        kind = result.value[1] if isinstance(result.value, list) and len(result.value) > 1 else "?"
+        return False, f"wrong value (a {kind} that equals nothing)"
+    return False, f"wrong value: {shown if len(shown) <= 200 else shown[:197] + '...'}"
 
 
 def _golden_sides(test: str, problem_id: str, index: int) -> tuple[str, str]:

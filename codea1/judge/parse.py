@@ -15,9 +15,10 @@ Parsing is pure AST work: nothing written by the model is executed here.
 from __future__ import annotations
 
 import ast
-import copy
+import re
 import textwrap
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["ParsedTest", "parse_tests", "normalize_assert", "MAX_TEST_NODES"]
 
@@ -40,8 +41,10 @@ _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowE
 class ParsedTest:
     """One test-like statement of a test completion.
 
-    `call` and `expected` are the substituted, `ast.unparse`-normalised expressions of a
-    well-formed test; `reason` says why a statement is not one (then both are None).
+    `call` and `expected` are the substituted expressions of a well-formed test (`call`
+    normalised by `ast.unparse`); `reason` says why a statement is not one (then both are
+    None). `expected_literal` holds `(value,)` when EXPECTED is a plain literal, read with
+    `ast.literal_eval` (no code runs), so the judge need not evaluate it in a sandbox.
     """
 
     source: str
@@ -49,6 +52,7 @@ class ParsedTest:
     call: str | None = None
     expected: str | None = None
     reason: str | None = None
+    expected_literal: tuple[Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -73,17 +77,27 @@ class _Env:
 
     values: dict[str, ast.expr] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
+    names: dict[str, frozenset[str]] = field(default_factory=dict)  # names loaded by each value
     refused: set[str] = field(default_factory=set)  # bound by an assignment that was refused
 
-    def refused_in(self, expr: ast.expr) -> str | None:
-        for node in ast.walk(expr):
-            if isinstance(node, ast.Name) and node.id in self.refused:
-                return node.id
-        return None
+    def bind(self, name: str, expr: ast.expr, size: int, names: frozenset[str]) -> None:
+        self.values[name], self.sizes[name], self.names[name] = expr, size, names
+        self.refused.discard(name)
+
+    def refuse(self, name: str) -> None:
+        for table in (self.values, self.sizes, self.names):
+            table.pop(name, None)  # type: ignore[attr-defined]
+        self.refused.add(name)
 
 
-def _count_nodes(node: ast.AST) -> int:
-    return sum(1 for _ in ast.walk(node))
+@dataclass
+class _Substituted:
+    """An expression after substitution, with its size and the names it loads."""
+
+    expr: ast.expr
+    size: int
+    names: frozenset[str]
+    changed: bool
 
 
 class _Substitute(ast.NodeTransformer):
@@ -102,7 +116,7 @@ class _Substitute(ast.NodeTransformer):
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if isinstance(node.ctx, ast.Load) and node.id in self.env.values and not self._is_shadowed(node.id):
-            return copy.deepcopy(self.env.values[node.id])
+            return self.env.values[node.id]
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
@@ -144,22 +158,40 @@ class _Substitute(ast.NodeTransformer):
         return self._visit_comprehension(node, ["key", "value"])
 
 
-def _substituted_size(expr: ast.expr, env: _Env) -> int:
-    """Node count of `expr` after substitution, computed without building it."""
-    size = 0
+def _scan(expr: ast.expr) -> tuple[int, list[str]]:
+    """Node count of `expr` and the names it loads (one walk)."""
+    count = 0
+    names = []
     for node in ast.walk(expr):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in env.sizes:
-            size += env.sizes[node.id]
-        else:
-            size += 1
-    return size
+        count += 1
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            names.append(node.id)
+    return count, names
 
 
-def _substitute(expr: ast.expr, env: _Env) -> ast.expr | None:
-    """`expr` with bound names substituted, or None when the result would be too large."""
-    if _substituted_size(expr, env) > MAX_TEST_NODES:
+def _substitute(expr: ast.expr, env: _Env) -> _Substituted | None:
+    """`expr` with bound names substituted (in place), or None when it would be too large.
+
+    Substituted values are shared, not copied: the trees are only unparsed afterwards.
+    """
+    count, loaded = _scan(expr)
+    bound = [name for name in loaded if name in env.values]
+    size = count + sum(env.sizes[name] - 1 for name in bound)
+    if size > MAX_TEST_NODES:
         return None
-    return _Substitute(env).visit(copy.deepcopy(expr))
+    names = set(loaded)
+    for name in bound:
+        names |= env.names[name]
+    if bound:
+        expr = _Substitute(env).visit(expr)
+    return _Substituted(expr, size, frozenset(names), bool(bound))
+
+
+def _calls_name(call: ast.Call, name: str) -> bool:
+    """Whether `name` is loaded anywhere in the call (usually it is the called function)."""
+    if isinstance(call.func, ast.Name) and call.func.id == name:
+        return True
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(call))
 
 
 def _import_expr(module: str, attr: str | None = None, submodule: bool = False) -> ast.expr:
@@ -180,6 +212,7 @@ class _Parser:
         self.entry_point = entry_point
         self.env = _Env()
         self.tests: list[ParsedTest] = []
+        self.lines = _split_lines(source)
 
     # -- statements -----------------------------------------------------------------
     def statement(self, node: ast.stmt, text: str, line: int) -> None:
@@ -211,22 +244,39 @@ class _Parser:
             return ParsedTest(text, line, reason=f"comparison with `{op}`; expected `assert CALL == EXPECTED`")
         if not isinstance(test.left, ast.Call):
             return ParsedTest(text, line, reason="left side of `==` is not a call expression")
-        poisoned = self.env.refused_in(test)
-        if poisoned is not None:
-            return ParsedTest(text, line, reason=f"uses `{poisoned}`, whose assignment was not a valid one")
-        call = _substitute(test.left, self.env)
-        expected = _substitute(test.comparators[0], self.env)
-        if call is None or expected is None:
-            return ParsedTest(text, line, reason=f"test too large after substituting assignments (> {MAX_TEST_NODES} nodes)")
-        if self.entry_point is not None and not any(
-            isinstance(n, ast.Name) and n.id == self.entry_point for n in ast.walk(call)
-        ):
-            return ParsedTest(text, line, reason=f"the call does not use the function under test `{self.entry_point}`")
+        left, right = test.left, test.comparators[0]
+        if not self.env.values and not self.env.refused:
+            # Nothing to substitute (the common case): skip the walks.
+            if self.entry_point is not None and not _calls_name(left, self.entry_point):
+                return ParsedTest(text, line, reason=f"the call does not use the function under test `{self.entry_point}`")
+            call_expr, expected_expr, expected_changed = left, right, False
+        else:
+            call = _substitute(left, self.env)
+            expected = _substitute(right, self.env)
+            if call is None or expected is None:
+                return ParsedTest(
+                    text, line, reason=f"test too large after substituting assignments (> {MAX_TEST_NODES} nodes)"
+                )
+            poisoned = self._refused_name(call.names | expected.names)
+            if poisoned is not None:
+                return ParsedTest(text, line, reason=f"uses `{poisoned}`, whose assignment was not a valid one")
+            if self.entry_point is not None and self.entry_point not in call.names:
+                return ParsedTest(text, line, reason=f"the call does not use the function under test `{self.entry_point}`")
+            call_expr, expected_expr, expected_changed = call.expr, expected.expr, expected.changed
         try:
-            call_text, expected_text = ast.unparse(call), ast.unparse(expected)
+            call_text = ast.unparse(call_expr)
+            # The expected side is only evaluated, never compared as text: its own source
+            # will do when nothing was substituted into it (ast.unparse is the slow part).
+            expected_text = None if expected_changed else _segment(self.lines, expected_expr)
+            if not expected_text or "\n" in expected_text or "\\" in expected_text:
+                expected_text = ast.unparse(expected_expr)
         except (RecursionError, ValueError) as err:
             return ParsedTest(text, line, reason=f"cannot normalise the test: {type(err).__name__}")
-        return ParsedTest(text, line, call=call_text, expected=expected_text)
+        try:
+            literal: tuple[Any] | None = (ast.literal_eval(expected_expr),)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            literal = None
+        return ParsedTest(text, line, call=call_text, expected=expected_text, expected_literal=literal)
 
     def assign(self, node: ast.Assign | ast.AnnAssign) -> str | None:
         """Bind simple assignments; return a reason when the assignment is not simple."""
@@ -253,27 +303,31 @@ class _Parser:
                 self._refuse([n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)])
                 return "not a test: assignment that is not `name = value`"
         names = [name for name, _ in bindings]
-        poisoned = self.env.refused_in(value)
+        done: dict[int, _Substituted | None] = {}  # `a = b = value`: substitute the value once
+        for _, expr in bindings:
+            if id(expr) not in done:
+                done[id(expr)] = _substitute(expr, self.env)
+        substituted = [(name, done[id(expr)]) for name, expr in bindings]
+        if any(sub is None for _, sub in substituted):
+            self._refuse(names)
+            return f"assignment too large after substitution (> {MAX_TEST_NODES} nodes)"
+        poisoned = self._refused_name(frozenset().union(*(sub.names for _, sub in substituted if sub is not None)))
         if poisoned is not None:
             self._refuse(names)
             return f"uses `{poisoned}`, whose assignment was not a valid one"
-        substituted = [(name, _substitute(expr, self.env)) for name, expr in bindings]
-        if any(expr is None for _, expr in substituted):
-            self._refuse(names)
-            return f"assignment too large after substitution (> {MAX_TEST_NODES} nodes)"
-        for name, expr in substituted:
-            assert expr is not None
-            self.env.values[name] = expr
-            self.env.sizes[name] = _count_nodes(expr)
-            self.env.refused.discard(name)
+        for name, sub in substituted:
+            assert sub is not None
+            self.env.bind(name, sub.expr, sub.size, sub.names)
         return None
+
+    def _refused_name(self, names: frozenset[str]) -> str | None:
+        hits = names & self.env.refused
+        return min(hits) if hits else None
 
     def _refuse(self, names: list[str]) -> None:
         """Later uses of these names are invalid too (not silently left unbound)."""
         for name in names:
-            self.env.values.pop(name, None)
-            self.env.sizes.pop(name, None)
-            self.env.refused.add(name)
+            self.env.refuse(name)
 
     def import_(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):
@@ -295,8 +349,8 @@ class _Parser:
     def _bind(self, name: str, expr: ast.expr) -> None:
         if name == self.entry_point:
             return  # never shadow the function under test
-        self.env.values[name] = expr
-        self.env.sizes[name] = _count_nodes(expr)
+        size, loaded = _scan(expr)
+        self.env.bind(name, expr, size, frozenset(loaded))
 
     # -- driving ----------------------------------------------------------------------
     def run(self) -> list[ParsedTest]:
@@ -310,7 +364,7 @@ class _Parser:
         return self.tests
 
     def segment(self, node: ast.stmt) -> str:
-        return (ast.get_source_segment(self.source, node) or "").strip()
+        return _segment(self.lines, node)
 
     def run_resynchronising(self) -> None:
         """Parse a block with syntax errors statement by statement.
@@ -342,10 +396,38 @@ class _Parser:
                 self.tests.append(ParsedTest(chunk, begin + 1, reason=f"does not parse: {error}"))
                 k += 1
                 continue
+            self.lines = _split_lines(chunk)
             for node in parsed.body:
-                text = (ast.get_source_segment(chunk, node) or "").strip()
-                self.statement(node, text, begin + node.lineno)
+                self.statement(node, _segment(self.lines, node), begin + node.lineno)
             k = k_next
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _split_lines(source: str) -> list[str]:
+    """Lines as the tokenizer counts them (only \\r\\n, \\r and \\n end a line)."""
+    lines, start = [], 0
+    for match in _LINE_END.finditer(source):
+        lines.append(source[start : match.end()])
+        start = match.end()
+    lines.append(source[start:])
+    return lines
+
+
+def _segment(lines: list[str], node: ast.stmt | ast.expr) -> str:
+    """The source text of a statement (what `ast.get_source_segment` gives, in O(its size))."""
+    end_lineno, end_col = node.end_lineno, node.end_col_offset
+    if end_lineno is None or end_col is None:
+        return ""
+    first = lines[node.lineno - 1].encode("utf-8")
+    if node.lineno == end_lineno:
+        text = first[node.col_offset : end_col].decode("utf-8", "replace")
+    else:
+        last = lines[end_lineno - 1].encode("utf-8")[:end_col].decode("utf-8", "replace")
+        middle = "".join(lines[node.lineno : end_lineno - 1])
+        text = first[node.col_offset :].decode("utf-8", "replace") + middle + last
+    return text.strip()
 
 
 def _syntax_error(text: str) -> str:

@@ -1,0 +1,286 @@
+"""Seconds per judge step of paper shape, fork-server sandbox vs. a fresh process per run.
+
+A step: 32 MBPP+ problems x 8 candidates x 8 suites x 8 asserts, plus 8 Mistake Book
+tests a problem (288 sandbox runs: 32 reference runs, 256 candidate runs). Candidates
+are reference solutions (verbatim, fenced, reformatted) and deliberately broken variants
+(AST mutants from `codea1.eval.mutation`, code that raises at import, a syntax error).
+Suites are drawn from MBPP+'s own inputs, with wrong expectations, duplicates,
+assignments and non-test lines mixed in.
+
+The same `Judge` code runs twice in one process: once on `codea1.sandbox.Executor`, once
+on `ProcessPerRun`, an executor that starts `python3 -I` for every run (no isolation at
+all, so the comparison flatters the baseline). Both use as many parallel workers as
+there are CPU cores. Candidates that hang are swapped for a raising variant before
+timing: a hanging call costs its time-out in any design and would only measure that.
+
+Usage: python benchmarks/judge_step.py [--data ../shared/data/mbppplus.parquet] [--steps 3]
+Targets (2 cores): <= 3 s a step, >= 4x faster than a process per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from codea1.data import Problem, load_problems
+from codea1.eval.mutation import generate_mutants
+from codea1.judge import Judge, JudgeConfig, ProblemRollout
+from codea1.sandbox import CallResult, Executor, Job, Limits, RunResult
+from codea1.sandbox import values as sandbox_values
+
+N_PROBLEMS, N_CODES, N_SUITES, N_ASSERTS, N_MISTAKES = 32, 8, 8, 8, 8
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mbppplus.parquet"
+
+# The driver of one process-per-run: exec the program, evaluate each call with a
+# per-call alarm, encode values with the sandbox's own encoder, print JSON at the end.
+_DRIVER = r"""
+import io, json, signal, sys
+ns_values = {}
+exec(compile(VALUES_SOURCE, "values.py", "exec"), ns_values)
+encode = ns_values["encode"]
+job = json.loads(sys.stdin.read())
+real_stdout = sys.stdout
+sys.stdout = io.StringIO()
+class CallTimeout(BaseException):
+    pass
+def on_alarm(signum, frame):
+    raise CallTimeout()
+signal.signal(signal.SIGALRM, on_alarm)
+g = {"__name__": "__main__"}
+out = {"program_ok": False, "program_error": None, "calls": []}
+try:
+    exec(compile(job["program"], "<program>", "exec"), g)
+    out["program_ok"] = True
+except BaseException as e:
+    out["program_error"] = f"{type(e).__name__}: {e}"
+for call in job["calls"]:
+    if not out["program_ok"]:
+        out["calls"].append({"status": "not-run"})
+        continue
+    signal.setitimer(signal.ITIMER_REAL, job["call_timeout_s"])
+    try:
+        value = eval(call, g)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        out["calls"].append({"status": "ok", "value": encode(value)})
+    except CallTimeout:
+        out["calls"].append({"status": "timeout"})
+    except BaseException as e:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        out["calls"].append({"status": "error", "error": f"{type(e).__name__}: {e}"})
+real_stdout.write(json.dumps(out))
+"""
+
+
+class ProcessPerRun:
+    """The baseline: a fresh `python3 -I` process for every run, `workers` at a time."""
+
+    def __init__(self, workers: int, limits: Limits) -> None:
+        self.limits = limits
+        self.pool = ThreadPoolExecutor(workers)
+        source = Path(sandbox_values.__file__).read_text(encoding="utf-8")
+        self.driver = f"VALUES_SOURCE = {source!r}\n" + _DRIVER
+
+    def run(self, job: Job) -> RunResult:
+        limits = job.limits or self.limits
+        payload = json.dumps({"program": job.program, "calls": list(job.calls), "call_timeout_s": limits.call_timeout_s})
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-c", self.driver], input=payload, capture_output=True, text=True,
+                timeout=limits.timeout_s,
+            )
+        except subprocess.TimeoutExpired:
+            return RunResult(status="timeout", calls=[CallResult("not-run") for _ in job.calls])
+        try:
+            out = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            return RunResult(status="error", program_error=done.stderr[-200:], calls=[CallResult("not-run") for _ in job.calls])
+        calls = [CallResult(c["status"], c.get("value"), c.get("error")) for c in out["calls"]]
+        return RunResult(status="ok", program_ok=out["program_ok"], program_error=out["program_error"], calls=calls)
+
+    def run_many(self, jobs):
+        return list(self.pool.map(self.run, list(jobs)))
+
+
+class TimedExecutor:
+    """Records the wall time of each wave of `run_many`."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.waves, self.runs = inner, [], []
+
+    def run_many(self, jobs):
+        jobs = list(jobs)
+        start = time.perf_counter()
+        results = self.inner.run_many(jobs)
+        self.waves.append(time.perf_counter() - start)
+        self.runs.append([(r.wall_s, r.cpu_s, len(j.calls)) for j, r in zip(jobs, results)])
+        return results
+
+
+def _inputs_and_results(problem: Problem) -> tuple[list, list] | None:
+    """MBPP+'s `inputs` / `results` literals from the golden check program."""
+    try:
+        tree = ast.parse(problem.test_program or "")
+    except SyntaxError:
+        return None
+    found: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name in ("inputs", "results") and name not in found:
+                try:
+                    found[name] = ast.literal_eval(node.value)
+                except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+                    return None
+    if "inputs" not in found or "results" not in found:
+        return None
+    return found["inputs"], found["results"]  # type: ignore[return-value]
+
+
+def _call(entry: str, args: list) -> str:
+    return f"{entry}({', '.join(repr(a) for a in args)})"
+
+
+def build_rollouts(problems: list[Problem], rng: random.Random) -> list[ProblemRollout]:
+    rollouts = []
+    for p in problems:
+        data = _inputs_and_results(p)
+        if data is None or "numpy" in p.reference:
+            continue
+        inputs, results = data
+        pool = [(i, r) for i, r in zip(inputs, results) if isinstance(i, list) and len(repr(i)) < 300 and len(repr(r)) < 300]
+        if len(pool) < 12:
+            continue
+        mutants = [m.source for m in generate_mutants(p.reference, ("binary", "comparison", "number", "boolean"))]
+        if len(mutants) < 3:
+            continue
+        broken = [
+            f"```python\n{p.reference}\n```",
+            p.reference,
+            ast.unparse(ast.parse(p.reference)),
+            *rng.sample(mutants, 3),
+            "import os\nraise RuntimeError('setup failed')\n" + p.reference,
+            p.reference.rstrip()[: max(10, len(p.reference) // 2)] + "\n    return (",
+        ]
+        suites = []
+        for _ in range(N_CODES):
+            row = []
+            for _ in range(N_SUITES):
+                lines = []
+                for k, (args, result) in enumerate(rng.sample(pool, N_ASSERTS)):
+                    expected = result if rng.random() > 0.15 else rng.choice(pool)[1]  # some wrong expectations
+                    if k == 2 and rng.random() < 0.5:
+                        lines.append(f"x = {args[0]!r}")
+                        lines.append(f"assert {_call(p.entry_point, ['X'] + args[1:])} == {expected!r}".replace("'X'", "x"))
+                    elif k == 5 and rng.random() < 0.3:
+                        lines.append(lines[-1] if lines else f"print({_call(p.entry_point, args)})")  # duplicate
+                    elif k == 7 and rng.random() < 0.3:
+                        lines.append(f"print({_call(p.entry_point, args)})")  # not a test
+                    else:
+                        lines.append(f"assert {_call(p.entry_point, args)} == {expected!r}")
+                row.append("Here are the tests:\n```python\n" + "\n".join(lines) + "\n```\n")
+            suites.append(row)
+        mistakes = [f"assert {_call(p.entry_point, a)} == {r!r}" for a, r in rng.sample(pool, N_MISTAKES)]
+        rollouts.append(ProblemRollout(p, broken, suites, mistakes))
+        if len(rollouts) == N_PROBLEMS:
+            break
+    return rollouts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-baseline", action="store_true", help="skip the process-per-run comparison")
+    args = parser.parse_args()
+    if not args.data.is_file():
+        sys.exit(f"{args.data}: MBPP+ parquet not found (pass --data)")
+
+    problems = load_problems(args.data)
+    rollouts = build_rollouts(problems, random.Random(args.seed))
+    workers = os.cpu_count() or 1
+    limits = Limits()
+    n_tests = sum(s.count("\nassert ") for r in rollouts for row in r.tests for s in row)
+    print(f"step: {len(rollouts)} problems x {N_CODES} candidates x {N_SUITES} suites x {N_ASSERTS} asserts "
+          f"+ {N_MISTAKES} Mistake Book tests a problem; {workers} workers")
+
+    start = time.perf_counter()
+    with Executor(workers=workers, limits=limits) as executor:
+        print(f"executor start-up: {time.perf_counter() - start:.2f} s (once per training run)")
+        timed = TimedExecutor(executor)
+        judge = Judge(timed, JudgeConfig(limits=limits))
+        swapped = _swap_timeouts(judge, rollouts)
+        print(f"candidates swapped for hanging: {swapped}")
+        fork_times, waves = [], []
+        for _ in range(args.steps):
+            timed.waves.clear()
+            timed.runs.clear()
+            t0 = time.perf_counter()
+            results = judge.judge_step(rollouts)
+            fork_times.append(time.perf_counter() - t0)
+            waves.append(list(timed.waves))
+    summary(results, n_tests)
+    fork = min(fork_times)
+    wave = waves[fork_times.index(fork)]
+    for name, runs in zip(("reference", "candidate"), timed.runs):
+        walls = sorted((w for w, _, _ in runs), reverse=True)
+        print(f"{name} runs: {len(runs)}, {sum(c for _, _, c in runs)} calls, summed wall {sum(walls):.2f} s "
+              f"(slowest {', '.join(f'{w:.2f}' for w in walls[:4])} s), summed CPU {sum(c for _, c, _ in runs):.2f} s")
+    print(f"fork-server judge : {fork:.2f} s/step (best of {args.steps}; all: {', '.join(f'{t:.2f}' for t in fork_times)}; "
+          f"reference wave {wave[0]:.2f} s, candidate wave {wave[1]:.2f} s, parent work {fork - sum(wave):.2f} s)")
+    if args.no_baseline:
+        print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        return
+
+    baseline = TimedExecutor(ProcessPerRun(workers, limits))
+    base_judge = Judge(baseline, JudgeConfig(limits=limits))
+    base_times = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        base_results = base_judge.judge_step(rollouts)
+        base_times.append(time.perf_counter() - t0)
+    differ = [a.problem_id for a, b in zip(results, base_results)
+              if a.code_rewards != b.code_rewards or a.test_rewards != b.test_rewards]
+
+    base = min(base_times)
+    print(f"process per run   : {base:.2f} s/step (best of {args.steps}; all: {', '.join(f'{t:.2f}' for t in base_times)})")
+    print(f"speed-up          : {base / fork:.1f}x   (targets: <= 3 s a step, >= 4x)")
+    print(f"identical rewards from both executors: {not differ} {differ if differ else ''}")
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def _swap_timeouts(judge: Judge, rollouts: list[ProblemRollout]) -> int:
+    """Judge once (warm-up, untimed); swap each candidate with a timed-out call for a raising one."""
+    swapped = 0
+    for rollout, result in zip(rollouts, judge.judge_step(rollouts)):
+        codes = list(rollout.codes)
+        for i, row in enumerate(result.suites):
+            hung = any(t.failure == "timed out" for s in row for t in s.tests)
+            if hung or "timeout" in (result.code_errors[i] or ""):
+                codes[i] = "raise ValueError('replaced: hangs')\n"
+                swapped += 1
+        rollout.codes = codes
+    return swapped
+
+
+def summary(results, n_tests: int) -> None:
+    valid = sum(v for r in results for v in r.code_valid)
+    kinds: dict[str, int] = {}
+    for r in results:
+        for k, v in r.invalid_counts().items():
+            kinds[k] = kinds.get(k, 0) + v
+    mean_code = sum(sum(r.code_rewards) for r in results) / sum(len(r.code_rewards) for r in results)
+    print(f"judged: {valid} valid candidates of {sum(len(r.code_valid) for r in results)}, {n_tests} asserts, "
+          f"invalid tests {kinds}, mean code reward {mean_code:.3f}")
+
+
+if __name__ == "__main__":
+    main()
