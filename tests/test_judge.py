@@ -260,3 +260,24 @@ def test_identical_candidates_share_a_run_but_keep_their_own_suites(judge):
     assert r.code_rewards == [1.0, 0.0]
     assert r.suites[0][0].attack == 0.0 and r.suites[1][0].attack == pytest.approx(1 / 8)
     assert dict(r.mistake_update().failed) == {"assert add(1, 5) == 6": 1}
+
+
+def test_a_flooding_test_does_not_cost_other_tests_their_run(executor):
+    flood = "assert add(print('x' * 10**6) or 1, 1) == 2"
+    suite_a = flood + "\nassert add(1, 1) == 2"
+    suite_b = "assert add(2, 2) == 4\nassert add(3, 3) == 6"
+    counting = CountingExecutor(executor)
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [[suite_a, suite_b]])])
+    a, b = r.suites[0]
+    assert a.tests[0].kind == REFERENCE_RAISED and "OutputLimit" in a.tests[0].reason
+    assert [t.valid for t in a.tests[1:]] == [True] and [t.valid for t in b.tests] == [True, True]
+    assert all(t.passed for t in b.tests)
+    assert len(counting.waves) == 3  # reference, its resume, candidates (the flood is not sent)
+    loud = "def add(a, b):\n    if a == 7:\n        print('y' * 10**6)\n    return a + b\n"
+    (r,) = judge.judge_step([ProblemRollout(ADD, [loud], [["assert add(7, 0) == 7\n" + suite_b]])])
+    assert [t.passed for t in r.suites[0][0].tests] == [False, True, True]
+    assert "OutputLimit" in r.suites[0][0].tests[0].failure
+    no_resume = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, resume_rounds=0))
+    (r,) = no_resume.judge_step([ProblemRollout(ADD, [GOOD], [[suite_a, suite_b]])])
+    assert any(t.reason and "not run" in t.reason for s in r.suites[0] for t in s.tests)

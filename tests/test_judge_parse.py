@@ -145,3 +145,23 @@ def test_literal_expected_values_are_read_without_running_anything():
     assert tests[0].expected_literal == ([1, (2, "a"), {3}, None, -1.5],)
     assert tests[1].expected_literal is None  # a call: evaluated in the sandbox instead
     assert tests[2].expected_literal == (None,)
+
+
+def test_parse_never_raises_on_arbitrary_text():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    pieces = st.sampled_from(
+        ["assert ", "f(", ")", " == ", "[", "]", "x = ", "\n", "    ", "1", "'a'", "lambda x: x", "for ", ":",
+         "import os", "\\", "#", '"""', "\x00", "é", ",", "*", "=", "(", "yield", "await ", "async "]
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.one_of(pieces, st.text(max_size=5)), max_size=40))
+    def check(parts):
+        text = "".join(parts)
+        for block in (text, f"```python\n{text}\n```"):
+            for t in parse_tests(extract_test_source(block), "f"):
+                assert (t.reason is None) == (t.call is not None)
+
+    check()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from codea1.judge.extract import extract_code, extract_test_source
@@ -65,6 +65,9 @@ class JudgeConfig:
     test is invalid (it tests nothing, and would be free validity reward).
     `reference_limits` applies to the reference run of a problem, which evaluates every
     distinct call of all its suites (default: `limits` with a 60 s run budget).
+    `resume_rounds`: a run cut short (run time budget, output flood) leaves its remaining
+    calls unrun; they are resumed in a fresh run up to this many times, so that one suite's
+    hanging or flooding test cannot decide the fate of another suite's tests.
     """
 
     alpha: float = 0.5
@@ -74,19 +77,20 @@ class JudgeConfig:
     limits: Limits = field(default_factory=Limits)
     reference_limits: Limits | None = None
     golden_limits: Limits = field(default_factory=lambda: Limits(timeout_s=60.0, call_timeout_s=10.0, memory_mb=2048))
+    resume_rounds: int = 2
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"JudgeConfig.alpha must lie in [0, 1], got {self.alpha}")
         if isinstance(self.suite_size, bool) or not isinstance(self.suite_size, int) or self.suite_size < 1:
             raise ValueError(f"JudgeConfig.suite_size must be a positive int, got {self.suite_size!r}")
+        if self.resume_rounds < 0:
+            raise ValueError(f"JudgeConfig.resume_rounds must be >= 0, got {self.resume_rounds}")
 
     @property
     def effective_reference_limits(self) -> Limits:
         if self.reference_limits is not None:
             return self.reference_limits
-        from dataclasses import replace
-
         return replace(self.limits, timeout_s=max(self.limits.timeout_s, 60.0))
 
 
@@ -511,7 +515,7 @@ class Judge:
     def judge_step(self, rollouts: Sequence[ProblemRollout]) -> list[ProblemJudgement]:
         """Judge every problem of a step: one reference wave, one candidate wave."""
         plans = [self._plan(r) for r in rollouts]
-        ref_runs = self.executor.run_many([self._reference_job(p) for p in plans])
+        ref_runs = self._run_resuming([self._reference_job(p) for p in plans])
         for plan, run in zip(plans, ref_runs):
             self._absorb_reference(plan, run)
 
@@ -525,10 +529,35 @@ class Judge:
             for job, members in self._candidate_jobs(plan):
                 jobs.append(job)
                 owners.append((plan, members))
-        for (plan, members), run in zip(owners, self.executor.run_many(jobs)):
+        for (plan, members), run in zip(owners, self._run_resuming(jobs)):
             for i in members:
                 plan.cand_runs[i] = run
         return [self._finish(p) for p in plans]
+
+    def _run_resuming(self, jobs: list[Job]) -> list[RunResult]:
+        """`run_many`, then re-run the calls of runs that were cut short (see `resume_rounds`)."""
+        results = self.executor.run_many(jobs)
+        for _ in range(self.config.resume_rounds):
+            todo = []
+            for index, (job, result) in enumerate(zip(jobs, results)):
+                if result.status == "infra" or not result.program_ok:
+                    continue
+                pending = [k for k, c in enumerate(result.calls) if c.status == "not-run"]
+                if pending:
+                    todo.append((index, pending))
+            if not todo:
+                break
+            resumed = self.executor.run_many(
+                [replace(jobs[index], calls=[jobs[index].calls[k] for k in pending]) for index, pending in todo]
+            )
+            for (index, pending), again in zip(todo, resumed):
+                if again.status == "infra" or not again.program_ok:
+                    continue  # the calls stay unrun
+                calls = list(results[index].calls)
+                for k, call in zip(pending, again.calls):
+                    calls[k] = call
+                results[index] = replace(results[index], calls=calls)
+        return results
 
     def judge(self, rollout: ProblemRollout) -> ProblemJudgement:
         """Judge a single problem (the debugging CLI's entry)."""
