@@ -148,7 +148,8 @@ class Worker:
                 self.lost(f"{ctl}-cgroup", "no writable cgroup v1 controller")
                 continue
             try:
-                os.makedirs(path, exist_ok=True)
+                if not os.path.isdir(path):  # the parent creates it; never re-create one it removed
+                    raise OSError(f"cgroup {path} does not exist")
                 if ctl == "memory":
                     self.mem_cg = path
                     self.memsw = os.path.exists(os.path.join(path, "memory.memsw.limit_in_bytes"))

@@ -68,8 +68,13 @@ class _Worker:
             for ctl in ("memory", "pids"):
                 base = isolation.own_cgroup(ctl)
                 if base:
-                    cfg[f"{ctl}_cgroup"] = os.path.join(base, tag)
-                    self.cgroups.append(cfg[f"{ctl}_cgroup"])
+                    path = os.path.join(base, tag)
+                    try:  # created here, not by the worker, so that removal cannot race creation
+                        os.mkdir(path)
+                    except OSError:
+                        continue
+                    cfg[f"{ctl}_cgroup"] = path
+                    self.cgroups.append(path)
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -175,6 +180,26 @@ class _Worker:
                     time.sleep(0.02)
 
 
+def _remove_stale_cgroups() -> None:
+    """Remove run cgroups left by executors whose process is gone (e.g. killed)."""
+    for ctl in ("memory", "pids"):
+        base = isolation.own_cgroup(ctl)
+        if not base:
+            continue
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            parts = name.split("-")
+            if len(parts) == 5 and name.startswith("codea1-sbx-") and parts[2].isdigit():
+                if not os.path.exists(f"/proc/{parts[2]}"):
+                    try:
+                        isolation.remove_cgroup(os.path.join(base, name))
+                    except OSError:
+                        pass
+
+
 def _lost(protections: dict) -> dict:
     return {k: v for k, v in protections.items() if v is not True}
 
@@ -204,6 +229,7 @@ class Executor:
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
         self._pool: ThreadPoolExecutor | None = None
+        _remove_stale_cgroups()
         started = [self._spawn(i) for i in range(n)]
         try:
             for w in started:
