@@ -207,17 +207,25 @@ def sample_next(logits: "torch.Tensor", temperature: float, top_p: float,
 
     if temperature == 0.0:
         return logits.argmax(dim=-1)
-    logits = logits.float() / temperature
-    probs = torch.softmax(logits, dim=-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    order = None
     if top_p < 1.0:
-        sorted_probs, order = probs.sort(dim=-1, descending=True)
-        cumulative = sorted_probs.cumsum(dim=-1)
+        probs, order = probs.sort(dim=-1, descending=True)
         # keep the smallest prefix whose mass reaches top_p (the first token always stays)
-        drop = (cumulative - sorted_probs) >= top_p
-        sorted_probs = sorted_probs.masked_fill(drop, 0.0)
-        picked = torch.multinomial(sorted_probs, 1, generator=generator).squeeze(-1)
-        return order.gather(-1, picked[:, None]).squeeze(-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        probs = probs.masked_fill((probs.cumsum(dim=-1) - probs) >= top_p, 0.0)
+    # inverse-CDF draw: one uniform number a row (torch.multinomial draws one a vocabulary entry)
+    cumulative = probs.cumsum(dim=-1)
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cumulative.dtype)
+    picked = torch.searchsorted(cumulative, u * cumulative[:, -1:], right=True)
+    picked = picked.clamp_(max=probs.shape[-1] - 1)
+    # a zero-probability entry can only be hit at the float edge: step back to a live one
+    dead = probs.gather(-1, picked) == 0
+    if bool(dead.any()):
+        live_last = (probs > 0).long().cumsum(-1).argmax(-1, keepdim=True)
+        picked = torch.where(dead, torch.minimum(picked, live_last), picked)
+    if order is not None:
+        picked = order.gather(-1, picked)
+    return picked.squeeze(-1)
 
 
 def _plan_chunks(order: list[int], n: int, batch_size: int) -> list[list[tuple[int, int]]]:
@@ -243,13 +251,75 @@ def _plan_chunks(order: list[int], n: int, batch_size: int) -> list[list[tuple[i
     return chunks
 
 
+def _growing_cache(model, capacity: int):
+    """A DynamicCache whose full-attention layers append into preallocated buffers.
+
+    transformers' DynamicLayer concatenates the whole cache at every step (O(length)
+    copies per token); this layer writes the new step into spare room instead.
+    """
+    import torch
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        def lazy_initialization(self, key_states, value_states):
+            super().lazy_initialization(key_states, value_states)
+            self._k = self._v = None
+            self._len = 0
+
+        def _alloc(self, like, rows: int, room: int):
+            return like.new_empty((rows, like.shape[1], room, like.shape[3]))
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n = key_states.shape[-2]
+            if self._k is None or self._len + n > self._k.shape[-2]:
+                room = max(capacity, 2 * (self._len + n))
+                k = self._alloc(key_states, key_states.shape[0], room)
+                v = self._alloc(value_states, value_states.shape[0], room)
+                if self._k is not None:
+                    k[..., : self._len, :] = self._k[..., : self._len, :]
+                    v[..., : self._len, :] = self._v[..., : self._len, :]
+                self._k, self._v = k, v
+            self._k[..., self._len: self._len + n, :] = key_states
+            self._v[..., self._len: self._len + n, :] = value_states
+            self._len += n
+            self.keys = self._k[..., : self._len, :]
+            self.values = self._v[..., : self._len, :]
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices):
+            if self.get_seq_length() > 0:
+                # copy only the filled part into a fresh buffer with the same spare room
+                room = self._k.shape[-2]
+                k = self._alloc(self._k, len(indices), room)
+                v = self._alloc(self._v, len(indices), room)
+                k[..., : self._len, :] = self.keys[indices]
+                v[..., : self._len, :] = self.values[indices]
+                self._k, self._v = k, v
+                self.keys = k[..., : self._len, :]
+                self.values = v[..., : self._len, :]
+
+        def batch_repeat_interleave(self, repeats: int):
+            if self.get_seq_length() > 0:
+                idx = torch.arange(self._k.shape[0], device=self._k.device).repeat_interleave(repeats)
+                self.batch_select_indices(idx)
+
+        def crop(self, tokens_to_remove: int):
+            raise NotImplementedError("rollout caches are never cropped")
+
+    cache = DynamicCache(config=model.config)
+    cache.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    return cache
+
+
 def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[int]],
                   cfg: SamplingConfig, stops: "torch.Tensor", pad_id: int,
                   generator: "torch.Generator | None", stats: GenerationStats,
                   device) -> list[tuple[int, list[int], bool]]:
     """Sample the rows of one chunk; returns (prompt index, completion ids, finished) per row."""
     import torch
-    from transformers import DynamicCache
 
     unique = [p for p, _ in pieces]
     width = max(len(prompt_ids[p]) for p in unique)
@@ -262,7 +332,7 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
 
-    cache = DynamicCache(config=model.config)
+    cache = _growing_cache(model, capacity=width + cfg.max_new_tokens)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
                 use_cache=True, logits_to_keep=1)
     stats.forward_passes += 1

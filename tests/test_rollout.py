@@ -178,3 +178,27 @@ def test_top_p_keeps_only_the_nucleus():
     assert int(sample_next(logits, 0.0, 1.0, None)) == 0
     all_draws = {int(sample_next(logits, 1.0, 1.0, g)) for _ in range(600)}
     assert all_draws == {0, 1, 2, 3}
+
+
+def test_rows_dropped_midway_keep_the_others_exact(policies):
+    """Rows that finish early leave the batch (and the KV cache); the rest must not change."""
+    prompts = ["def f(x): return", "assert f(2) == 3\nfor i in range(n):", "import", "x = [1, 2]"]
+    cfg = SamplingConfig(max_new_tokens=20, temperature=0.0)
+    free = generate(policies, "code", prompts, n=1, sampling=cfg)
+    # a token that row 0 emits early becomes an extra stop token: rows end at different steps
+    stop = free[0][0].completion_ids[4]
+    model = policies.module("code")
+    saved = model.generation_config.eos_token_id
+    model.generation_config.eos_token_id = [*(saved if isinstance(saved, list) else [saved]), stop]
+    try:
+        out = generate(policies, "code", prompts, n=1, sampling=cfg)
+    finally:
+        model.generation_config.eos_token_id = saved
+    lengths = set()
+    for i, samples in enumerate(out):
+        want = free[i][0].completion_ids
+        cut = want.index(stop) + 1 if stop in want else len(want)
+        assert samples[0].completion_ids == want[:cut]
+        assert samples[0].finished == (stop in want)
+        lengths.add(cut)
+    assert len(lengths) > 1, "the rows must end at different steps for this test to mean anything"
