@@ -171,13 +171,19 @@ class Worker:
         if "memory-cgroup" in self.protections and self.mem_cg is None:
             self.protections["memory-cgroup"] += " (falls back to RLIMIT_AS: virtual memory cap)"
         # Warm state: pre-import what test programs commonly need.
-        preload_errors = {}
+        # Warm-state modules are imported on first mention by a job (see warm_up): until a
+        # run needs numpy, forks stay cheaper without it.
+        import importlib.util
+
+        self.preload_errors = {}
+        self.lazy: list[str] = []
         for mod in self.cfg.get("preload", []):
             try:
-                __import__(mod)
+                if importlib.util.find_spec(mod) is None:
+                    raise ImportError(f"no module named {mod!r}")
+                self.lazy.append(mod)
             except Exception as e:  # an optional convenience, never a protection
-                preload_errors[mod] = f"{type(e).__name__}: {e}"
-        self.preload_errors = preload_errors
+                self.preload_errors[mod] = f"{type(e).__name__}: {e}"
         self.base_vsz = _vsz_bytes()
         # The runs' environment, set once here and inherited by every child: nothing of the
         # parent's environment was passed to this process in the first place.
@@ -240,7 +246,8 @@ class Worker:
         return 0
 
     def _oom_happened(self, status: int | None) -> bool:
-        """Did the cgroup OOM killer fire during the last segment? (read only after a SIGKILL)."""
+        """Did the cgroup OOM killer fire since the last look? (read only after a SIGKILL: an
+        earlier victim among a run's grandchildren can only relabel a SIGKILL as "memory")."""
         if not self.mem_cg or status is None or not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9):
             return False
         now = self.oom_kills()
@@ -336,7 +343,26 @@ class Worker:
                     pass
             send(self.chan_out, {"result": result})
 
+    def warm_up(self, job: dict) -> None:
+        """Import a preload module into the warm state the first time a job mentions it, so
+        this and every later run inherit it instead of importing it themselves."""
+        texts = [job["program"], *job["calls"]]
+        for mod in list(self.lazy):
+            if any(mod in t for t in texts):
+                self.lazy.remove(mod)
+                try:
+                    __import__(mod)
+                except Exception:  # the run will raise the ImportError itself
+                    continue
+                import gc
+
+                gc.collect()
+                gc.freeze()
+                self.base_vsz = _vsz_bytes()
+
     def run_job(self, job: dict) -> dict:
+        if self.lazy:
+            self.warm_up(job)
         lim = job["limits"]
         program = compile_untrusted(job["program"], "program.py", "exec")
         calls = tuple(compile_untrusted(c, f"<call {i}>", "eval") for i, c in enumerate(job["calls"]))
@@ -427,8 +453,6 @@ class Worker:
                 res["status"] = "timeout"
                 break
         self.fresh_scratch()  # files a run wrote are memory (tmpfs): give it back now
-        if self.mem_cg:  # keep the OOM counter in step (a grandchild may have been the victim)
-            self.oom_seen = self.oom_kills()
         res["calls"] = [r if r is not None else {"status": "not-run"} for r in call_res]
         res["stdout"], res["stderr"] = out.text()
         res["wall_s"] = time.monotonic() - t0

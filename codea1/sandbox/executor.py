@@ -207,7 +207,9 @@ def _lost(protections: dict) -> dict:
 class Executor:
     """A pool of sandboxed fork-server workers (``workers=None``: one per CPU core).
 
-    Use as a context manager. ``run`` and ``run_many`` are thread-safe. ``protections``
+    Use as a context manager. ``run`` and ``run_many`` are thread-safe. ``preload``
+    modules are imported into a worker's warm state the first time a job mentions them
+    (every later run inherits them: ``import numpy`` then costs nothing). ``protections``
     maps each protection of ``isolation.PROTECTIONS`` to ``True`` or ``"LOST: why"``;
     lost ones are also logged as a warning at start-up.
     """
