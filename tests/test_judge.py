@@ -156,11 +156,11 @@ def test_exceptions_timeouts_and_lying_objects_are_failures(judge):
 
 
 def test_expected_values_are_evaluated_not_string_compared(judge):
-    src = "assert add(0.1, 0.2) == 0.3\nassert add([1], [2]) == sorted([2, 1])\nassert add(1, 1) == undefined_name\n"
+    src = "assert add(0.1, 0.2) == 0.3\nassert add([1], [2]) == sorted([2, 1])\nassert add(1, 1) == int('x')\n"
     (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [[src]])])
     tests = r.suites[0][0].tests
     assert [t.valid for t in tests] == [True, True, False]
-    assert tests[2].kind == WRONG_EXPECTATION and "NameError" in tests[2].reason
+    assert tests[2].kind == WRONG_EXPECTATION and "ValueError" in tests[2].reason
     assert tests[2].normalized == "assert add(1, 1) == 2" and tests[2].passed is True
 
 
@@ -263,21 +263,34 @@ def test_identical_candidates_share_a_run_but_keep_their_own_suites(judge):
 
 
 def test_a_flooding_test_does_not_cost_other_tests_their_run(executor):
-    flood = "assert add(print('x' * 10**6) or 1, 1) == 2"
-    suite_a = flood + "\nassert add(1, 1) == 2"
+    loud = "def add(a, b):\n    if a == 7:\n        print('y' * 10**6)\n    return a + b\n"
+    loud_ref = Problem(id="t/loud", question="", entry_point="add", reference=loud)
+    suite_a = "assert add(7, 0) == 7\nassert add(1, 1) == 2"
     suite_b = "assert add(2, 2) == 4\nassert add(3, 3) == 6"
     counting = CountingExecutor(executor)
     judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
-    (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [[suite_a, suite_b]])])
+    (r,) = judge.judge_step([ProblemRollout(loud_ref, [GOOD], [[suite_a, suite_b]])])
     a, b = r.suites[0]
     assert a.tests[0].kind == REFERENCE_RAISED and "OutputLimit" in a.tests[0].reason
     assert [t.valid for t in a.tests[1:]] == [True] and [t.valid for t in b.tests] == [True, True]
     assert all(t.passed for t in b.tests)
     assert len(counting.waves) == 3  # reference, its resume, candidates (the flood is not sent)
-    loud = "def add(a, b):\n    if a == 7:\n        print('y' * 10**6)\n    return a + b\n"
-    (r,) = judge.judge_step([ProblemRollout(ADD, [loud], [["assert add(7, 0) == 7\n" + suite_b]])])
-    assert [t.passed for t in r.suites[0][0].tests] == [False, True, True]
+    (r,) = judge.judge_step([ProblemRollout(ADD, [loud], [[suite_a + "\n" + suite_b]])])
+    assert [t.passed for t in r.suites[0][0].tests] == [False, True, True, True]
     assert "OutputLimit" in r.suites[0][0].tests[0].failure
     no_resume = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, resume_rounds=0))
-    (r,) = no_resume.judge_step([ProblemRollout(ADD, [GOOD], [[suite_a, suite_b]])])
+    (r,) = no_resume.judge_step([ProblemRollout(loud_ref, [GOOD], [[suite_a, suite_b]])])
     assert any(t.reason and "not run" in t.reason for s in r.suites[0] for t in s.tests)
+
+
+def test_a_test_cannot_sabotage_the_candidate_for_other_tests(executor):
+    helper = "def _check(x):\n    return True\ndef add(a, b):\n    assert _check(a)\n    return a + b\n"
+    sabotage = "assert add(globals().update(_check=None) or 1, 1) == 2"
+    suites = [sabotage, "assert add(2, 2) == 4"]
+    strict = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    (r,) = strict.judge_step([ProblemRollout(ADD, [helper], [suites])])
+    assert r.suites[0][0].tests[0].kind == UNPARSABLE and "globals" in r.suites[0][0].tests[0].reason
+    assert r.code_rewards == [pytest.approx(0.5)]  # suite 2 passes; suite 1 has no test
+    loose = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, strict_tests=False))
+    (r,) = loose.judge_step([ProblemRollout(ADD, [helper], [suites])])
+    assert r.suites[0][1].tests[0].passed is False  # what strict mode prevents: a correct code fails

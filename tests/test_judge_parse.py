@@ -165,3 +165,33 @@ def test_parse_never_raises_on_arbitrary_text():
                 assert (t.reason is None) == (t.call is not None)
 
     check()
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("assert f(globals().update(f=None) or 1) == 1", "uses `globals`"),
+        ("assert f(HELPER.clear() or 1) == 1", "uses `HELPER`"),
+        ("assert f(f.__globals__) == 1", "private attribute `.__globals__`"),
+        ("assert f((g := 2)) == 1", "`:=`"),
+        ("assert f(__import__('os').getcwd()) == 1", "module `os`"),
+        ("import sys\nassert f(sys.setrecursionlimit(10)) == 1", "module `sys`"),
+        ("assert f(1) == print('x')", "uses `print`"),
+        ("assert f(setattr(f, 'x', 1)) == 1", "uses `setattr`"),
+    ],
+)
+def test_strict_mode_refuses_tests_that_could_tamper_with_the_shared_process(line, reason):
+    (test,) = parse_tests(line + "\n", "f", strict=True)
+    assert test.reason is not None and reason in test.reason
+    (loose,) = parse_tests(line + "\n", "f")
+    assert loose.reason is None or "uses" not in loose.reason
+
+
+def test_strict_mode_accepts_ordinary_data_building_tests():
+    src = (
+        "import math\nfrom collections import Counter\nxs = [i * i for i in range(5)]\n"
+        "assert f(xs, key=lambda v: -v) == sorted(xs)\n"
+        "assert f(math.inf, Counter('aab'), float('nan'), 'a,b'.split(',')) == (1, 2)\n"
+        "assert f({k: v for k, v in zip('ab', range(2))}, list(map(str, range(3)))) == None\n"
+    )
+    assert [t.reason for t in parse_tests(src, "f", strict=True)] == [None, None, None]

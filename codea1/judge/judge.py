@@ -63,6 +63,8 @@ class JudgeConfig:
     `suite_size` is the spec's G (nominal suite size; also how many Mistake Book tests are
     replayed). `require_entry_point`: a test whose CALL never mentions the function under
     test is invalid (it tests nothing, and would be free validity reward).
+    `strict_tests`: a test may only build data (see `parse_tests(strict=True)`): all tests
+    of a candidate share one process, so a test that rebinds globals could fail the others.
     `reference_limits` applies to the reference run of a problem, which evaluates every
     distinct call of all its suites (default: `limits` with a 60 s run budget).
     `resume_rounds`: a run cut short (run time budget, output flood) leaves its remaining
@@ -74,6 +76,7 @@ class JudgeConfig:
     suite_size: int = 8
     nonprintable_penalty: bool = True
     require_entry_point: bool = True
+    strict_tests: bool = True
     limits: Limits = field(default_factory=Limits)
     reference_limits: Limits | None = None
     golden_limits: Limits = field(default_factory=lambda: Limits(timeout_s=60.0, call_timeout_s=10.0, memory_mb=2048))
@@ -283,12 +286,13 @@ class Judge:
     # -- wave 1 -----------------------------------------------------------------------
     def _plan(self, rollout: ProblemRollout) -> _Plan:
         problem = rollout.problem
-        entry = problem.entry_point if self.config.require_entry_point else None
+        entry = problem.entry_point
+        options = {"strict": self.config.strict_tests, "require_entry_point": self.config.require_entry_point}
         suites: list[list[_Suite]] = []
         for suite_texts in rollout.tests:
             row = []
             for raw in suite_texts:
-                parsed = parse_tests(extract_test_source(raw), entry)
+                parsed = parse_tests(extract_test_source(raw), entry, **options)
                 seen: set[str] = set()
                 duplicate = []
                 for t in parsed:
@@ -300,7 +304,8 @@ class Judge:
 
         mb_calls = []
         for test in list(rollout.mistakes)[: self.config.suite_size]:
-            parsed = parse_tests(test)  # stored tests are trusted to be well-formed; skip any that is not
+            # stored tests passed these checks when they entered; one that does not now is skipped
+            parsed = parse_tests(test, entry, **options)
             if len(parsed) == 1 and parsed[0].call is not None:
                 mb_calls.append((test, parsed[0].call))
 

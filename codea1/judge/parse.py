@@ -207,9 +207,11 @@ def _import_expr(module: str, attr: str | None = None, submodule: bool = False) 
 
 
 class _Parser:
-    def __init__(self, source: str, entry_point: str | None) -> None:
+    def __init__(self, source: str, entry_point: str | None, strict: bool = False, require_entry: bool = True) -> None:
         self.source = source
         self.entry_point = entry_point
+        self.strict = strict
+        self.require_entry = require_entry and entry_point is not None
         self.env = _Env()
         self.tests: list[ParsedTest] = []
         self.lines = _split_lines(source)
@@ -247,7 +249,7 @@ class _Parser:
         left, right = test.left, test.comparators[0]
         if not self.env.values and not self.env.refused:
             # Nothing to substitute (the common case): skip the walks.
-            if self.entry_point is not None and not _calls_name(left, self.entry_point):
+            if self.require_entry and not _calls_name(left, self.entry_point):  # type: ignore[arg-type]
                 return ParsedTest(text, line, reason=f"the call does not use the function under test `{self.entry_point}`")
             call_expr, expected_expr, expected_changed = left, right, False
         else:
@@ -260,9 +262,13 @@ class _Parser:
             poisoned = self._refused_name(call.names | expected.names)
             if poisoned is not None:
                 return ParsedTest(text, line, reason=f"uses `{poisoned}`, whose assignment was not a valid one")
-            if self.entry_point is not None and self.entry_point not in call.names:
+            if self.require_entry and self.entry_point not in call.names:
                 return ParsedTest(text, line, reason=f"the call does not use the function under test `{self.entry_point}`")
             call_expr, expected_expr, expected_changed = call.expr, expected.expr, expected.changed
+        if self.strict:
+            violation = _strict_violation((call_expr, expected_expr), self.entry_point)
+            if violation is not None:
+                return ParsedTest(text, line, reason=violation)
         try:
             call_text = ast.unparse(call_expr)
             # The expected side is only evaluated, never compared as text: its own source
@@ -450,10 +456,69 @@ def _describe(node: ast.stmt) -> str:
     return f"`{type(node).__name__.lower()}`"
 
 
-def parse_tests(source: str, entry_point: str | None = None) -> list[ParsedTest]:
+def parse_tests(
+    source: str, entry_point: str | None = None, *, strict: bool = False, require_entry_point: bool = True
+) -> list[ParsedTest]:
     """Every test-like statement of `source` (test code, already out of its fences), in order.
 
-    With `entry_point`, a call that never mentions the function under test is invalid
-    (`assert abs(1) == 1` tests nothing and would be a free validity reward).
+    With `entry_point` (and `require_entry_point`), a call that never mentions the function
+    under test is invalid (`assert abs(1) == 1` tests nothing and would be free validity
+    reward).
+
+    With `strict`, a test may only build data: besides the function under test it may use
+    side-effect-free builtins (`SAFE_BUILTINS`), modules of `SAFE_MODULES` and names it
+    binds itself, no `_private` attribute and no `:=`. All tests of a problem run one after
+    another in one process, so without this a test could rebind the candidate's globals
+    (`f(globals().update(helper=None) or 1)`) and make *other* tests fail: a reward hack.
     """
-    return _Parser(textwrap.dedent(source), entry_point).run()
+    return _Parser(textwrap.dedent(source), entry_point, strict, require_entry_point).run()
+
+
+# Builtins a test may call or name under `strict`: they build or inspect data and leave the
+# process as it was.
+SAFE_BUILTINS = frozenset(
+    """abs all any ascii bin bool bytearray bytes callable chr complex dict divmod enumerate filter float
+    format frozenset hex int isinstance issubclass iter len list map max min next oct ord pow range repr
+    reversed round set slice sorted str sum tuple zip""".split()
+)
+# Modules a test may import (their top-level name) under `strict`: deterministic, no process state.
+SAFE_MODULES = frozenset(
+    """array bisect calendar cmath collections copy datetime decimal enum fractions functools heapq
+    itertools json math numbers numpy operator re statistics string textwrap typing unicodedata""".split()
+)
+
+
+def _strict_violation(exprs: tuple[ast.expr, ...], entry_point: str | None) -> str | None:
+    """Why these (substituted) expressions may not run in a shared process, or None."""
+    bound: set[str] = set()
+    loads: list[ast.Name] = []
+    allowed_import_names: set[int] = set()
+    for expr in exprs:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Load):
+                    loads.append(node)
+                else:
+                    bound.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                if node.attr.startswith("_"):
+                    return f"uses the private attribute `.{node.attr}`"
+            elif isinstance(node, ast.NamedExpr):
+                return "uses `:=` (a test may not bind names in the shared process)"
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
+                module = node.args[0] if node.args else None
+                if not (isinstance(module, ast.Constant) and isinstance(module.value, str)):
+                    return "uses `__import__` with a computed module name"
+                top = module.value.split(".")[0]
+                if top not in SAFE_MODULES:
+                    return f"uses the module `{top}` (tests may import only {', '.join(sorted(SAFE_MODULES))})"
+                allowed_import_names.add(id(node.func))
+    for node in loads:
+        name = node.id
+        if name == entry_point or name in SAFE_BUILTINS or name in bound or id(node) in allowed_import_names:
+            continue
+        return f"uses `{name}`, which a test may not use (only the function, data and safe builtins)"
+    return None
+
