@@ -294,3 +294,18 @@ def test_a_test_cannot_sabotage_the_candidate_for_other_tests(executor):
     loose = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, strict_tests=False))
     (r,) = loose.judge_step([ProblemRollout(ADD, [helper], [suites])])
     assert r.suites[0][1].tests[0].passed is False  # what strict mode prevents: a correct code fails
+
+
+def test_a_sandbox_failure_while_resuming_makes_the_problem_unusable(executor):
+    seen = []
+
+    def damage(job, result):
+        seen.append(job)
+        if len(seen) > 2:  # the resume of the candidate run
+            return RunResult(status="infra", infra_error="worker lost")
+        return result
+
+    loud = "def add(a, b):\n    if a == 7:\n        print('y' * 10**6)\n    return a + b\n"
+    judge = Judge(CountingExecutor(executor, damage), JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    (r,) = judge.judge_step([ProblemRollout(ADD, [loud], [["assert add(7, 0) == 7\nassert add(1, 1) == 2"]])])
+    assert len(seen) == 3 and not r.usable and "worker lost" in r.infra_error

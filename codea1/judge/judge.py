@@ -556,7 +556,10 @@ class Judge:
                 [replace(jobs[index], calls=[jobs[index].calls[k] for k in pending]) for index, pending in todo]
             )
             for (index, pending), again in zip(todo, resumed):
-                if again.status == "infra" or not again.program_ok:
+                if again.status == "infra":  # never let a sandbox failure count as a failed call
+                    results[index] = replace(results[index], status="infra", infra_error=again.infra_error)
+                    continue
+                if not again.program_ok:
                     continue  # the calls stay unrun
                 calls = list(results[index].calls)
                 for k, call in zip(pending, again.calls):
