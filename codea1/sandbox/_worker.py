@@ -86,6 +86,7 @@ class Worker:
         self.base_vsz = 0
         self.run_no = 0
         self.oom_seen = 0
+        self.scratch_dirty = True
 
     def lost(self, name: str, why: str) -> None:
         self.protections[name] = f"LOST: {why}"
@@ -452,7 +453,10 @@ class Worker:
             if time.monotonic() >= deadline:
                 res["status"] = "timeout"
                 break
-        self.fresh_scratch()  # files a run wrote are memory (tmpfs): give it back now
+        try:
+            self.fresh_scratch()  # files a run wrote are memory (tmpfs): give it back now
+        except OSError:
+            self.scratch_dirty = True  # retried before the next run starts
         res["calls"] = [r if r is not None else {"status": "not-run"} for r in call_res]
         res["stdout"], res["stderr"] = out.text()
         res["wall_s"] = time.monotonic() - t0
@@ -490,14 +494,17 @@ class Worker:
     def segment(self, program, calls: tuple, start: int, plan: dict, lim: dict,
                 deadline: float, out: "_Output") -> dict:
         """Fork one child that runs the program, then calls from ``start``; watch it."""
-        self.fresh_scratch()
+        if start or self.scratch_dirty:  # a continuation starts from the clean state, files included
+            self.fresh_scratch()
+            self.scratch_dirty = False
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
         r_res, w_res = os.pipe()
-        try:  # room for many records between ticks
-            fcntl.fcntl(r_res, _F_SETPIPE_SZ, 1 << 20)
-        except OSError:
-            pass
+        if calls:
+            try:  # room for many records between ticks
+                fcntl.fcntl(r_res, _F_SETPIPE_SZ, 1 << 20)
+            except OSError:
+                pass
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200) for fd in (w_out, w_err, w_res)]
         for fd in (w_out, w_err, w_res):
             os.close(fd)
