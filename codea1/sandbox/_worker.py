@@ -87,6 +87,7 @@ class Worker:
         self.run_no = 0
         self.oom_seen = 0
         self.scratch_dirty = True
+        self.host_tmp: str | None = None
 
     def lost(self, name: str, why: str) -> None:
         self.protections[name] = f"LOST: {why}"
@@ -136,6 +137,7 @@ class Worker:
         if self.root is None:
             base = f"/tmp/codea1-sbx-{os.getpid()}"
             os.makedirs(base, mode=0o700, exist_ok=True)
+            self.host_tmp = base  # removed when the worker stops
             self.scratch_host = self.scratch_child = base + "/scratch"
         if is_root:
             self.uid = int(self.cfg["uid"])
@@ -781,7 +783,15 @@ def main() -> None:
     except Exception as e:
         send(chan_out, {"hello": False, "error": f"{type(e).__name__}: {e}"})
         raise
-    w.serve()
+    try:
+        w.serve()
+    finally:
+        if w.host_tmp:
+            try:
+                w.kill_everything(None)
+                isolation.remove_tree(w.host_tmp)
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":
