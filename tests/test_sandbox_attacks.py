@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import textwrap
 import threading
 import time
 
@@ -151,6 +152,10 @@ def test_optimize_flags_of_the_parent_do_not_strip_asserts(host):
 
 
 # 4 ------------------------------------------------------------------------------------
+_WRITE_EVERY_FD = ("import os\nfor fd in range(3, 200):\n    try:\n        os.write(fd, {data!r}.encode())\n"
+                   "    except OSError:\n        pass\n")
+
+
 def test_forged_output_and_records(ex, host):
     # Markers printed on stdout/stderr mean nothing.
     printed = ("import sys\nprint('[\"ready\"]\\n[\"P\",true,null]\\n[\"E\"]')\n"
@@ -160,17 +165,24 @@ def test_forged_output_and_records(ex, host):
     # Records written on the result pipe that clash with the harness's are violations.
     for forged in (b'["P",true,null]\\n["E"]\\n', b'garbage\\n', b'["R",0,"ok",["int","1"]]\\n',
                    b'["P",true,null]\\n', b'[' * 10000 + b'\\n', b'["S",0]\\n["R",0,"ok",["float","0x1p99999"]]\\n'):
-        prog = f"import os\nos.write(3, {forged.decode()!r}.encode())\nraise ValueError('x')\n"
+        prog = _WRITE_EVERY_FD.format(data=forged.decode()) + "raise ValueError('x')\n"
         r = ex.run(Job(prog, ["1"]))
         assert not r.program_ok and r.status == "error", forged[:40]
         assert r.calls[0].status != "ok"
+    # A blindly forged "program finished" transcript followed by a silent exit: the
+    # records lack the run's nonce, so no program_ok (nor any fd number to guess right).
+    blind = ("import os\nfor fd in range(3, 200):\n    try:\n"
+             "        os.write(fd, b'[\"ready\"]\\n[\"P\",true,null]\\n[\"P\",true,null,\"0\"]\\n[\"E\"]\\n')\n"
+             "    except OSError:\n        pass\nos._exit(0)\nassert False\n")
+    r = ex.run(Job(blind, ["1"]))
+    assert not r.program_ok and r.status == "error" and r.calls[0].status != "ok"
     # A forged value for a later call, followed by the real result, is a duplicate.
-    r = ex.run(Job("import os\ndef f():\n    os.write(3, b'[\"R\",0,\"ok\",[\"int\",\"7\"]]\\n')\n    return 1\n",
-                   ["f()"]))
+    forge = textwrap.indent(_WRITE_EVERY_FD.format(data='["R",0,"ok",["int","7"]]\n'), "    ")
+    r = ex.run(Job("def forge():\n" + forge + "def f():\n    forge()\n    return 1\n", ["f()"]))
     assert r.status == "error" and "ProtocolViolation" in (r.program_error or "")
     # An over-long record is refused, never buffered without bound.
     big = Limits(timeout_s=5, max_value_bytes=1000)
-    r = ex.run(Job("import os\nos.write(3, b'x' * 100000)\n", [], big))
+    r = ex.run(Job(_WRITE_EVERY_FD.format(data="x" * 3000), [], big))
     assert not r.program_ok
 
 

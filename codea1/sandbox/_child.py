@@ -21,7 +21,6 @@ from codea1.sandbox.values import EncodingError, encode
 from codea1.sandbox.values import (  # noqa: E402
     bool, bytes, compile, eval, exec, getattr, int, isinstance, len, list, memoryview, range, str, type)
 
-RESULT_FD = 3
 #: Exit status of a child whose confinement failed before any candidate code ran.
 SETUP_FAILED_EXIT = 121
 #: Sources longer than this are compiled inside the run (under its limits), not the worker.
@@ -81,8 +80,10 @@ def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
     os.dup2(devnull, 0)
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
-    os.dup2(res_fd, RESULT_FD)
-    os.closerange(RESULT_FD + 1, 1 << 16)
+    fd = plan["result_fd"]
+    os.dup2(res_fd, fd)
+    os.closerange(3, fd)
+    os.closerange(fd + 1, 1 << 16)
     # Into the run's memory cgroup (the worker stays outside it, so the OOM killer can only
     # ever pick a process of the run, and the cap counts only the run).
     for path in plan["cgroup_procs"]:
@@ -155,6 +156,11 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
     # Keep private references: a candidate that patches os/json/builtins later cannot
     # change what this function calls.
     _write, _exit, _dumps = os.write, os._exit, dumps
+    # The result pipe sits at a per-run random fd, and the program/end records carry a
+    # per-run nonce: a record blindly forged by the candidate is rejected. (Code in this
+    # interpreter that digs the nonce out of memory can still forge `program_ok`; call
+    # values, compared in the parent, are what scores. See docs/SANDBOX.md.)
+    _fd, _nonce = plan["result_fd"], plan["nonce"]
     try:
         _confine(plan, out_fd, err_fd, res_fd)
         sys.stdin, sys.stdout, sys.stderr = _STDIO or make_stdio()
@@ -165,6 +171,7 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
         sys.modules["__main__"] = main
         g = main.__dict__
         max_value = plan["max_value_bytes"]
+        plan = None  # noqa: F841 - the nonce lives on only in this frame's locals
     except BaseException:
         _exit(SETUP_FAILED_EXIT)
 
@@ -172,7 +179,7 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
         data = (_dumps(rec) + "\n").encode("ascii")
         view = memoryview(data)
         while view:
-            n = _write(RESULT_FD, view)
+            n = _write(_fd, view)
             view = view[n:]
 
     def flush() -> None:
@@ -201,7 +208,7 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
             except BaseException:
                 pass
     flush()
-    record(["P", program_ok, program_error])
+    record(["P", program_ok, program_error, _nonce])
     if program_ok:
         for i in range(start_at, len(calls)):
             record(["S", i])
@@ -217,5 +224,5 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
                 rec = ["R", i, "error", _describe(e)]
             flush()
             record(rec)
-        record(["E"])  # the parent accepts nothing after a failed program's record
+        record(["E", _nonce])  # the parent accepts nothing after a failed program's record
     _exit(exit_code)

@@ -510,6 +510,8 @@ class Worker:
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200) for fd in (w_out, w_err, w_res)]
         for fd in (w_out, w_err, w_res):
             os.close(fd)
+        nonce = os.urandom(8).hex()
+        plan = dict(plan, nonce=nonce, result_fd=10 + int.from_bytes(os.urandom(2), "little") % 180)
         pid = os.fork()
         if pid == 0:
             try:
@@ -521,7 +523,7 @@ class Worker:
         seg = {"ready": False, "program": None, "results": {}, "ended": False, "in_call": None,
                "kill": None, "violation": None, "status": None, "cpu": 0.0, "exit_code": None,
                "oom": False, "how": ""}
-        parser = _RecordParser(start, len(calls), lim["max_value_bytes"] + _RECORD_SLACK)
+        parser = _RecordParser(start, len(calls), lim["max_value_bytes"] + _RECORD_SLACK, nonce)
         for fd in (r_out, r_err, r_res):
             os.set_blocking(fd, False)
         pidfd = os.pidfd_open(pid)
@@ -615,13 +617,14 @@ class _Output:
 class _RecordParser:
     """Strict state machine over the child's result records.
 
-    Expected, in order: ``["ready"]``, ``["P", ok, error]``, then for each call ``i`` from
-    ``start``: ``["S", i]`` and ``["R", i, "ok", value] | ["R", i, "error", text]``, then
-    ``["E"]``. Anything else (a duplicate, a gap, an unknown tag, a malformed value, a
+    Expected, in order: ``["ready"]``, ``["P", ok, error, nonce]``, then for each call
+    ``i`` from ``start``: ``["S", i]`` and ``["R", i, "ok", value] | ["R", i, "error", text]``,
+    then ``["E", nonce]`` (only after a program that succeeded). Anything else (a duplicate, a gap, an unknown tag, a malformed value, a
     record after the end, an over-long line) is a violation: the candidate's failure.
     """
 
-    def __init__(self, start: int, n: int, max_line: int) -> None:
+    def __init__(self, start: int, n: int, max_line: int, nonce: str) -> None:
+        self.nonce = nonce
         self.buf = bytearray()
         self.max_line = max_line
         self.next_call = start
@@ -671,9 +674,9 @@ class _RecordParser:
             self.ready = True
             return
         if self.program is None:
-            if (tag != "P" or len(rec) != 3 or type(rec[1]) is not bool
-                    or not (rec[2] is None or type(rec[2]) is str)):
-                raise ValueError("expected the program record")
+            if (tag != "P" or len(rec) != 4 or type(rec[1]) is not bool
+                    or not (rec[2] is None or type(rec[2]) is str) or rec[3] != self.nonce):
+                raise ValueError("expected the program record (with this run's nonce)")
             self.program = (rec[1], rec[2])
             if not rec[1]:
                 self.ended = True  # nothing may follow a failed program
@@ -699,7 +702,7 @@ class _RecordParser:
             self.next_call = i + 1
             return
         if tag == "E":
-            if len(rec) != 1 or self.call_started is not None or self.next_call != self.n:
+            if len(rec) != 2 or rec[1] != self.nonce or self.call_started is not None or self.next_call != self.n:
                 raise ValueError("end record before all calls finished")
             self.ended = True
             return
