@@ -245,6 +245,8 @@ class Executor:
         for w in started:
             self._idle.put(w)
         lost = _lost(self.protections)
+        log.info("sandbox: %d workers; protections holding: %s", n,
+                 ", ".join(k for k, v in self.protections.items() if v is True))
         if lost:
             log.warning("sandbox protections lost on this machine: %s",
                         "; ".join(f"{k}: {v}" for k, v in lost.items()))
