@@ -84,8 +84,8 @@ class Worker:
         self.memsw = False
         self.cur_limits: dict = {}
         self.base_vsz = 0
-        self.run_no = 0
         self.oom_seen = 0
+        self.last_maxrss_mb = 0.0
         self.scratch_dirty = True
         self.host_tmp: str | None = None
 
@@ -291,8 +291,10 @@ class Worker:
     # ----------------------------------------------------------------------- cleanup
 
     def kill_everything(self, pid: int | None) -> tuple[float, int | None]:
-        """SIGKILL every process the run started and reap them. Returns (cpu_s, status of pid)."""
+        """SIGKILL every process the run started and reap them. Returns (cpu_s, status of pid);
+        the largest resident size seen is left in ``self.last_maxrss_mb``."""
         cpu = 0.0
+        self.last_maxrss_mb = 0.0
         status = None
         if pid is not None:
             try:
@@ -316,6 +318,7 @@ class Worker:
             except ChildProcessError:
                 break
             cpu += ru.ru_utime + ru.ru_stime
+            self.last_maxrss_mb = max(self.last_maxrss_mb, ru.ru_maxrss / 1024)
             if wpid == pid:
                 status = wstatus
         return cpu, status
@@ -381,8 +384,10 @@ class Worker:
         out = _Output(lim["max_output_bytes"])
         call_res: list = [None] * n
         start, first = 0, True
+        peak_rss = 0.0
         while True:
             seg = self.segment(program, calls, start, plan, lim, deadline, out)
+            peak_rss = max(peak_rss, self.last_maxrss_mb)
             res["cpu_s"] += seg["cpu"]
             res["exit_code"] = seg["exit_code"]
             if not seg["ready"]:  # no candidate code ran: the failure is ours
@@ -462,7 +467,7 @@ class Worker:
         res["calls"] = [r if r is not None else {"status": "not-run"} for r in call_res]
         res["stdout"], res["stderr"] = out.text()
         res["wall_s"] = time.monotonic() - t0
-        peak = seg.get("peak_mb", 0.0)
+        peak = peak_rss  # without a memory cgroup: the largest peak RSS of a run process
         if self.mem_cg:
             try:
                 peak = isolation.read_int(os.path.join(self.mem_cg, "memory.max_usage_in_bytes")) / 2**20
