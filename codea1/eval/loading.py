@@ -82,7 +82,17 @@ def _checkpoint_dir(path: Path) -> Path | None:
     return None
 
 
-def load_eval_policies(model: str, device: str = "auto") -> tuple[Policies, dict[str, Any]]:
+def eval_dtype(device: str, dtype: str = "auto") -> str:
+    """``auto`` means float32 on a CPU: inference only, and the offline GGUF's kernels
+    compute in float32 (bfloat16 there casts every matmul, several times slower)."""
+    if dtype != "auto":
+        return dtype
+    from codea1.models import resolve_device
+
+    return "float32" if resolve_device(device).type == "cpu" else "auto"
+
+
+def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto") -> tuple[Policies, dict[str, Any]]:
     """The policies to evaluate and a description of where they came from.
 
     A plain model is wrapped as self-play with a LoRA adapter whose update starts at zero
@@ -90,15 +100,18 @@ def load_eval_policies(model: str, device: str = "auto") -> tuple[Policies, dict
     """
     from codea1.models import ModelConfig, load_policies
 
+    dtype = eval_dtype(device, dtype)
     path = Path(model).expanduser()
     ckpt = _checkpoint_dir(path) if path.is_dir() else None
     if ckpt is not None:
         manifest = json.loads((ckpt / "policies.json").read_text())
-        cfg = ModelConfig(**{**manifest.get("config", {}), "device": device})
+        cfg = ModelConfig(**{**manifest.get("config", {}), "device": device, "dtype": dtype,
+                             "gradient_checkpointing": False})
         policies = load_policies(cfg)
         policies.load(ckpt)
         return policies, {"model": str(model), "checkpoint": str(ckpt), "base": cfg.name, "mode": cfg.mode}
-    cfg = ModelConfig(name=str(model), mode="selfplay", selfplay_weights="lora", lora_r=1, device=device)
+    cfg = ModelConfig(name=str(model), mode="selfplay", selfplay_weights="lora", lora_r=1,
+                      device=device, dtype=dtype)
     policies = load_policies(cfg)
     resolved = policies.resolved.describe() if policies.resolved is not None else str(model)
     return policies, {"model": str(model), "resolved": resolved}
