@@ -86,9 +86,10 @@ def _confine(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> None:
     os.closerange(fd + 1, 1 << 16)
     # Into the run's memory cgroup (the worker stays outside it, so the OOM killer can only
     # ever pick a process of the run, and the cap counts only the run).
-    for path in plan["cgroup_procs"]:
-        with open(path, "w") as f:
-            f.write("0")
+    for path in plan["cgroup_procs"]:  # os.open, not open(): a text file object costs a
+        fd = os.open(path, os.O_WRONLY)  # forked child ~0.3 ms of page faults
+        os.write(fd, b"0")
+        os.close(fd)
     cpu = plan["cpu_s"]
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (plan["max_file_bytes"], plan["max_file_bytes"]))
