@@ -195,3 +195,25 @@ def test_strict_mode_accepts_ordinary_data_building_tests():
         "assert f({k: v for k, v in zip('ab', range(2))}, list(map(str, range(3)))) == None\n"
     )
     assert [t.reason for t in parse_tests(src, "f", strict=True)] == [None, None, None]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "f(1, -2, 3.5, -0.25, 'a', \"it's\", b'x', None, True, [1, [2]], (1,), (), {1: 'a', 'b': [2]}, {3, 1}, [])",
+        "f(x=1, y=(2, 3))",
+        "f(1e400)",
+        "f(-(1))",
+        "f(--1)",
+        "f(1 + 2j)",
+        "f(*[1])",
+        "f(**{'a': 1})",
+        "f({**{'a': 1}})",
+        "f(10 ** 5000)",
+    ],
+)
+def test_fast_call_text_matches_ast_unparse(call):
+    import ast
+
+    (test,) = parse_tests(f"assert {call} == 1\n", "f")
+    assert test.call == ast.unparse(ast.parse(call, mode="eval").body)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,6 +189,66 @@ def _substitute(expr: ast.expr, env: _Env) -> _Substituted | None:
     return _Substituted(expr, size, frozenset(names), bool(bound))
 
 
+def _literal_source(node: ast.expr) -> str | None:
+    """Canonical text of a plain literal tree (what `ast.unparse` would give), or None."""
+    kind = type(node)
+    if kind is ast.Constant:
+        value = node.value  # type: ignore[attr-defined]
+        vtype = type(value)
+        if vtype is float:
+            return repr(value) if value - value == 0 else None  # finite floats only
+        if vtype in (int, str, bytes, bool) or value is None:
+            try:
+                return repr(value)
+            except ValueError:  # an int too long to print
+                return None
+        return None
+    if kind is ast.UnaryOp and type(node.op) is ast.USub and type(node.operand) is ast.Constant:  # type: ignore[attr-defined]
+        inner = node.operand.value  # type: ignore[attr-defined]
+        if type(inner) in (int, float):
+            text = _literal_source(node.operand)  # type: ignore[attr-defined]
+            return None if text is None else "-" + text
+        return None
+    if kind is ast.List or kind is ast.Tuple or kind is ast.Set:
+        parts = [_literal_source(e) for e in node.elts]  # type: ignore[attr-defined]
+        if None in parts or (kind is ast.Set and not parts):
+            return None
+        body = ", ".join(parts)  # type: ignore[arg-type]
+        if kind is ast.List:
+            return f"[{body}]"
+        if kind is ast.Set:
+            return f"{{{body}}}"
+        return f"({body},)" if len(parts) == 1 else f"({body})"
+    if kind is ast.Dict:
+        if any(k is None for k in node.keys):  # type: ignore[attr-defined]
+            return None
+        keys = [_literal_source(k) for k in node.keys]  # type: ignore[attr-defined,arg-type]
+        values = [_literal_source(v) for v in node.values]  # type: ignore[attr-defined]
+        if None in keys or None in values:
+            return None
+        return "{" + ", ".join(f"{k}: {v}" for k, v in zip(keys, values)) + "}"
+    return None
+
+
+def _literal_call_source(call: ast.expr) -> str | None:
+    """`name(literal, ..., key=literal)` written canonically without `ast.unparse` (the slow
+    part of parsing), or None when the call is anything more complex."""
+    if type(call) is not ast.Call or type(call.func) is not ast.Name:  # type: ignore[attr-defined]
+        return None
+    parts = []
+    for arg in call.args:  # type: ignore[attr-defined]
+        text = _literal_source(arg)
+        if text is None:
+            return None
+        parts.append(text)
+    for keyword in call.keywords:  # type: ignore[attr-defined]
+        text = _literal_source(keyword.value)
+        if keyword.arg is None or text is None:
+            return None
+        parts.append(f"{keyword.arg}={text}")
+    return f"{call.func.id}({', '.join(parts)})"  # type: ignore[attr-defined]
+
+
 def _calls_name(call: ast.Call, name: str) -> bool:
     """Whether `name` is loaded anywhere in the call (usually it is the called function)."""
     if isinstance(call.func, ast.Name) and call.func.id == name:
@@ -270,7 +332,7 @@ class _Parser:
             if violation is not None:
                 return ParsedTest(text, line, reason=violation)
         try:
-            call_text = ast.unparse(call_expr)
+            call_text = _literal_call_source(call_expr) or ast.unparse(call_expr)
             # The expected side is only evaluated, never compared as text: its own source
             # will do when nothing was substituted into it (ast.unparse is the slow part).
             expected_text = None if expected_changed else _segment(self.lines, expected_expr)
@@ -361,7 +423,7 @@ class _Parser:
     # -- driving ----------------------------------------------------------------------
     def run(self) -> list[ParsedTest]:
         try:
-            module = ast.parse(self.source)
+            module = _quiet_parse(self.source)
         except _PARSE_ERRORS:
             self.run_resynchronising()
             return self.tests
@@ -391,7 +453,7 @@ class _Parser:
             for m in range(k + 1, min(len(starts), k + 1 + _MAX_STATEMENT_LINES)):
                 chunk = "".join(lines[begin : starts[m]])
                 try:
-                    parsed = ast.parse(chunk)
+                    parsed = _quiet_parse(chunk)
                 except _PARSE_ERRORS:
                     continue
                 k_next = m
@@ -436,9 +498,17 @@ def _segment(lines: list[str], node: ast.stmt | ast.expr) -> str:
     return text.strip()
 
 
+def _quiet_parse(source: str) -> ast.Module:
+    """`ast.parse` without the SyntaxWarnings model text provokes (`1if x`, bad escapes)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(source)
+
+
 def _syntax_error(text: str) -> str:
     try:
-        ast.parse(text)
+        _quiet_parse(text)
     except SyntaxError as err:
         return err.msg
     except _PARSE_ERRORS as err:
@@ -488,33 +558,52 @@ SAFE_MODULES = frozenset(
 )
 
 
+def _nodes(exprs: tuple[ast.expr, ...]) -> Iterator[ast.AST]:
+    """Every node under `exprs` except constants, children of plain containers first.
+
+    `ast.walk` spends most of its time on the constants of big literal inputs; this walk
+    steps over them.
+    """
+    stack: list[ast.AST] = list(exprs)
+    constant, containers = ast.Constant, (ast.List, ast.Tuple, ast.Set)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is constant:
+            continue
+        if kind in containers:
+            stack.extend(e for e in node.elts if type(e) is not constant)  # type: ignore[attr-defined]
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
 def _strict_violation(exprs: tuple[ast.expr, ...], entry_point: str | None) -> str | None:
     """Why these (substituted) expressions may not run in a shared process, or None."""
     bound: set[str] = set()
     loads: list[ast.Name] = []
     allowed_import_names: set[int] = set()
-    for expr in exprs:
-        for node in ast.walk(expr):
-            if isinstance(node, ast.Name):
-                if isinstance(node.ctx, ast.Load):
-                    loads.append(node)
-                else:
-                    bound.add(node.id)
-            elif isinstance(node, ast.Attribute):
-                if node.attr.startswith("_"):
-                    return f"uses the private attribute `.{node.attr}`"
-            elif isinstance(node, ast.NamedExpr):
-                return "uses `:=` (a test may not bind names in the shared process)"
-            elif isinstance(node, ast.arg):
-                bound.add(node.arg)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
-                module = node.args[0] if node.args else None
-                if not (isinstance(module, ast.Constant) and isinstance(module.value, str)):
-                    return "uses `__import__` with a computed module name"
-                top = module.value.split(".")[0]
-                if top not in SAFE_MODULES:
-                    return f"uses the module `{top}` (tests may import only {', '.join(sorted(SAFE_MODULES))})"
-                allowed_import_names.add(id(node.func))
+    for node in _nodes(exprs):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                loads.append(node)
+            else:
+                bound.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("_"):
+                return f"uses the private attribute `.{node.attr}`"
+        elif isinstance(node, ast.NamedExpr):
+            return "uses `:=` (a test may not bind names in the shared process)"
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
+            module = node.args[0] if node.args else None
+            if not (isinstance(module, ast.Constant) and isinstance(module.value, str)):
+                return "uses `__import__` with a computed module name"
+            top = module.value.split(".")[0]
+            if top not in SAFE_MODULES:
+                return f"uses the module `{top}` (tests may import only {', '.join(sorted(SAFE_MODULES))})"
+            allowed_import_names.add(id(node.func))
     for node in loads:
         name = node.id
         if name == entry_point or name in SAFE_BUILTINS or name in bound or id(node) in allowed_import_names:
