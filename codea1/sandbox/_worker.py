@@ -240,10 +240,9 @@ class Worker:
         if not self.mem_cg:
             return 0
         try:
-            with open(os.path.join(self.mem_cg, "memory.oom_control")) as f:
-                for line in f:
-                    if line.startswith("oom_kill "):
-                        return int(line.split()[1])
+            for line in isolation.read_text(os.path.join(self.mem_cg, "memory.oom_control")).splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
         except OSError:
             pass
         return 0

@@ -213,13 +213,28 @@ def own_cgroup(controller: str) -> str | None:
 
 
 def write_text(path: str, value: str) -> None:
-    with open(path, "w") as f:
-        f.write(value)
+    """Write a control file (os-level: a Python file object costs a forking worker page faults)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
 
 
 def read_int(path: str) -> int:
-    with open(path) as f:
-        return int(f.read().split()[0])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return int(os.read(fd, 4096).split()[0])
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str) -> str:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536).decode()
+    finally:
+        os.close(fd)
 
 
 def remove_cgroup(path: str) -> None:
