@@ -24,6 +24,7 @@ import ast
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -219,13 +220,15 @@ def main() -> None:
         judge = Judge(timed, JudgeConfig(limits=limits))
         swapped = _swap_timeouts(judge, rollouts)
         print(f"candidates swapped for hanging: {swapped}")
-        fork_times, waves = [], []
+        fork_times, waves, fork_cpu = [], [], []
         for _ in range(args.steps):
             timed.waves.clear()
             timed.runs.clear()
+            c0 = time.process_time()
             t0 = time.perf_counter()
             results = judge.judge_step(rollouts)
             fork_times.append(time.perf_counter() - t0)
+            fork_cpu.append(time.process_time() - c0)
             waves.append(list(timed.waves))
     summary(results, n_tests)
     fork = min(fork_times)
@@ -236,25 +239,37 @@ def main() -> None:
               f"(slowest {', '.join(f'{w:.2f}' for w in walls[:4])} s), summed CPU {sum(c for _, c, _ in runs):.2f} s")
     print(f"fork-server judge : {fork:.2f} s/step (best of {args.steps}; all: {', '.join(f'{t:.2f}' for t in fork_times)}; "
           f"reference wave {wave[0]:.2f} s, candidate wave {wave[1]:.2f} s, parent work {fork - sum(wave):.2f} s)")
+    run_cpu = sum(c for runs in timed.runs for _, c, _ in runs)
+    print(f"  CPU a step: judge process {fork_cpu[fork_times.index(fork)]:.2f} s, "
+          f"inside the sandboxed runs {run_cpu:.2f} s (as the sandbox reports it)")
     if args.no_baseline:
         print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         return
 
     baseline = TimedExecutor(ProcessPerRun(workers, limits))
     base_judge = Judge(baseline, JudgeConfig(limits=limits))
-    base_times = []
+    base_times, base_cpu = [], []
     for _ in range(args.steps):
+        c0, k0 = time.process_time(), _children_cpu()
         t0 = time.perf_counter()
         base_results = base_judge.judge_step(rollouts)
         base_times.append(time.perf_counter() - t0)
+        base_cpu.append((time.process_time() - c0, _children_cpu() - k0))
     differ = [a.problem_id for a, b in zip(results, base_results)
               if a.code_rewards != b.code_rewards or a.test_rewards != b.test_rewards]
 
     base = min(base_times)
     print(f"process per run   : {base:.2f} s/step (best of {args.steps}; all: {', '.join(f'{t:.2f}' for t in base_times)})")
+    parent_b, children_b = base_cpu[base_times.index(base)]
+    print(f"  CPU a step: judge process {parent_b:.2f} s, python3 -I processes {children_b:.2f} s")
     print(f"speed-up          : {base / fork:.1f}x   (targets: <= 3 s a step, >= 4x)")
     print(f"identical rewards from both executors: {not differ} {differ if differ else ''}")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _swap_timeouts(judge: Judge, rollouts: list[ProblemRollout]) -> int:
