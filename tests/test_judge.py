@@ -309,3 +309,13 @@ def test_a_sandbox_failure_while_resuming_makes_the_problem_unusable(executor):
     judge = Judge(CountingExecutor(executor, damage), JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
     (r,) = judge.judge_step([ProblemRollout(ADD, [loud], [["assert add(7, 0) == 7\nassert add(1, 1) == 2"]])])
     assert len(seen) == 3 and not r.usable and "worker lost" in r.infra_error
+
+
+def test_an_int_expectation_for_a_float_result_is_right_as_in_python(judge):
+    half = Problem(id="t/half", question="", entry_point="half", reference="def half(x):\n    return x / 2\n")
+    src = "assert half(4) == 2\nassert half(3) == 1\nassert half(2) == [1.0]\nassert half(2) == True\n"
+    (r,) = judge.judge_step([ProblemRollout(half, ["def half(x):\n    return x // 2\n"], [[src]])])
+    tests = r.suites[0][0].tests
+    assert [t.valid for t in tests] == [True, False, False, False]
+    assert tests[0].normalized == "assert half(4) == 2.0"
+    assert tests[0].passed is False  # the attack keeps exact types: 2 (int) is not 2.0

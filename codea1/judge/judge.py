@@ -420,7 +420,7 @@ class Judge:
             expected_value = None
             if t.expected is not None:
                 expected_value = plan.expected_values.get(t.expected, plan.ref_values.get(t.expected))
-            right = expected_value is not None and values_equal(expected_value, ref_value)
+            right = expected_value is not None and _expectation_matches(expected_value, ref_value)
             passed, failure = outcome_of.get(t.call, (False, "not run")) if candidate_ok else (None, None)
             if passed is not None:
                 kept_passed.append(passed)
@@ -633,6 +633,30 @@ class Judge:
                     break
             out.append(verdict)
         return out
+
+
+def _expectation_matches(expected: list, actual: list) -> bool:
+    """Whether the model's EXPECTED agrees with the reference's value.
+
+    As in Python's `==`, an int and a float of the same value agree (`== 2` for a function
+    returning 2.0 is a right expectation), also inside lists and tuples; everything else is
+    the trusted `values_equal`. (The attack itself compares with `values_equal` only.)
+    """
+    if values_equal(expected, actual):
+        return True
+    try:
+        kinds = {expected[0], actual[0]}
+        if kinds == {"int", "float"}:
+            as_float = [
+                ["float", float(int(v[1])).hex()] if v[0] == "int" else v for v in (expected, actual)
+            ]
+            return values_equal(as_float[0], as_float[1])
+        if expected[0] == actual[0] and expected[0] in ("list", "tuple"):
+            xs, ys = expected[1], actual[1]
+            return len(xs) == len(ys) and all(_expectation_matches(x, y) for x, y in zip(xs, ys))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return False
+    return False
 
 
 def _attack_outcome(result: CallResult, run: RunResult, ref_value: list | None) -> tuple[bool, str | None]:
