@@ -223,6 +223,10 @@ def test_mistake_update_counts_each_failing_candidate_once(judge):
 def test_rollout_shape_is_checked():
     with pytest.raises(ValueError, match="2 codes but 1 lists"):
         ProblemRollout(ADD, [GOOD, BAD], [["x"]])
+    with pytest.raises(TypeError, match=r"tests\[0\] must be a list"):
+        ProblemRollout(ADD, [GOOD], ["assert add(1, 1) == 2"])
+    with pytest.raises(TypeError, match="codes must be a list of strings"):
+        ProblemRollout(ADD, GOOD, [["x"]])
 
 
 def test_evaluate_golden(judge):

@@ -112,6 +112,14 @@ class ProblemRollout:
     mistakes: Sequence[str] = ()
 
     def __post_init__(self) -> None:
+        for name, value in (("codes", self.codes), ("mistakes", self.mistakes)):
+            if isinstance(value, str) or not all(isinstance(x, str) for x in value):
+                raise TypeError(f"problem {self.problem.id!r}: ProblemRollout.{name} must be a list of strings")
+        for i, suites in enumerate(self.tests):
+            if isinstance(suites, str) or not all(isinstance(x, str) for x in suites):
+                raise TypeError(
+                    f"problem {self.problem.id!r}: ProblemRollout.tests[{i}] must be a list of raw test completions"
+                )
         if len(self.tests) != len(self.codes):
             raise ValueError(
                 f"problem {self.problem.id!r}: {len(self.codes)} codes but {len(self.tests)} lists of test suites "
