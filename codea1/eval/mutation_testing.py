@@ -2,9 +2,10 @@
 
 A test is a snippet of Python (setup statements, then one or more asserts) that passes
 when it runs to its end. Every test is wrapped in a function appended to the program
-under test, and the executor evaluates one call per test, so each test gets its own
-time-out, a hang in one does not cost the others, and the untrusted test code and the
-mutant only ever run inside the sandbox.
+under test. On the reference each test is its own call (its own verdict and time-out);
+on a mutant all tests run in one call that stops at the first failure, since that is
+all a kill needs and a hanging mutant then costs one time-out. The untrusted test code
+and the mutants only ever run inside the sandbox.
 
 A test that fails on the reference itself would "kill" every mutant, so only the tests
 that pass on the reference count as killers (Cosmic-Ray likewise refuses to run on a
@@ -18,7 +19,7 @@ from __future__ import annotations
 import ast
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from codea1.eval.mutation import Mutant, generate_mutants
@@ -41,9 +42,12 @@ class MutationConfig:
 
 @dataclass
 class MutantOutcome:
+    """``killed_by``: index (among the scored tests) of the first test that failed on the
+    mutant; None when it survived, or when it was killed by a hang or a crash at import."""
+
     mutant: Mutant
     status: MutantStatus
-    killed_by: list[int] = field(default_factory=list)  # indices of the scored tests that failed
+    killed_by: int | None = None
     detail: str | None = None
 
 
@@ -146,6 +150,51 @@ def _call_failed(run, pos: int) -> bool:
     return run.calls[pos].status != "ok"
 
 
+_ALL_CALL = "__codea1_first_failure()"
+
+
+def first_failure_program(program: str, tests: Sequence[str]) -> str:
+    """``program`` with the tests appended and one function running them in order that
+    returns the index of the first failing one (-1: all pass).
+
+    Whether a mutant is killed needs only its first failing test, so all tests run in
+    one call: a mutant that hangs costs one time-out, not one per test (hangs are
+    common: `i += 1` -> `i += 0`, `break` -> `continue`).
+    """
+    text, calls, errors = harness(program, tests)
+    if any(e is not None for e in errors):
+        raise ValueError(f"tests must parse to be run as killers: {[e for e in errors if e][0]}")
+    names = ", ".join(c[:-2] for c in calls)
+    return text + (
+        f"\n\ndef {_ALL_CALL[:-2]}():\n"
+        f"    for index, test in enumerate(({names},)):\n"
+        "        try:\n"
+        "            test()\n"
+        "        except Exception:\n"
+        "            return index\n"
+        "    return -1\n"
+    )
+
+
+def _outcome(mutant: Mutant, run, killers: list[int], call_timeout: float) -> MutantOutcome:
+    if run.status == "infra":
+        return MutantOutcome(mutant, "infra", detail=run.infra_error)
+    if not run.program_ok:
+        return MutantOutcome(mutant, "killed", None, f"the mutant does not run: {run.program_error or run.status}")
+    call = run.calls[0] if run.calls else None
+    if call is None or call.status != "ok":
+        why = "no result" if call is None else (
+            f"hangs (over {call_timeout:.1f} s)" if call.status == "timeout" else (call.error or call.status))
+        return MutantOutcome(mutant, "killed", None, why)
+    value = call.value
+    if not (isinstance(value, list) and len(value) == 2 and value[0] == "int"):
+        return MutantOutcome(mutant, "killed", None, f"the test runner returned {value!r}")
+    index = int(value[1])
+    if index < 0:
+        return MutantOutcome(mutant, "survived")
+    return MutantOutcome(mutant, "killed", killers[index], "a test failed")
+
+
 def run_tests(executor, program: str, tests: Sequence[str], limits=None) -> tuple[list[bool], list[str | None], float]:
     """Run each test on ``program``: whether it passed, why not, and the run's wall time."""
     from codea1.sandbox import Job
@@ -204,15 +253,10 @@ def analyse(
         killer_tests = [tests[i] for i in killers]
         jobs = []
         for m in mutants:
-            text, calls, _ = harness(m.source, killer_tests)
-            jobs.append(Job(program=text, calls=calls, limits=_limits(limits, call_timeout, len(calls), config)))
+            text = first_failure_program(m.source, killer_tests)
+            jobs.append(Job(program=text, calls=[_ALL_CALL], limits=_limits(limits, call_timeout, 1, config)))
         for m, run in zip(mutants, executor.run_many(jobs)):
-            if run.status == "infra":
-                outcomes.append(MutantOutcome(m, "infra", detail=run.infra_error))
-                continue
-            dead = [killers[p] for p in range(len(killers)) if _call_failed(run, p)]
-            outcomes.append(MutantOutcome(m, "killed" if dead else "survived", dead,
-                                          None if run.program_ok else run.program_error))
+            outcomes.append(_outcome(m, run, killers, call_timeout))
     else:
         outcomes = [MutantOutcome(m, "survived") for m in mutants]
 
@@ -245,16 +289,12 @@ def _classify_survivors(executor, reference, survivors, golden_tests, golden_pro
         return  # nothing else to ask: a survivor stays "survived", equivalence unknown
     still = list(survivors)
     if golden_ok:
-        # Only "does any golden test kill it" matters here, so all of them run in one call:
-        # a mutant that hangs costs one time-out, not one per golden test.
         budget = max(call_timeout, config.slowdown * golden_s)
-        jobs = []
-        for o in still:
-            text, calls, _ = harness(o.mutant.source, golden_ok)
-            text += "\n\ndef __codea1_all():\n" + "".join(f"    {c}\n" for c in calls)
-            jobs.append(Job(program=text, calls=["__codea1_all()"], limits=_limits(limits, budget, 1, config)))
+        jobs = [Job(program=first_failure_program(o.mutant.source, golden_ok), calls=[_ALL_CALL],
+                    limits=_limits(limits, budget, 1, config)) for o in still]
         runs = executor.run_many(jobs)
-        still = [o for o, r in zip(still, runs) if r.status != "infra" and not _call_failed(r, 0)]
+        golden_idx = list(range(len(golden_ok)))
+        still = [o for o, r in zip(still, runs) if _outcome(o.mutant, r, golden_idx, budget).status == "survived"]
     if use_program and still:
         jobs = [Job(program=o.mutant.source.rstrip("\n") + "\n\n" + golden_program, limits=program_limits)
                 for o in still]
