@@ -6,9 +6,10 @@ environment, never in the project's dependencies:
     python -m venv /work/crvenv && /work/crvenv/bin/pip install cosmic-ray
     python benchmarks/cosmic_ray_crosscheck.py --cosmic-ray /work/crvenv/bin/cosmic-ray
 
-For each function (bundled problems with mutation points, the first --functions of them) and each test suite
-(its first two golden asserts, then all of them) both tools mutate the reference and run
-the tests on every mutant. Printed per suite: mutant counts (Cosmic-Ray's; ours before
+Functions: bundled problems with mutation points (the first --functions), each with two
+suites (its first two golden asserts, then all of them), and MBPP+ functions (the first
+--mbpp) with their one docstring assert. Both tools mutate the reference and run the
+suite on every mutant. Printed per suite: mutant counts (Cosmic-Ray's; ours before
 and after deduplication) and the mutation scores (killed / all); then the agreement:
 mean absolute score difference, exact matches, and per-mutant agreement, mutants being
 matched by (operator, line, order within the line).
@@ -32,6 +33,8 @@ from codea1.data import bundled_problems  # noqa: E402
 from codea1.eval.mutation import Mutant, generate_mutants, iter_mutations  # noqa: E402
 from codea1.eval.mutation_testing import analyse  # noqa: E402
 from codea1.sandbox import Executor  # noqa: E402
+
+SHARED_MBPP = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mbppplus.parquet"
 
 CONFIG = """[cosmic-ray]
 module-path = "mod.py"
@@ -102,6 +105,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cosmic-ray", type=Path, default=Path("/work/crvenv/bin/cosmic-ray"))
     ap.add_argument("--functions", type=int, default=12)
+    ap.add_argument("--mbpp", type=int, default=12, help="MBPP+ functions (docstring assert as the suite)")
+    ap.add_argument("--mbpp-file", type=Path, default=SHARED_MBPP)
     ap.add_argument("--timeout", type=float, default=5.0, help="Cosmic-Ray's per-mutant test timeout")
     args = ap.parse_args()
     if not args.cosmic_ray.is_file():
@@ -109,28 +114,36 @@ def main() -> None:
 
     # functions with something to mutate and at least three golden asserts
     problems = [p for p in bundled_problems("all") if len(p.tests) >= 3 and generate_mutants(p.reference)]
-    problems = problems[: args.functions]
+    work = [(p, suite, tests) for p in problems[: args.functions]
+            for suite, tests in (("2", p.tests[:2]), ("all", p.tests))]
+    if args.mbpp and args.mbpp_file.is_file():
+        from codea1.data import load_problems
+
+        mbpp = [p for p in load_problems(args.mbpp_file) if p.tests and generate_mutants(p.reference)]
+        work += [(p, "1", p.tests[:1]) for p in mbpp[: args.mbpp]]
+    elif args.mbpp:
+        print(f"{args.mbpp_file}: not found, MBPP+ functions left out")
     diffs, diffs_raw, same_count, matched, agree = [], [], 0, 0, 0
     print(f"{'function':<34} {'suite':>5} {'#CR':>4} {'#raw':>4} {'#dedup':>6} "
           f"{'CR %':>6} {'raw %':>6} {'dedup %':>7}")
     started = time.time()
     with Executor(workers=2) as ex:
-        for p in problems:
-            for suite_name, tests in (("2", p.tests[:2]), ("all", p.tests)):
-                cr = cosmic_ray(args.cosmic_ray, p.reference, tests, args.timeout)
-                raw = ours(ex, p.reference, tests, dedup=False)
-                dd = ours(ex, p.reference, tests, dedup=True)
-                print(f"{p.id:<34} {suite_name:>5} {len(cr):>4} {len(raw):>4} {len(dd):>6} "
-                      f"{score(cr):>6.1f} {score(raw):>6.1f} {score(dd):>7.1f}", flush=True)
-                diffs.append(abs(score(cr) - score(dd)))
-                diffs_raw.append(abs(score(cr) - score(raw)))
-                same_count += len(cr) == len(raw)
-                kc, kr = keyed(cr), keyed(raw)
-                for key in kc.keys() & kr.keys():
-                    matched += 1
-                    agree += kc[key] == kr[key]
+        for p, suite_name, tests in work:
+            cr = cosmic_ray(args.cosmic_ray, p.reference, tests, args.timeout)
+            raw = ours(ex, p.reference, tests, dedup=False)
+            dd = ours(ex, p.reference, tests, dedup=True)
+            print(f"{p.id:<34} {suite_name:>5} {len(cr):>4} {len(raw):>4} {len(dd):>6} "
+                  f"{score(cr):>6.1f} {score(raw):>6.1f} {score(dd):>7.1f}", flush=True)
+            diffs.append(abs(score(cr) - score(dd)))
+            diffs_raw.append(abs(score(cr) - score(raw)))
+            same_count += len(cr) == len(raw)
+            kc, kr = keyed(cr), keyed(raw)
+            for key in kc.keys() & kr.keys():
+                matched += 1
+                agree += kc[key] == kr[key]
     n = len(diffs)
-    print(f"\n{len(problems)} functions, {n} (function, suite) pairs, {time.time() - started:.0f} s")
+    functions = len({p.id for p, _, _ in work})
+    print(f"\n{functions} functions, {n} (function, suite) pairs, {time.time() - started:.0f} s")
     print(f"mutation score |CR - ours|, deduplicated: mean {statistics.mean(diffs):.2f} pts, "
           f"max {max(diffs):.2f}, within 1 pt: {sum(d <= 1 for d in diffs)}/{n}")
     print(f"mutation score |CR - ours|, not deduplicated: mean {statistics.mean(diffs_raw):.2f} pts, "
