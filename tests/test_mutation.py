@@ -74,6 +74,13 @@ def test_add_not_on_conditions():
     assert any("2 if not x else 3" in s for s in got)
 
 
+def test_add_not_skips_elif_like_cosmic_ray_but_not_a_nested_if():
+    code = "if a:\n    x = 1\nelif b:\n    x = 2\nelse:\n    if c:\n        x = 3\n"
+    got = sources(code, "add_not")
+    assert len(got) == 2
+    assert any("if not a:" in s for s in got) and any("if not c:" in s for s in got)
+
+
 def test_numbers_shifted_by_one_both_ways():
     assert sources("x = 1", "number") == {norm("x = 2"), norm("x = 0")}
     assert sources("x = 4.5", "number") == {norm("x = 5.5"), norm("x = 3.5")}

@@ -16,7 +16,7 @@ family                    what changes (Cosmic-Ray operator it mirrors)
                           (ReplaceUnaryOperator_X_Y, ReplaceUnaryOperator_Delete_X)
 ``boolean``               True<->False, and<->or (ReplaceTrueWithFalse, ReplaceAndWithOr, ...)
 ``add_not``               the condition of if / while / assert / ``a if c else b`` negated
-                          (AddNot)
+                          (AddNot; like Cosmic-Ray, not the conditions of ``elif``)
 ``number``                each number literal + 1 and - 1 (NumberReplacer)
 ``break_continue``        break<->continue (ReplaceBreakWithContinue, ...)
 ``zero_iteration_loop``   ``for x in xs`` -> ``for x in []`` (ZeroIterationForLoop)
@@ -137,6 +137,12 @@ class _SiteFinder:
         self.families = set(families)
 
     def sites(self, nodes: list[ast.AST]) -> Iterator[_Site]:
+        # `elif` is an If alone in its parent's else branch, at the parent's column
+        self.elifs = {
+            id(n.orelse[0]) for n in nodes
+            if isinstance(n, ast.If) and len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If)
+            and n.orelse[0].col_offset == n.col_offset
+        }
         for node_id, node in enumerate(nodes):
             for family in FAMILIES:
                 if family in self.families:
@@ -256,7 +262,8 @@ class _SiteFinder:
                 yield _Site(node_id, "boolean", name, desc, swap)
 
     def _add_not(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
-        if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)):
+        # Cosmic-Ray negates the first condition of an if statement, not its elif ones
+        if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and id(node) not in self.elifs:
 
             def negate(n: ast.AST) -> ast.AST:
                 n.test = _negate(n.test)  # type: ignore[attr-defined]
