@@ -2,8 +2,8 @@
 
 Reads ``RUN_DIR/metrics.jsonl`` (one JSON object per step, written by the training loop)
 and draws whichever of the known curves the run logged: code and test rewards; pass,
-attack and valid rates; the Mistake Book's size; evaluation scores (keys ``eval/...``);
-and every numeric metric on one overview sheet. The figures go to ``RUN_DIR/plots/``.
+attack and valid rates; the Mistake Book's size; evaluation scores (keys ``eval/...`` or
+``val/...``); and every numeric metric on one overview sheet. The figures go to ``RUN_DIR/plots/``.
 """
 
 from __future__ import annotations
@@ -15,14 +15,20 @@ from pathlib import Path
 
 import typer
 
-# (file stem, title, y label, metric keys in drawing order)
+# (file stem, title, y label, metric keys in drawing order). Both the training loop's
+# names (`code/reward_mean`, `judge/pass_rate`, `mistakes/size`, ...) and the short ones
+# (`code_reward`, `pass_rate`, `mistake_book_size`, ...) are recognised.
 FIGURES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    # each figure also takes the names `codea1 train` writes (codea1/train/loop.py)
-    ("rewards", "Rewards", "mean reward", ("code_reward", "test_reward", "code/reward_mean", "test/reward_mean")),
-    ("rates", "Pass, attack and valid rates", "rate", ("pass_rate", "attack_rate", "valid_ratio",
-                                                       "judge/pass_rate", "judge/attack_rate", "judge/valid_ratio")),
+    ("rewards", "Rewards", "mean reward",
+     ("code_reward", "code/reward_mean", "test_reward", "test/reward_mean")),
+    ("rates", "Pass, attack and valid rates", "rate",
+     ("pass_rate", "judge/pass_rate", "attack_rate", "judge/attack_rate", "valid_ratio", "judge/valid_ratio")),
     ("mistake_book", "Mistake Book size", "tests stored", ("mistake_book_size", "mistakes/size")),
 )
+# Evaluation scores: periodic, on their own scales, one panel each.
+EVAL_PREFIXES = ("eval/", "val/")
+# A mean drawn with a +-std band when the run logged both.
+STD_OF = {"code/reward_mean": "code/reward_std", "test/reward_mean": "test/reward_std"}
 
 
 class MetricsError(ValueError):
@@ -94,11 +100,34 @@ def _draw(ax, metrics: Metrics, keys: list[str]) -> None:
     for key in keys:
         points = metrics.series[key]
         xs, ys = zip(*points)
-        ax.plot(xs, ys, marker="o" if len(points) <= 30 else None, markersize=3, label=key)
+        (line,) = ax.plot(xs, ys, marker="o" if len(points) <= 30 else None, markersize=3, label=key)
+        std = dict(metrics.series.get(STD_OF.get(key, ""), []))
+        if std and all(x in std for x in xs):
+            lo = [y - std[x] for x, y in zip(xs, ys)]
+            hi = [y + std[x] for x, y in zip(xs, ys)]
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+    from matplotlib.ticker import MaxNLocator
+
     ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.grid(alpha=0.3)
     if len(keys) > 1:
         ax.legend(fontsize=8)
+
+
+def _panels(plt, metrics: Metrics, keys: list[str], title: str):
+    """One small panel per metric (their scales differ)."""
+    cols = min(4, len(keys))
+    rows = math.ceil(len(keys) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.6 * rows + 0.4), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        _draw(ax, metrics, [key])
+        ax.set_title(key, fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    fig.suptitle(title)
+    return fig
 
 
 def make_plots(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
@@ -131,24 +160,11 @@ def make_plots(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         ax.set_ylabel(ylabel)
         save(fig, stem)
 
-    eval_keys = sorted(k for k in metrics.series if k.startswith("eval/"))
+    eval_keys = sorted(k for k in metrics.series if k.startswith(EVAL_PREFIXES))
     if eval_keys:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        _draw(ax, metrics, eval_keys)
-        ax.set_title("Evaluation scores")
-        ax.set_ylabel("score")
-        save(fig, "eval")
+        save(_panels(plt, metrics, eval_keys, "Evaluation scores"), "eval")
 
-    keys = sorted(metrics.series)
-    cols = min(4, len(keys))
-    rows = math.ceil(len(keys) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.6 * rows), squeeze=False)
-    for ax, key in zip(axes.flat, keys):
-        _draw(ax, metrics, [key])
-        ax.set_title(key, fontsize=9)
-        ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(keys):]:
-        ax.axis("off")
+    fig = _panels(plt, metrics, sorted(metrics.series), "All metrics")
     save(fig, "all_metrics")
     return written
 

@@ -89,3 +89,15 @@ def test_cli_names_the_files(tmp_path):
     assert "rewards.png" in result.output and str(run / "plots") in result.output.replace("\n", "")
     bad = CliRunner().invoke(app, [str(tmp_path / "nope")])
     assert bad.exit_code == 2 and "not found" in bad.output
+
+
+def test_training_loop_metric_names_are_recognised(tmp_path):
+    run = tmp_path / "run"
+    write_metrics(run, [
+        {"step": s, "code/reward_mean": 0.1 * s, "code/reward_std": 0.05, "test/reward_mean": 0.3,
+         "judge/pass_rate": 0.5, "judge/attack_rate": 0.2, "judge/valid_ratio": 0.7, "mistakes/size": s,
+         **({"val/code_pass_rate": 0.4, "val/problems": 8} if s % 2 == 0 else {})}
+        for s in range(1, 7)
+    ])
+    names = sorted(p.name for p in make_plots(run))
+    assert names == ["all_metrics.png", "eval.png", "mistake_book.png", "rates.png", "rewards.png"]
