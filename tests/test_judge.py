@@ -323,3 +323,12 @@ def test_an_int_expectation_for_a_float_result_is_right_as_in_python(judge):
     assert [t.valid for t in tests] == [True, False, False, False]
     assert tests[0].normalized == "assert half(4) == 2.0"
     assert tests[0].passed is False  # the attack keeps exact types: 2 (int) is not 2.0
+
+
+def test_code_with_a_syntax_error_is_invalid_without_a_run(executor):
+    counting = CountingExecutor(executor)
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    (r,) = judge.judge_step([ProblemRollout(ADD, ["def add(a, b)\n    return a", GOOD], [["assert add(1, 1) == 2"]] * 2)])
+    assert r.code_valid == [False, True]
+    assert "SyntaxError: expected ':' (line 1)" in r.code_errors[0]
+    assert len(counting.waves[1]) == 1  # only GOOD ran

@@ -19,6 +19,8 @@ No expected value ever travels into a sandbox, and no test is a process of its o
 
 from __future__ import annotations
 
+import ast
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -249,6 +251,23 @@ def _program(problem: Problem, code: str) -> str:
     return f"{imports}\n{code}" if imports else code
 
 
+def _syntax_error(program: str) -> str | None:
+    """`SyntaxError: ...` when the program certainly does not compile, else None.
+
+    Parsing runs nothing; anything but a plain syntax error (a recursion limit, a null
+    byte) is left to the sandbox to judge.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(program)
+        except SyntaxError as err:
+            return f"SyntaxError: {err.msg} (line {err.lineno})"
+        except Exception:  # noqa: BLE001 - the sandbox decides about anything else
+            return None
+    return None
+
+
 def _call_error(result: CallResult | None, run: RunResult) -> str:
     if result is None:
         return "not run"
@@ -392,6 +411,13 @@ class Judge:
             distinct = list(dict.fromkeys(calls))
             for i in members:
                 plan.cand_calls[i] = distinct
+            syntax_error = _syntax_error(program)
+            if syntax_error is not None:  # no run needed to know it cannot define the function
+                failed = RunResult(status="error", program_error=syntax_error,
+                                   calls=[CallResult(status="not-run") for _ in distinct])
+                for i in members:
+                    plan.cand_runs[i] = failed
+                continue
             jobs.append((Job(program=program, calls=distinct, limits=self.config.limits), members))
         return jobs
 
@@ -683,8 +709,6 @@ def _attack_outcome(result: CallResult, run: RunResult, ref_value: list | None) 
 
 def _golden_sides(test: str, problem_id: str, index: int) -> tuple[str, str]:
     """`(LHS, RHS)` of a golden `assert LHS == RHS` (any expressions: golden tests are trusted)."""
-    import ast
-
     try:
         node = ast.parse(test.strip()).body
     except SyntaxError as err:
