@@ -7,7 +7,9 @@ sandbox can evaluate on its own (and that a Mistake Book can store). Import stat
 are substitutions too (`import math` makes `math` stand for `__import__('math')`), and
 an import of the function under test itself (`from solution import f`) is ignored.
 Everything else (loops, function definitions, prints, other comparisons, code that does
-not parse) is one invalid test each, with a reason a user can read.
+not parse) is one invalid test each, with a reason a user can read. In strict mode (what
+the judge uses) a test may moreover only build data, since all tests of a candidate share
+one process (see `parse_tests`).
 
 Parsing is pure AST work: nothing written by the model is executed here.
 """
