@@ -612,61 +612,22 @@ class Judge:
     def evaluate_golden_many(self, items: Sequence[tuple[Problem, str]]) -> list[GoldenResult]:
         """Golden-test verdicts for many (problem, code) pairs, in parallel sandbox runs.
 
-        With a golden test program (MBPP+ `check`, human-eval `check`), the code passes when
-        the program runs clean after it (the data set's own semantics). Otherwise each golden
-        `assert LHS == RHS` is evaluated as two expressions, LHS on the candidate and RHS on
-        the reference, and compared by trusted code.
+        The job and the verdict are those of `codea1 eval code` (`codea1.eval.code`), so
+        validation during training and evaluation afterwards agree: the code (after the
+        problem's imports) runs with the golden test program, then every golden assert.
         """
-        jobs: list[Job] = []
-        layout: list[tuple[str, int, int]] = []  # (mode, first job, split of calls)
+        from codea1.eval.code import golden_job, verdict_of
+
+        jobs = []
         for problem, code in items:
-            body = extract_code(code)
-            limits = self.config.golden_limits
-            if problem.test_program:
-                layout.append(("program", len(jobs), 0))
-                program = _program(problem, body).rstrip() + "\n\n" + problem.test_program
-                jobs.append(Job(program=program, calls=[_defines(problem.entry_point)], limits=limits))
-                continue
-            if not problem.tests:
+            if not problem.tests and not problem.test_program:
                 raise ValueError(f"problem {problem.id!r} has no golden tests (neither `tests` nor `test_program`)")
-            sides = [_golden_sides(test, problem.id, k) for k, test in enumerate(problem.tests)]
-            layout.append(("tests", len(jobs), len(sides)))
-            jobs.append(Job(program=_program(problem, body), calls=[_defines(problem.entry_point)] + [l for l, _ in sides], limits=limits))
-            jobs.append(Job(program=_program(problem, problem.reference), calls=[r for _, r in sides], limits=limits))
-        runs = self.executor.run_many(jobs)
-        out = []
-        for mode, first, n in layout:
-            cand = runs[first]
-            if cand.status == "infra":
-                out.append(GoldenResult(False, f"sandbox failure: {cand.infra_error}", infra=True))
-                continue
-            if not cand.program_ok:
-                what = "the golden test program fails" if mode == "program" else "the code does not run"
-                out.append(GoldenResult(False, f"{what}: {cand.program_error or cand.status}"))
-                continue
-            defined = cand.calls[0]
-            if defined.status != "ok" or defined.value != ["bool", True]:
-                out.append(GoldenResult(False, "the code does not define the function"))
-                continue
-            if mode == "program":
-                out.append(GoldenResult(True))
-                continue
-            ref = runs[first + 1]
-            if ref.status == "infra":
-                out.append(GoldenResult(False, f"sandbox failure: {ref.infra_error}", infra=True))
-                continue
-            verdict = GoldenResult(True)
-            for k in range(n):
-                got, want = cand.calls[1 + k], ref.calls[k] if k < len(ref.calls) else None
-                if want is None or want.status != "ok":
-                    verdict = GoldenResult(False, f"golden test {k + 1}: its expected value does not evaluate")
-                    break
-                if got.status != "ok" or not values_equal(got.value, want.value):
-                    why = _call_error(got, cand) if got.status != "ok" else "wrong value"
-                    verdict = GoldenResult(False, f"golden test {k + 1} fails: {why}")
-                    break
-            out.append(verdict)
-        return out
+            jobs.append(golden_job(problem, _program(problem, extract_code(code)), self.config.golden_limits))
+        verdicts = [verdict_of(run) for run in self.executor.run_many(jobs)]
+        return [
+            GoldenResult(v.passed, None if v.passed else f"{v.status}: {v.detail}", infra=v.status == "infra")
+            for v in verdicts
+        ]
 
 
 def _expectation_matches(expected: list, actual: list) -> bool:
@@ -705,21 +666,3 @@ def _attack_outcome(result: CallResult, run: RunResult, ref_value: list | None) 
         kind = result.value[1] if isinstance(result.value, list) and len(result.value) > 1 else "?"
         return False, f"wrong value (a {kind} that equals nothing)"
     return False, f"wrong value: {shown if len(shown) <= 200 else shown[:197] + '...'}"
-
-
-def _golden_sides(test: str, problem_id: str, index: int) -> tuple[str, str]:
-    """`(LHS, RHS)` of a golden `assert LHS == RHS` (any expressions: golden tests are trusted)."""
-    try:
-        node = ast.parse(test.strip()).body
-    except SyntaxError as err:
-        raise ValueError(f"problem {problem_id!r}, golden test {index + 1}: does not parse ({err.msg})") from err
-    if (
-        len(node) != 1
-        or not isinstance(node[0], ast.Assert)
-        or not isinstance(node[0].test, ast.Compare)
-        or len(node[0].test.ops) != 1
-        or not isinstance(node[0].test.ops[0], ast.Eq)
-    ):
-        raise ValueError(f"problem {problem_id!r}, golden test {index + 1}: expected `assert LHS == RHS`, got {test!r}")
-    compare = node[0].test
-    return ast.unparse(compare.left), ast.unparse(compare.comparators[0])
