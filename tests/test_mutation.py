@@ -74,6 +74,20 @@ def test_add_not_on_conditions():
     assert any("2 if not x else 3" in s for s in got)
 
 
+def test_add_not_binds_like_the_text_cosmic_ray_edits():
+    # `not` written before `a and b` negates `a` only; parentheses keep the whole condition
+    assert sources("if a and b:\n    pass", "add_not") == {norm("if not a and b:\n    pass")}
+    assert sources("if (a and b) or c:\n    pass", "add_not") == {norm("if not (a and b) or c:\n    pass")}
+    assert sources("if (a and b or c):\n    pass", "add_not") == {norm("if not (a and b or c):\n    pass")}
+    assert sources("if (\n    a and b\n):\n    pass", "add_not") == {norm("if not (a and b):\n    pass")}
+    assert sources("y = p if a or b else q", "add_not") == {norm("y = p if not a or b else q")}
+
+
+def test_operator_names_are_cosmic_rays():
+    names = {m.operator for m in generate_mutants("x = a * b", ["binary"])}
+    assert "ReplaceBinaryOperator_Mul_Add" in names and not any("Mult" in n for n in names)
+
+
 def test_add_not_skips_elif_like_cosmic_ray_but_not_a_nested_if():
     code = "if a:\n    x = 1\nelif b:\n    x = 2\nelse:\n    if c:\n        x = 3\n"
     got = sources(code, "add_not")

@@ -90,6 +90,11 @@ _NUMBER_RHS_OK = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _UNARY: dict[type[ast.unaryop], str] = {ast.UAdd: "+", ast.USub: "-", ast.Invert: "~", ast.Not: "not"}
 
 
+def _op_name(op: type) -> str:
+    """Cosmic-Ray's name of an operator class (it says Mul where ``ast`` says Mult)."""
+    return "Mul" if op is ast.Mult else op.__name__
+
+
 @dataclass(frozen=True)
 class Mutant:
     """One mutated program: where it changed and what it became."""
@@ -133,8 +138,9 @@ def _negate(test: ast.expr) -> ast.expr:
 class _SiteFinder:
     """Enumerates every mutation site of a tree, in ``ast.walk`` order."""
 
-    def __init__(self, families: Iterable[str]):
+    def __init__(self, families: Iterable[str], source: str):
         self.families = set(families)
+        self.lines = source.splitlines(keepends=True)
 
     def sites(self, nodes: list[ast.AST]) -> Iterator[_Site]:
         # `elif` is an If alone in its parent's else branch, at the parent's column
@@ -165,7 +171,7 @@ class _SiteFinder:
             yield _Site(
                 node_id,
                 "binary",
-                f"ReplaceBinaryOperator_{src.__name__}_{dst.__name__}",
+                f"ReplaceBinaryOperator_{_op_name(src)}_{_op_name(dst)}",
                 f"{_BINARY[src]} -> {_BINARY[dst]}",
                 rewrite,
             )
@@ -263,13 +269,42 @@ class _SiteFinder:
 
     def _add_not(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
         # Cosmic-Ray negates the first condition of an if statement, not its elif ones
-        if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and id(node) not in self.elifs:
+        if not isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) or id(node) in self.elifs:
+            return
+        # Cosmic-Ray writes `not` in front of the condition's text, so `if a and b:` becomes
+        # `if not a and b:`, i.e. `(not a) and b`: the `not` binds to the leftmost operand
+        # of an unparenthesized and/or (or conditional) chain. Follow that operand down.
+        path: list[str] = []
+        test = node.test
+        while not self._parenthesized(test):
+            if isinstance(test, ast.BoolOp):
+                path.append("values")
+                test = test.values[0]
+            elif isinstance(test, ast.IfExp):
+                path.append("body")
+                test = test.body
+            else:
+                break
 
-            def negate(n: ast.AST) -> ast.AST:
-                n.test = _negate(n.test)  # type: ignore[attr-defined]
-                return n
+        def negate(n: ast.AST, path: tuple[str, ...] = tuple(path)) -> ast.AST:
+            holder, attr = n, "test"
+            for step in path:
+                holder, attr = getattr(holder, attr), step
+            target = getattr(holder, attr)
+            if attr == "values":
+                target[0] = _negate(target[0])
+            else:
+                setattr(holder, attr, _negate(target))
+            return n
 
-            yield _Site(node_id, "add_not", "AddNot", "condition negated", negate)
+        yield _Site(node_id, "add_not", "AddNot", "condition negated", negate)
+
+    def _parenthesized(self, node: ast.AST) -> bool:
+        """Whether ``node`` is written inside its own parentheses (``ast`` drops them,
+        but the node then starts right after a ``(``)."""
+        line = self.lines[node.lineno - 1].encode()[: node.col_offset].decode(errors="ignore")
+        before = "".join(self.lines[: node.lineno - 1]) + line
+        return before.rstrip().endswith("(")
 
     def _number(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
         if not _is_number(node):
@@ -359,7 +394,7 @@ def iter_mutations(source: str, families: Iterable[str] = FAMILIES) -> Iterator[
         raise ValueError(f"unknown mutation families {sorted(unknown)}; known: {list(FAMILIES)}")
     tree = _parse(source)
     nodes = list(ast.walk(tree))
-    for site in _SiteFinder(families).sites(nodes):
+    for site in _SiteFinder(families, source).sites(nodes):
         clone = copy.deepcopy(tree)
         # deepcopy keeps the walk order, so the i-th node of the clone is the i-th of the tree
         clone_nodes = list(ast.walk(clone))
