@@ -201,11 +201,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-baseline", action="store_true", help="skip the process-per-run comparison")
+    parser.add_argument("--skip", default="", help="comma-separated problem ids to leave out (e.g. a compute-heavy one)")
     args = parser.parse_args()
     if not args.data.is_file():
         sys.exit(f"{args.data}: MBPP+ parquet not found (pass --data)")
 
-    problems = load_problems(args.data)
+    skip = {x.strip() for x in args.skip.split(",") if x.strip()}
+    problems = [p for p in load_problems(args.data) if p.id not in skip]
     rollouts = build_rollouts(problems, random.Random(args.seed))
     workers = os.cpu_count() or 1
     limits = Limits()
