@@ -51,6 +51,12 @@ class GRPOConfig(BaseModel):
     micro_batch_tokens: int = Field(
         4096, ge=1, description="token budget of one packed micro-batch (gradient accumulation)"
     )
+    pack_sequences: bool = Field(
+        True,
+        description="pack several sequences into one row (block-diagonal mask); False runs one "
+        "sequence per micro-batch with plain causal attention (cheaper on CPUs, whose attention "
+        "kernels materialise a packed row's full mask)",
+    )
     lr: float = Field(1e-6, gt=0)
     weight_decay: float = Field(0.1, ge=0)
     betas: tuple[float, float] = (0.9, 0.999)
@@ -247,12 +253,15 @@ class MicroBatch:
     members: list[int] = field(default_factory=list)  # indices into the original list
 
 
-def pack_micro_batches(seqs: Sequence[Trajectory], token_budget: int) -> list[MicroBatch]:
+def pack_micro_batches(seqs: Sequence[Trajectory], token_budget: int, pack: bool = True) -> list[MicroBatch]:
     """Greedy, order-preserving packing of sequences into rows of at most `token_budget`.
 
-    A sequence longer than the budget gets a row of its own. Sequences with an empty
-    response carry no tokens to train and are skipped.
+    A sequence longer than the budget gets a row of its own; with `pack=False` every
+    sequence does. Sequences with an empty response carry no tokens to train and are
+    skipped.
     """
+    if not pack:
+        token_budget = 0
     import torch
 
     rows: list[list[int]] = []
@@ -300,6 +309,31 @@ def pack_micro_batches(seqs: Sequence[Trajectory], token_budget: int) -> list[Mi
     return batches
 
 
+def compute_context(model):
+    """Low-precision compute for LoRA adapters kept in float32 on a bf16/fp16 base.
+
+    peft keeps adapters in float32 (good: the optimiser's small steps survive) and casts
+    every layer's input up to float32 for them, which on a CPU costs more than the base
+    matmuls. Under autocast with peft's input casting off, the adapters compute in the
+    base dtype while their weights and gradients stay float32. A no-op otherwise.
+    """
+    import contextlib
+
+    import torch
+
+    base = next((p.dtype for p in model.parameters() if not p.requires_grad), None)
+    fp32_trainable = any(p.requires_grad and p.dtype == torch.float32 for p in model.parameters())
+    if base not in (torch.bfloat16, torch.float16) or not fp32_trainable or not hasattr(model, "peft_config"):
+        return contextlib.nullcontext()
+    from peft.helpers import disable_input_dtype_casting
+
+    device = next(model.parameters()).device.type
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.autocast(device_type=device, dtype=base))
+    stack.enter_context(disable_input_dtype_casting(model))
+    return stack
+
+
 def sequence_logprobs(model, mb: MicroBatch) -> "torch.Tensor":
     """Log-probabilities (float32) of a micro-batch's response tokens under `model`.
 
@@ -309,12 +343,13 @@ def sequence_logprobs(model, mb: MicroBatch) -> "torch.Tensor":
     """
     import torch
 
-    out = model(
-        input_ids=mb.input_ids,
-        position_ids=mb.position_ids,
-        logits_to_keep=mb.keep,
-        use_cache=False,
-    )
+    with compute_context(model):
+        out = model(
+            input_ids=mb.input_ids,
+            position_ids=mb.position_ids,
+            logits_to_keep=mb.keep,
+            use_cache=False,
+        )
     logits = out.logits
     logits = logits.reshape(-1, logits.shape[-1])
     if logits.shape[0] != mb.targets.shape[0]:
@@ -325,7 +360,8 @@ def sequence_logprobs(model, mb: MicroBatch) -> "torch.Tensor":
     return -torch.nn.functional.cross_entropy(logits.float(), mb.targets, reduction="none")
 
 
-def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int) -> list["torch.Tensor"]:
+def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int,
+                        pack: bool = True) -> list["torch.Tensor"]:
     """Per-sequence response log-probs without gradients (the old policy or the reference).
 
     Sequences are packed like in the update; a sequence with an empty response gets an
@@ -335,7 +371,7 @@ def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int) ->
 
     out: list[torch.Tensor] = [torch.zeros(0) for _ in seqs]
     with torch.no_grad():
-        for mb in pack_micro_batches(seqs, token_budget):
+        for mb in pack_micro_batches(seqs, token_budget, pack):
             lp = sequence_logprobs(model, mb)
             for i in mb.members:
                 out[i] = lp[mb.seq_index == i]
@@ -395,7 +431,7 @@ def update_policy(
                 continue
             optimizer.zero_grad(set_to_none=True)
             mb_loss = 0.0
-            for mb in pack_micro_batches(sub, cfg.micro_batch_tokens):
+            for mb in pack_micro_batches(sub, cfg.micro_batch_tokens, cfg.pack_sequences):
                 glob = [members[j] for j in mb.members]
                 old = torch.cat([old_logps[g] for g in glob])
                 ref = torch.cat([ref_logps[g] for g in glob]) if ref_logps is not None else None

@@ -284,3 +284,43 @@ def test_two_mini_batches_make_two_optimizer_steps(tiny_lm):
     assert stats.tokens == sum(len(s.completion_ids) for s in seqs)
     # the second mini-batch is evaluated after the first step: its ratio moved off 1
     assert stats.ratio_mean != pytest.approx(1.0, abs=1e-9)
+
+
+def test_unpacked_micro_batches_hold_one_sequence_each():
+    mbs = pack_micro_batches(_seqs(), token_budget=4096, pack=False)
+    assert [mb.members for mb in mbs] == [[0], [1], [3], [4]]
+
+
+def test_compute_context_runs_fp32_lora_in_bf16_and_keeps_fp32_grads(tiny_lm):
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from codea1.grpo import compute_context
+
+    base = copy.deepcopy(tiny_lm).to(torch.bfloat16)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
+    lora = [p for n, p in model.named_parameters() if "lora_" in n]
+    assert lora and all(p.dtype == torch.float32 and p.requires_grad for p in lora)
+    with torch.no_grad():
+        for p in lora:
+            p.normal_(0, 0.05)
+    seqs = [Trajectory([1, 2, 3], [4, 5, 6, 7], 1.0)]
+    mb = pack_micro_batches(seqs, 4096)[0]
+    from codea1.grpo import sequence_logprobs
+
+    fast = sequence_logprobs(model, mb)          # under compute_context (bf16 adapters)
+    with torch.no_grad():
+        import contextlib
+        import codea1.grpo as g
+        saved = g.compute_context
+        g.compute_context = lambda m: contextlib.nullcontext()
+        try:
+            slow = sequence_logprobs(model, mb)  # peft's own fp32 path
+        finally:
+            g.compute_context = saved
+    assert torch.allclose(fast.detach(), slow, atol=0.05)
+    fast.sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in lora)
+    assert any(p.grad.abs().sum() > 0 for p in lora)
+    assert not isinstance(compute_context(tiny_lm), contextlib.ExitStack)  # fp32 model: no-op

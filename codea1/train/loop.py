@@ -361,6 +361,7 @@ class Trainer:
         t = time.perf_counter()
         batches = self._select(problems, code_samples, code_rewards, test_samples, test_rewards,
                                judgements)
+        self._last_batches = batches  # kept for inspection (benchmarks/train_step.py)
         update_metrics = self._update(batches)
         times["update"] = time.perf_counter() - t
         self.step = step
@@ -498,11 +499,11 @@ class Trainer:
             seqs = batch.trajectories
             if seqs:
                 with self.policies.role(role) as model:
-                    old = trajectory_logprobs(model, seqs, g.micro_batch_tokens)
+                    old = trajectory_logprobs(model, seqs, g.micro_batch_tokens, g.pack_sequences)
                 ref = None
                 if g.kl_coef > 0:
                     with self.policies.reference() as ref_model:
-                        ref = trajectory_logprobs(ref_model, seqs, g.micro_batch_tokens)
+                        ref = trajectory_logprobs(ref_model, seqs, g.micro_batch_tokens, g.pack_sequences)
                 with self.policies.role(role) as model:
                     stats = update_policy(model, self.optimizers[key], seqs, g, old, ref)
                 metrics.update(stats.as_dict(f"update/{key}"))
