@@ -328,6 +328,9 @@ def test_shared_mbppplus_parquet(shared_dir):
     assert by_id["MBPP/2"].test_program.rstrip().endswith("check(similar_elements)")
     # MBPP/56's function is called `check` like the harness: the harness is renamed.
     assert by_id["MBPP/56"].test_program.rstrip().endswith("_codea1_harness_check(check)")
+    # MBPP/6 names a helper in function_name; its check asserts on differ_At_One_Bit_Pos.
+    assert by_id["MBPP/6"].entry_point == "differ_At_One_Bit_Pos"
+    assert by_id["MBPP/6"].tests == ["assert differ_At_One_Bit_Pos(13,9) == True"]
 
 
 def test_shared_mbppplus_references_pass_their_programs(shared_dir, executor):

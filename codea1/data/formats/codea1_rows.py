@@ -31,6 +31,17 @@ def _rename_harness_check(test: str, where: str) -> str:
     return pattern.sub(f"def {_HARNESS_CHECK}(", test)
 
 
+def _tested_function(test: str, declared: str) -> str:
+    """The function the check program really calls.
+
+    A few MBPP+ rows (MBPP/6, /123, /301, ...) name a helper in `function_name` while
+    their `check` asserts on another function of the reference: that one is the entry
+    point the model must write and the tests must call.
+    """
+    called = set(re.findall(r"assertion\((\w+)\(", test))
+    return called.pop() if len(called) == 1 else declared
+
+
 def matches(row: dict[str, Any]) -> bool:
     return {"GT_code", "problem", "test", "extra_info"} <= row.keys()
 
@@ -41,10 +52,11 @@ def convert(row: dict[str, Any], where: str) -> Problem:
         raise ProblemFormatError(where, "extra_info", "an object with question_id and function_name", info)
     entry = require_str(info, "function_name", where + ", extra_info")
     check_identifier(entry, where, "extra_info.function_name")
+    test = require_str(row, "test", where)
+    entry = _tested_function(test, entry)
     pid = require_str(info, "question_id", where + ", extra_info")
     question = require_str(row, "problem", where)
     reference = require_str(row, "GT_code", where)
-    test = require_str(row, "test", where)
     imports = info.get("imports") or ""
     if not isinstance(imports, str):
         raise ProblemFormatError(where, "extra_info.imports", "a string", imports)
