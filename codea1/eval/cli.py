@@ -51,6 +51,7 @@ def code_command(
     batch_size: int = typer.Option(64, "--batch-size", help="Sequences decoded together."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Sandbox workers (default: CPU count)."),
     device: str = typer.Option("auto", "--device"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the model (default: torch's)."),
 ) -> None:
     """Unbiased pass@k and avg@n of a code model on the problems' golden tests."""
     from rich.console import Console
@@ -61,7 +62,7 @@ def code_command(
     try:
         config = CodeEvalConfig(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                                 greedy=greedy, limit=limit, problems_per_batch=problems_per_batch,
-                                batch_size=batch_size, workers=workers, device=device)
+                                batch_size=batch_size, workers=workers, device=device, threads=threads)
 
         def progress(done: int, total: int, summary: dict) -> None:
             row = summary["sources"].get("all", {})
@@ -89,8 +90,10 @@ def tests_command(
     max_new_tokens: int = typer.Option(1024, "--max-new-tokens"),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K functions."),
     black_box: bool = typer.Option(False, "--black-box", help="Do not show the function's code to the model."),
+    problems_per_batch: int = typer.Option(8, "--problems-per-batch"),
     workers: Optional[int] = typer.Option(None, "--workers", help="Sandbox workers (default: CPU count)."),
     device: str = typer.Option("auto", "--device"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the model (default: torch's)."),
 ) -> None:
     """pass@k, mut@k and Mul of a test model (UnLeakedTestBench style)."""
     from rich.console import Console
@@ -100,7 +103,8 @@ def tests_command(
     console = Console(soft_wrap=True)
     try:
         config = TestEvalConfig(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                                limit=limit, white_box=not black_box, workers=workers, device=device)
+                                limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch, workers=workers, device=device,
+                                threads=threads)
 
         def progress(done: int, total: int, summary: dict) -> None:
             row = summary["sources"].get("all", {})

@@ -62,6 +62,17 @@ def missing_libraries(problem: Problem) -> list[str]:
     return missing
 
 
+def set_threads(threads: int | None) -> None:
+    """Set torch's CPU threads (None leaves its default)."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {threads}")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def _checkpoint_dir(path: Path) -> Path | None:
     """The policies checkpoint ``path`` names, if it names one."""
     if (path / "policies.json").is_file():
