@@ -8,7 +8,6 @@ attack and valid rates; the Mistake Book's size; evaluation scores (keys ``eval/
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,19 +69,14 @@ def read_metrics(run_dir: Path) -> Metrics:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         raise MetricsError(f"{path}: not found (is {run_dir} a training run directory?)")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    from codea1.eval.store import iter_jsonl
+
     series: dict[str, list[tuple[float, float]]] = {}
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if lineno == len(lines):
-                break  # the step being written when the run stopped
-            raise MetricsError(f"{path}:{lineno}: not a JSON object ({exc.msg})") from exc
-        if not isinstance(row, dict):
-            raise MetricsError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+    try:
+        rows = list(iter_jsonl(path))
+    except ValueError as exc:
+        raise MetricsError(str(exc)) from exc
+    for lineno, row in rows:
         flat = _flatten(row)
         step = _number(flat.get("step"))
         if step is None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.eval.loading import load_eval_policies, load_eval_problems, missing_libraries, set_threads
-from codea1.eval.store import SAMPLES_FILE, SUMMARY_FILE, append_rows, check_identity, read_samples, repair_tail
+from codea1.eval.store import append_rows, open_eval_dir, write_summary
 from codea1.eval.passk import aggregate, default_ks
 
 if TYPE_CHECKING:
@@ -183,12 +183,8 @@ def evaluate_code(
     from codea1.sandbox import Executor, Limits
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     problems = load_eval_problems(data, config.limit)
-    check_identity(out, {"model": model, "data": str(data), **config.identity()})
-    samples_path = out / SAMPLES_FILE
-    repair_tail(samples_path)
-    done = read_samples(samples_path)
+    samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
     n = config.n
 
     skipped: dict[str, str] = {}
@@ -248,5 +244,5 @@ def evaluate_code(
 
     summary = summarize(problems, done, n, skipped)
     summary.update({"model": model, "data": str(data), "config": asdict(config)})
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(out, summary)
     return summary

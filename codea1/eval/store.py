@@ -12,7 +12,7 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -20,13 +20,10 @@ RUN_FILE = "eval_config.json"
 
 
 
-def read_samples(path: Path) -> dict[str, dict[int, dict[str, Any]]]:
-    """Samples on disk by problem and sample index (a later row replaces an earlier one;
-    a torn last line from an interrupted write is ignored)."""
-    done: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-    if not path.is_file():
-        return done
-    lines = path.read_text(encoding="utf-8").splitlines()
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) per line of a JSONL file that is appended to while it is
+    read or was cut short: a torn last line is skipped, any other bad line is an error."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -34,13 +31,37 @@ def read_samples(path: Path) -> dict[str, dict[int, dict[str, Any]]]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             if lineno == len(lines):
-                break
-            raise ValueError(f"{path}:{lineno}: not a JSON sample row ({exc.msg}); move the file away to start over") from exc
+                return  # the row being written when the writer stopped
+            raise ValueError(f"{path}:{lineno}: not a JSON object ({exc.msg})") from exc
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        yield lineno, row
+
+
+def read_samples(path: Path) -> dict[str, dict[int, dict[str, Any]]]:
+    """Samples on disk by problem and sample index (a later row replaces an earlier one)."""
+    done: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    if not path.is_file():
+        return done
+    for lineno, row in iter_jsonl(path):
         try:
             done[str(row["problem_id"])][int(row["sample"])] = row
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}:{lineno}: a sample row needs 'problem_id' and 'sample'") from exc
     return done
+
+
+def open_eval_dir(out: Path, identity: dict[str, Any]) -> tuple[Path, dict[str, dict[int, dict[str, Any]]]]:
+    """Create or reopen an evaluation directory: its samples file and the samples in it."""
+    out.mkdir(parents=True, exist_ok=True)
+    check_identity(out, identity)
+    samples_path = out / SAMPLES_FILE
+    repair_tail(samples_path)
+    return samples_path, read_samples(samples_path)
+
+
+def write_summary(out: Path, summary: dict[str, Any]) -> None:
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def repair_tail(path: Path) -> None:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codea1.eval.store import SAMPLES_FILE, SUMMARY_FILE, append_rows, check_identity, read_samples, repair_tail
+from codea1.eval.store import append_rows, open_eval_dir, write_summary
 from codea1.eval.loading import load_eval_policies, load_eval_problems, set_threads
 from codea1.eval.mutation import FAMILIES, generate_mutants
 from codea1.eval.mutation_testing import MutationConfig, analyse
@@ -193,12 +193,8 @@ def evaluate_tests(
     from codea1.sandbox import Executor
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     problems = load_eval_problems(data, config.limit)
-    check_identity(out, {"model": model, "data": str(data), **config.identity()})
-    samples_path = out / SAMPLES_FILE
-    repair_tail(samples_path)
-    done = read_samples(samples_path)
+    samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
     skipped: dict[str, str] = {}
     for p in problems:
         try:
@@ -240,5 +236,5 @@ def evaluate_tests(
 
     summary = summarize(problems, done, config.k, skipped)
     summary.update({"model": model, "data": str(data), "config": asdict(config)})
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(out, summary)
     return summary
