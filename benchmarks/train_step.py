@@ -7,8 +7,9 @@ Measured side by side in one run, on this machine:
 
 1. this machine's bf16 (and fp32) matmul FLOP/s (square GEMMs and the model's own
    shapes; the best bf16 figure is the "peak");
-2. plain batch-8 `transformers` `generate` on 8 code prompts (sampling, the preset's
-   max_new_tokens): generated tokens per second;
+2. plain batch-8 `transformers` `generate` of the model (adapters off) on 8 code prompts
+   (sampling, the preset's max_new_tokens): generated tokens per second (completion
+   tokens up to and including the stop token);
 3. real training steps of the preset (`Trainer.run_step`): seconds per phase (code
    rollout, test rollout, judge, update), rollout tokens/s, and the update phase's
    achieved FLOP/s, counted from the model's shapes (see `update_flops`).
@@ -63,7 +64,9 @@ def plain_generate(policies, problems, max_new_tokens: int, seed: int) -> dict[s
         ids[i, width - len(p):] = torch.tensor(p)
         mask[i, width - len(p):] = 1
     torch.manual_seed(seed)
-    with policies.role("code") as model, torch.inference_mode():
+    # the plain model: adapters off (they start at zero, so the same function), so any
+    # LoRA overhead of the training roles counts against our rollouts
+    with policies.reference() as model, torch.inference_mode():
         t = time.perf_counter()
         out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0,
                              top_p=1.0, top_k=0, max_new_tokens=max_new_tokens, pad_token_id=pad)
