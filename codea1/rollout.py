@@ -9,9 +9,10 @@ dropped from the batch (and their cache) as they end, so late steps stay cheap.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -314,6 +315,39 @@ def _growing_cache(model, capacity: int):
     return cache
 
 
+@contextlib.contextmanager
+def _adapters_in_model_dtype(model, dtype) -> Iterator[None]:
+    """Run the active LoRA adapters in the base model's dtype while sampling.
+
+    peft keeps adapters in float32 (an update of lr 1e-6 vanishes in bf16), so every
+    adapted layer casts its input to float32 and its output back: about a fifth of a
+    bf16 decode step on a CPU. Sampling needs no float32 adapters: their weights are
+    swapped for `dtype` copies for the duration and the float32 tensors put back after,
+    untouched (the optimiser's parameters are the same objects throughout).
+    """
+    import torch
+
+    swapped: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
+    try:
+        active = getattr(model, "active_adapters", None)
+        if active and dtype in (torch.bfloat16, torch.float16):
+            names = set(active if isinstance(active, (list, tuple)) else [active])
+            for module in model.modules():
+                for attr in ("lora_A", "lora_B"):
+                    holder = getattr(module, attr, None)
+                    if not isinstance(holder, torch.nn.ModuleDict):
+                        continue
+                    for name in names & set(holder.keys()):
+                        weight = getattr(holder[name], "weight", None)
+                        if isinstance(weight, torch.nn.Parameter) and weight.dtype != dtype:
+                            swapped.append((weight, weight.data))
+                            weight.data = weight.data.to(dtype)
+        yield
+    finally:
+        for weight, original in swapped:
+            weight.data = original
+
+
 def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[int]],
                   cfg: SamplingConfig, stops: "torch.Tensor", pad_id: int,
                   generator: "torch.Generator | None", stats: GenerationStats,
@@ -432,7 +466,7 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
         was_training = model.training
         model.eval()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), _adapters_in_model_dtype(model, policies.dtype):
                 for pieces in chunks:
                     for p, completion, done in _decode_chunk(model, pieces, prompt_ids, cfg, stops,
                                                             pad_id, generator, stats, device):

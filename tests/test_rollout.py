@@ -227,3 +227,30 @@ def test_growing_cache_matches_dynamic_cache_past_its_capacity(policies):
             b = model(input_ids=nxt, cache=ref, use_cache=True).logits
             assert torch.allclose(a, b, atol=1e-5)
     assert mine.get_seq_length() == ref.get_seq_length() == 11
+
+
+def test_bf16_sampling_leaves_float32_adapters_untouched(tmp_path):
+    """Adapters run in bf16 while sampling; afterwards the very same float32 tensors are back."""
+    d = tiny_test_model(tmp_path / "tiny", hidden_size=64)
+    pol = load_policies(ModelConfig(name=str(d), mode="lora-shared", dtype="bfloat16", device="cpu"))
+    params = pol.trainable_parameters("code")
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in params:
+            p.add_(torch.randn(p.shape, generator=g))
+    before = [(p, p.data_ptr(), p.detach().clone()) for p in params]
+    assert {p.dtype for p in params} == {torch.float32}
+    from codea1.rollout import _adapters_in_model_dtype
+
+    model = pol.module("code")
+    with _adapters_in_model_dtype(model, torch.bfloat16):
+        assert {p.dtype for p in params} == {torch.bfloat16}
+        assert {p.dtype for p in pol.trainable_parameters("test")} == {torch.float32}  # inactive
+    out = generate(pol, "code", ["def f(x):", "assert"], n=2, sampling=SamplingConfig(max_new_tokens=8, seed=0))
+    assert [len(s) for s in out] == [2, 2]
+    for p, data, value in before:
+        assert p.data_ptr() == data and p.dtype == torch.float32 and torch.equal(p.detach(), value)
+    with pytest.raises(RuntimeError):
+        with _adapters_in_model_dtype(model, torch.bfloat16):
+            raise RuntimeError("boom")
+    assert all(p.data_ptr() == data and p.dtype == torch.float32 for p, data, _ in before)
