@@ -51,10 +51,11 @@ def test_float_values_round_trip_exactly(tmp_path):
 def test_plain_progress_prints_one_line_per_step():
     out = io.StringIO()
     p = Progress(10, style="plain", stream=out)
-    p.set_phase("code rollout", 0)
+    p.set_phase("code rollout", 1)
     p.step_done(1, {"code/reward_mean": 0.5, "judge/attack_rate": 0.25, "rollout/tokens_per_s": 80.0})
     p.close()
-    line = out.getvalue().strip()
+    first, line = out.getvalue().strip().splitlines()
+    assert first == "step 1/10: code rollout"
     assert line.startswith("step 1/10") and "code reward 0.500" in line and "attack rate 25%" in line
     assert "tok/s 80.0" in line and "eta" in line
 
@@ -62,9 +63,9 @@ def test_plain_progress_prints_one_line_per_step():
 def test_rich_progress_renders_step_phase_and_figures():
     out = io.StringIO()
     p = Progress(4, style="rich", stream=out)
-    p.set_phase("test rollout", 1)
+    p.set_phase("test rollout", 2)
     p.step_done(2, {"code/reward_mean": 0.75, "mistakes/size": 12, "val/code_pass_rate": 0.5})
     p.close()
     text = out.getvalue()
-    assert "step 2/4" in text and "code reward" in text and "0.750" in text
+    assert "step 2/4 done" in text and "code reward" in text and "0.750" in text
     assert "mistake book" in text and "val/code_pass_rate" in text

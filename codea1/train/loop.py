@@ -269,7 +269,7 @@ class Trainer:
 
     def _phase(self, name: str) -> None:
         if self.progress is not None:
-            self.progress.set_phase(name, self.step)
+            self.progress.set_phase(name, self.step + 1)
 
     def _check_stop(self) -> None:
         if self.stop.requested:
@@ -677,6 +677,7 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
         log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
                          purge_step=trainer.step + 1 if trainer.step else None)
         show.start_step = show.step = trainer.step
+        show.current = trainer.step + 1
         if cfg.validation.every and cfg.validation.at_start and trainer.step == 0:
             log.log(0, trainer.validate())
         done_here = 0

@@ -148,6 +148,7 @@ class Progress:
         self.total = total_steps
         self.start_step = start_step
         self.step = start_step
+        self.current = start_step + 1
         self.phase = "starting"
         self.phase_started = time.monotonic()
         self.started = time.monotonic()
@@ -173,14 +174,19 @@ class Progress:
         return per * (self.total - self.step)
 
     def set_phase(self, phase: str, step: int | None = None) -> None:
+        """`step`: the step being worked on (1-based); the bar counts completed steps."""
         if step is not None:
-            self.step = step
+            self.current = step
+        if self.style == "plain" and phase != self.phase:
+            # a log file still shows that a long step is moving
+            print(f"step {self.current}/{self.total}: {phase}", file=self.stream, flush=True)
         self.phase = phase
         self.phase_started = time.monotonic()
         self._refresh()
 
     def step_done(self, step: int, metrics: Mapping[str, Any]) -> None:
         self.step = step
+        self.current = step + 1
         self.last = dict(metrics)
         self.phase = "step done"
         if self.style == "plain":
@@ -211,7 +217,7 @@ class Progress:
         table.add_column()
         bar = ProgressBar(total=max(self.total, 1), completed=self.step, width=40)
         head = Table.grid(padding=(0, 1))
-        head.add_row(bar, f"step {self.step}/{self.total}",
+        head.add_row(bar, f"step {self.step}/{self.total} done, on {min(self.current, self.total)}",
                      f"phase [cyan]{self.phase}[/] {time.monotonic() - self.phase_started:.0f}s",
                      f"ETA {_fmt_duration(self.eta())}")
         table.add_row("", head)
