@@ -19,6 +19,7 @@ import os
 import re
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Literal
@@ -642,6 +643,7 @@ def load_model_and_tokenizer(resolved: ResolvedModel, dtype: "torch.dtype", devi
 def wrap_policies(cfg: ModelConfig, base: "nn.Module", tokenizer, *,
                   resolved: ResolvedModel | None = None) -> Policies:
     """Build `Policies` around an already loaded base model (takes ownership of it)."""
+    import torch
     from peft import get_peft_model
 
     param = next(base.parameters())
@@ -661,6 +663,11 @@ def wrap_policies(cfg: ModelConfig, base: "nn.Module", tokenizer, *,
         peft_model.eval()
         return Policies(cfg, tokenizer, resolved=resolved, models={"shared": peft_model},
                         reference=None, device=device, dtype=dtype)
+    if dtype in (torch.bfloat16, torch.float16):
+        warnings.warn(
+            f"mode {cfg.mode!r} trains the full model in {dtype}: an AdamW step at a small "
+            "learning rate (1e-6) is below bf16's resolution and is lost; use dtype float32 "
+            "(or LoRA, whose adapters stay float32)", stacklevel=2)
     reference = _freeze(copy.deepcopy(base))
     base.eval()
     for p in base.parameters():
