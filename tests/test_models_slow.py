@@ -20,6 +20,7 @@ from codea1.rollout import GenerationStats, SamplingConfig, code_messages, gener
 
 
 @pytest.fixture(scope="module")
+@pytest.mark.timeout(1800)
 def policies():
     try:
         offline_part_paths()
@@ -31,6 +32,7 @@ def policies():
     return load_policies(ModelConfig(name="qwen2.5-coder-0.5b-instruct", dtype="bfloat16", device="cpu"))
 
 
+@pytest.mark.timeout(1800)  # minutes when the 2 cores are shared with other jobs
 def test_offline_model_writes_a_function(policies):
     from codea1.data import bundled_problems
 
@@ -39,7 +41,7 @@ def test_offline_model_writes_a_function(policies):
     problem = bundled_problems("train")[0]
     stats = GenerationStats()
     out = generate(policies, "code", [code_messages(problem)], n=1,
-                   sampling=SamplingConfig(temperature=0.0, max_new_tokens=256), stats=stats)
+                   sampling=SamplingConfig(temperature=0.0, max_new_tokens=200), stats=stats)
     text = out[0][0].text
     block = re.search(r"```(?:python)?\n(.*?)```", text, re.S)
     code = block.group(1) if block else text
