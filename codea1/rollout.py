@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -348,10 +348,15 @@ def _adapters_in_model_dtype(model, dtype) -> Iterator[None]:
             weight.data = original
 
 
+class GenerationInterrupted(Exception):
+    """`generate` was asked to stop (its `should_stop` returned true) before it finished."""
+
+
 def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[int]],
                   cfg: SamplingConfig, stops: "torch.Tensor", pad_id: int,
                   generator: "torch.Generator | None", stats: GenerationStats,
-                  device) -> list[tuple[int, list[int], bool]]:
+                  device, should_stop: "Callable[[], bool] | None" = None,
+                  ) -> list[tuple[int, list[int], bool]]:
     """Sample the rows of one chunk; returns (prompt index, completion ids, finished) per row."""
     import torch
 
@@ -385,6 +390,8 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
     finished = [False] * rows
     step_limit = cfg.max_new_tokens
     for step in range(step_limit):
+        if should_stop is not None and should_stop():
+            raise GenerationInterrupted(f"stopped after {step} of {step_limit} decoding steps")
         nxt = sample_next(logits, cfg.temperature, cfg.top_p, generator)
         done = torch.isin(nxt, stops)
         nxt_list = nxt.tolist()
@@ -415,8 +422,13 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
 
 def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int = 1,
              sampling: SamplingConfig | None = None, *, generator: "torch.Generator | None" = None,
-             stats: GenerationStats | None = None) -> list[list[Sample]]:
+             stats: GenerationStats | None = None,
+             should_stop: "Callable[[], bool] | None" = None) -> list[list[Sample]]:
     """Sample `n` completions for each prompt with `role`'s weights.
+
+    `should_stop` is polled at every decoding step; when it returns true the call raises
+    `GenerationInterrupted`, so a Ctrl-C during a long rollout is answered in one token's
+    time instead of after the whole batch.
 
     Prompts are chat messages (formatted with the model's chat template) or raw strings.
     Returns, per prompt in order, `n` `Sample`s. A prompt longer than `max_prompt_tokens`
@@ -469,7 +481,8 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
             with torch.inference_mode(), _adapters_in_model_dtype(model, policies.dtype):
                 for pieces in chunks:
                     for p, completion, done in _decode_chunk(model, pieces, prompt_ids, cfg, stops,
-                                                            pad_id, generator, stats, device):
+                                                            pad_id, generator, stats, device,
+                                                            should_stop):
                         results[p].append((completion, done))
         finally:
             model.train(was_training)

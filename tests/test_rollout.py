@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 from codea1.models import ModelConfig, load_policies, tiny_test_model  # noqa: E402
 from codea1.rollout import (  # noqa: E402
+    GenerationInterrupted,
     GenerationStats,
     Sample,
     SamplingConfig,
@@ -254,3 +255,20 @@ def test_bf16_sampling_leaves_float32_adapters_untouched(tmp_path):
         with _adapters_in_model_dtype(model, torch.bfloat16):
             raise RuntimeError("boom")
     assert all(p.data_ptr() == data and p.dtype == torch.float32 for p, data, _ in before)
+
+
+def test_should_stop_interrupts_decoding_between_tokens(policies):
+    polls = {"n": 0}
+
+    def stop_on_third_poll():
+        polls["n"] += 1
+        return polls["n"] >= 3
+
+    with pytest.raises(GenerationInterrupted, match="after 2 of 50"):
+        generate(policies, "code", ["def f(x):"], n=2,
+                 sampling=SamplingConfig(max_new_tokens=50, seed=0), should_stop=stop_on_third_poll)
+    assert polls["n"] == 3
+    # never asked to stop: the same call completes
+    out = generate(policies, "code", ["def f(x):"], n=2, sampling=SamplingConfig(max_new_tokens=5, seed=0),
+                   should_stop=lambda: False)
+    assert len(out[0]) == 2

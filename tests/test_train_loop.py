@@ -91,8 +91,9 @@ def scripted(monkeypatch, tiny):
                 return p
         raise AssertionError("scripted generate: unknown problem")
 
-    def fake(policies, role, prompts, n=1, sampling=None, *, generator=None, stats=None):
-        out = real(policies, role, prompts, n=n, sampling=sampling, generator=generator, stats=stats)
+    def fake(policies, role, prompts, n=1, sampling=None, *, generator=None, stats=None, should_stop=None):
+        out = real(policies, role, prompts, n=n, sampling=sampling, generator=generator, stats=stats,
+                   should_stop=should_stop)
         tok = policies.tokenizer
         eos = tok.convert_tokens_to_ids("<|im_end|>")
         for prompt, group in zip(prompts, out):
@@ -240,6 +241,38 @@ def test_sigterm_mid_run_checkpoints_and_resumes_exactly(tmp_path, tiny, scripte
     first = train(_config(tiny, "a1", 3), b, on_step=kill_after_first)
     assert first.stopped and first.step == 1
     assert [r["step"] for r in read_metrics(b)] == [1]
+    second = train(None, b, resume=True)
+    assert second.step == 3
+    assert _stable(read_metrics(a)) == _stable(read_metrics(b))
+    wa, wb = _weights(a / "checkpoints" / "step-3"), _weights(b / "checkpoints" / "step-3")
+    assert all(torch.equal(wa[f][k], wb[f][k]) for f in wa for k in wa[f])
+
+
+def test_sigterm_during_a_rollout_stops_at_once_and_resumes_exactly(tmp_path, tiny, scripted, monkeypatch):
+    """SIGTERM while step 2's tests are being sampled: decoding stops at its next token,
+    the step is abandoned (nothing committed), step 1 is saved, and resume is exact."""
+    import codea1.rollout as rollout
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    train(_config(tiny, "a1", 3), a)
+
+    inner = rollout.generate
+    calls = {"test": 0}
+
+    def signal_then_generate(policies, role, prompts, n=1, sampling=None, **kw):
+        if role == "test":
+            calls["test"] += 1
+            if calls["test"] == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+                with pytest.raises(rollout.GenerationInterrupted):
+                    inner(policies, role, prompts, n=n, sampling=sampling, **kw)
+                raise rollout.GenerationInterrupted("re-raised for the loop")
+        return inner(policies, role, prompts, n=n, sampling=sampling, **kw)
+
+    monkeypatch.setattr(rollout, "generate", signal_then_generate)
+    first = train(_config(tiny, "a1", 3), b)
+    assert first.stopped and first.step == 1
+    monkeypatch.setattr(rollout, "generate", inner)
     second = train(None, b, resume=True)
     assert second.step == 3
     assert _stable(read_metrics(a)) == _stable(read_metrics(b))

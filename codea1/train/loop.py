@@ -276,10 +276,15 @@ class Trainer:
             raise StopRequested(self.stop.reason)
 
     def _generate(self, role: str, prompts, n: int, sampling, gen_stats):
-        from codea1.rollout import generate
+        from codea1.rollout import GenerationInterrupted, generate
 
-        return generate(self.policies, role, prompts, n=n, sampling=sampling,
-                        generator=self.rollout_gen, stats=gen_stats)
+        try:
+            return generate(self.policies, role, prompts, n=n, sampling=sampling,
+                            generator=self.rollout_gen, stats=gen_stats,
+                            should_stop=lambda: self.stop.requested)
+        except GenerationInterrupted:
+            # nothing of this step is committed yet: abandon it like any stop before commit
+            raise StopRequested(self.stop.reason) from None
 
     def run_step(self) -> dict[str, Any]:
         """One training step; returns its metrics. May raise StopRequested before commit."""
