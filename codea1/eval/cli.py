@@ -51,6 +51,7 @@ def code_command(
     batch_size: int = typer.Option(64, "--batch-size", help="Sequences decoded together."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Sandbox workers (default: CPU count)."),
     device: str = typer.Option("auto", "--device"),
+    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 where supported), bfloat16, float16, float32."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the model (default: torch's)."),
 ) -> None:
     """Unbiased pass@k and avg@n of a code model on the problems' golden tests."""
@@ -62,7 +63,7 @@ def code_command(
     try:
         config = CodeEvalConfig(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                                 greedy=greedy, limit=limit, problems_per_batch=problems_per_batch,
-                                batch_size=batch_size, workers=workers, device=device, threads=threads)
+                                batch_size=batch_size, workers=workers, device=device, dtype=dtype, threads=threads)
 
         def progress(done: int, total: int, summary: dict) -> None:
             row = summary["sources"].get("all", {})
@@ -93,6 +94,7 @@ def tests_command(
     problems_per_batch: int = typer.Option(8, "--problems-per-batch"),
     workers: Optional[int] = typer.Option(None, "--workers", help="Sandbox workers (default: CPU count)."),
     device: str = typer.Option("auto", "--device"),
+    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 where supported), bfloat16, float16, float32."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the model (default: torch's)."),
 ) -> None:
     """pass@k, mut@k and Mul of a test model (UnLeakedTestBench style)."""
@@ -103,7 +105,7 @@ def tests_command(
     console = Console(soft_wrap=True)
     try:
         config = TestEvalConfig(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                                limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch, workers=workers, device=device,
+                                limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch, workers=workers, device=device, dtype=dtype,
                                 threads=threads)
 
         def progress(done: int, total: int, summary: dict) -> None:

@@ -53,6 +53,7 @@ class TestEvalConfig:
     mutation: MutationConfig = field(default_factory=MutationConfig)
     workers: int | None = None
     device: str = "auto"
+    dtype: str = "auto"  # auto: bf16 on CUDA and bf16-capable CPUs, else float32
     # CPU threads for the model (None: torch's default). On a busy machine 1 thread can be
     # several times faster than 2 that wait on each other.
     threads: int | None = None
@@ -210,7 +211,7 @@ def evaluate_tests(
             meta: dict[str, Any] = {}
             set_threads(config.threads)
             if policies is None:
-                policies, meta = load_eval_policies(model or "", config.device)
+                policies, meta = load_eval_policies(model or "", config.device, config.dtype)
             sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
                                       max_new_tokens=config.max_new_tokens,
                                       batch_size=config.batch_size, seed=config.seed)
