@@ -20,7 +20,6 @@ from codea1.rollout import GenerationStats, SamplingConfig, code_messages, gener
 
 
 @pytest.fixture(scope="module")
-@pytest.mark.timeout(1800)
 def policies():
     try:
         offline_part_paths()
