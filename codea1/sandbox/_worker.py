@@ -26,7 +26,7 @@ from codea1.sandbox import isolation
 from codea1.sandbox._child import SETUP_FAILED_EXIT, child_main, compile_untrusted, prepare_warm_state
 from codea1.sandbox.values import check_value
 
-ROOT_DIR = "/tmp/root"
+ROOT_DIR = "/tmp/.codea1-sandbox-root"
 SCRATCH_IN_ROOT = "/scratch"
 _HEADER = struct.Struct(">I")
 #: Extra slack above ``max_value_bytes`` for one record line (tags, indices).
@@ -117,10 +117,12 @@ class Worker:
         if ns_error is None:
             try:
                 isolation.mount("none", "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
-                isolation.mount("tmpfs", "/tmp", "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
-                                f"size={self.cfg.get('scratch_mb', 1024)}m,mode=755")
                 self.protections["mount-namespace"] = True
-                os.mkdir(ROOT_DIR, 0o755)
+                # An empty host dir shared by all workers as a mount point: each worker mounts
+                # its own tmpfs there in its private namespace. Host /tmp itself stays visible
+                # to the (trusted) worker, so a virtual environment under /tmp can be bound
+                # into the run's root; the run only ever sees that root.
+                os.makedirs(ROOT_DIR, 0o755, exist_ok=True)
                 isolation.mount("tmpfs", ROOT_DIR, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
                                 f"size={self.cfg.get('scratch_mb', 1024)}m,mode=755")
                 isolation.build_root(ROOT_DIR, SCRATCH_IN_ROOT.lstrip("/"), tuple(self.cfg.get("hide", ())))
