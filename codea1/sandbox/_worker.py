@@ -541,6 +541,9 @@ class Worker:
         open_fds = {r_out, r_err, r_res}
         exited = False
         while True:
+            if seg["kill"] == "output":
+                # stop before reading more records: the call in progress is the flooder
+                break
             data = _drain(r_res)
             if data:
                 parser.feed(data)
@@ -564,12 +567,15 @@ class Worker:
                     continue
                 if fd not in open_fds:
                     continue
-                data = _drain(fd)
+                # Read no further than one byte past the bound: a flooder then blocks on its
+                # full pipe inside the flooding call, and that call is the one that fails.
+                data = _drain(fd, cap=max(1, out.limit - out.total + 1))
                 if data is None:  # EOF
                     poller.unregister(fd)
                     open_fds.discard(fd)
                 elif not out.add(fd == r_err, data):
                     seg["kill"] = "output"
+                    break
         # Stop everything the run started, then read what is left in the pipes.
         cpu, status = self.kill_everything(pid)
         for fd in list(open_fds):
@@ -715,12 +721,13 @@ class _RecordParser:
         raise ValueError(f"unknown record tag {tag!r}")
 
 
-def _drain(fd: int) -> bytes | None:
-    """Read what is available now; b'' if nothing, None at EOF."""
+def _drain(fd: int, cap: int = 1 << 20) -> bytes | None:
+    """Read what is available now, up to about `cap` bytes; b'' if nothing, None at EOF."""
     chunks = []
-    while True:
+    got = 0
+    while got < cap:
         try:
-            b = os.read(fd, 1 << 16)
+            b = os.read(fd, min(1 << 16, cap - got))
         except BlockingIOError:
             break
         except OSError as e:
@@ -730,8 +737,7 @@ def _drain(fd: int) -> bytes | None:
         if not b:
             return b"".join(chunks) if chunks else None
         chunks.append(b)
-        if sum(map(len, chunks)) > (1 << 20):
-            break
+        got += len(b)
     return b"".join(chunks)
 
 
