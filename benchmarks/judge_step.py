@@ -21,19 +21,23 @@ from __future__ import annotations
 
 import argparse
 import ast
+import heapq
+import itertools
 import json
 import os
 import random
 import resource
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 from codea1.data import Problem, load_problems
 from codea1.eval.mutation import generate_mutants
 from codea1.judge import Judge, JudgeConfig, ProblemRollout
+from codea1.judge.judge import _REFERENCE_PRIORITY
 from codea1.sandbox import CallResult, Executor, Job, Limits, RunResult
 from codea1.sandbox import values as sandbox_values
 
@@ -81,17 +85,42 @@ real_stdout.write(json.dumps(out))
 
 
 class ProcessPerRun:
-    """The baseline: a fresh `python3 -I` process for every run, `workers` at a time."""
+    """The baseline: a fresh `python3 -I` process for every run, `workers` at a time.
+
+    It schedules like the executor (one priority queue, highest first), so the two differ
+    only in how a run is executed.
+    """
 
     def __init__(self, workers: int, limits: Limits) -> None:
         self.limits = limits
-        self.pool = ThreadPoolExecutor(workers)
+        self.queue: list = []
+        self.seq = itertools.count()
+        self.cv = threading.Condition()
         source = Path(sandbox_values.__file__).read_text(encoding="utf-8")
         self.driver = f"VALUES_SOURCE = {source!r}\n" + _DRIVER
+        for _ in range(workers):
+            threading.Thread(target=self._loop, daemon=True).start()
+
+    def submit(self, job: Job, priority: float = 0.0) -> Future:
+        future: Future = Future()
+        with self.cv:
+            heapq.heappush(self.queue, (-priority, next(self.seq), job, future))
+            self.cv.notify()
+        return future
+
+    def _loop(self) -> None:
+        while True:
+            with self.cv:
+                while not self.queue:
+                    self.cv.wait()
+                _, _, job, future = heapq.heappop(self.queue)
+            if future.set_running_or_notify_cancel():
+                future.set_result(self.run(job))
 
     def run(self, job: Job) -> RunResult:
         limits = job.limits or self.limits
         payload = json.dumps({"program": job.program, "calls": list(job.calls), "call_timeout_s": limits.call_timeout_s})
+        start = time.perf_counter()
         try:
             done = subprocess.run(
                 [sys.executable, "-I", "-c", self.driver], input=payload, capture_output=True, text=True,
@@ -99,30 +128,27 @@ class ProcessPerRun:
             )
         except subprocess.TimeoutExpired:
             return RunResult(status="timeout", calls=[CallResult("not-run") for _ in job.calls])
+        wall = time.perf_counter() - start
         try:
             out = json.loads(done.stdout)
         except json.JSONDecodeError:
             return RunResult(status="error", program_error=done.stderr[-200:], calls=[CallResult("not-run") for _ in job.calls])
         calls = [CallResult(c["status"], c.get("value"), c.get("error")) for c in out["calls"]]
-        return RunResult(status="ok", program_ok=out["program_ok"], program_error=out["program_error"], calls=calls)
-
-    def run_many(self, jobs):
-        return list(self.pool.map(self.run, list(jobs)))
+        return RunResult(status="ok", program_ok=out["program_ok"], program_error=out["program_error"], calls=calls,
+                         wall_s=wall)
 
 
 class TimedExecutor:
-    """Records the wall time of each wave of `run_many`."""
+    """Records every run of a step: (reference run?, wall s, CPU s, calls)."""
 
     def __init__(self, inner) -> None:
-        self.inner, self.waves, self.runs = inner, [], []
+        self.inner, self.runs = inner, []
 
-    def run_many(self, jobs):
-        jobs = list(jobs)
-        start = time.perf_counter()
-        results = self.inner.run_many(jobs)
-        self.waves.append(time.perf_counter() - start)
-        self.runs.append([(r.wall_s, r.cpu_s, len(j.calls)) for j, r in zip(jobs, results)])
-        return results
+    def submit(self, job: Job, priority: float = 0.0) -> Future:
+        future = self.inner.submit(job, priority=priority)
+        reference = priority >= _REFERENCE_PRIORITY
+        future.add_done_callback(lambda f: self.runs.append((reference, f.result().wall_s, f.result().cpu_s, len(job.calls))))
+        return future
 
 
 def _inputs_and_results(problem: Problem) -> tuple[list, list] | None:
@@ -222,33 +248,35 @@ def main() -> None:
         judge = Judge(timed, JudgeConfig(limits=limits))
         swapped = _swap_timeouts(judge, rollouts)
         print(f"candidates swapped for hanging: {swapped}")
-        fork_times, waves, fork_cpu = [], [], []
+        fork_times, fork_cpu, fork_runs = [], [], []
         for _ in range(args.steps):
-            timed.waves.clear()
             timed.runs.clear()
             c0 = time.process_time()
             t0 = time.perf_counter()
             results = judge.judge_step(rollouts)
             fork_times.append(time.perf_counter() - t0)
             fork_cpu.append(time.process_time() - c0)
-            waves.append(list(timed.waves))
+            fork_runs.append(list(timed.runs))
     summary(results, n_tests)
     fork = min(fork_times)
-    wave = waves[fork_times.index(fork)]
-    for name, runs in zip(("reference", "candidate"), timed.runs):
-        walls = sorted((w for w, _, _ in runs), reverse=True)
-        print(f"{name} runs: {len(runs)}, {sum(c for _, _, c in runs)} calls, summed wall {sum(walls):.2f} s "
-              f"(slowest {', '.join(f'{w:.2f}' for w in walls[:4])} s), summed CPU {sum(c for _, c, _ in runs):.2f} s")
+    best = fork_times.index(fork)
+    runs = fork_runs[best]
+    for name, reference in (("reference", True), ("candidate", False)):
+        mine = [r for r in runs if r[0] is reference]
+        walls = sorted((w for _, w, _, _ in mine), reverse=True)
+        print(f"{name} runs: {len(mine)}, {sum(c for *_, c in mine)} calls, summed wall {sum(walls):.2f} s "
+              f"(slowest {', '.join(f'{w:.2f}' for w in walls[:4])} s), summed CPU {sum(c for _, _, c, _ in mine):.2f} s")
+    busy = sum(w for _, w, _, _ in runs) / (workers * fork)
     print(f"fork-server judge : {fork:.2f} s/step (best of {args.steps}; all: {', '.join(f'{t:.2f}' for t in fork_times)}; "
-          f"reference wave {wave[0]:.2f} s, candidate wave {wave[1]:.2f} s, parent work {fork - sum(wave):.2f} s)")
-    run_cpu = sum(c for runs in timed.runs for _, c, _ in runs)
-    print(f"  CPU a step: judge process {fork_cpu[fork_times.index(fork)]:.2f} s, "
+          f"workers busy {100 * busy:.0f}% of the step)")
+    run_cpu = sum(c for _, _, c, _ in runs)
+    print(f"  CPU a step: judge process {fork_cpu[best]:.2f} s, "
           f"inside the sandboxed runs {run_cpu:.2f} s (as the sandbox reports it)")
     if args.no_baseline:
         print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         return
 
-    baseline = TimedExecutor(ProcessPerRun(workers, limits))
+    baseline = ProcessPerRun(workers, limits)
     base_judge = Judge(baseline, JudgeConfig(limits=limits))
     base_times, base_cpu = [], []
     for _ in range(args.steps):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import pytest
 
 from codea1.data import Problem
@@ -14,6 +16,7 @@ from codea1.judge import (
     JudgeConfig,
     ProblemRollout,
 )
+from codea1.judge.judge import _REFERENCE_PRIORITY
 from codea1.sandbox import Executor, Limits, RunResult
 
 LIMITS = Limits(timeout_s=10.0, call_timeout_s=0.5)
@@ -51,16 +54,31 @@ def judge(executor):
 
 
 class CountingExecutor:
-    """Wraps an executor to record the jobs of each `run_many` (and optionally damage results)."""
+    """Wraps an executor to record every job submitted (and optionally damage results)."""
 
     def __init__(self, inner, damage=None):
-        self.inner, self.damage, self.waves = inner, damage, []
+        self.inner, self.damage, self.submitted = inner, damage, []
 
-    def run_many(self, jobs):
-        jobs = list(jobs)
-        self.waves.append(jobs)
-        results = self.inner.run_many(jobs)
-        return [self.damage(j, r) if self.damage else r for j, r in zip(jobs, results)]
+    def submit(self, job, priority=0.0):
+        self.submitted.append((job, priority))
+        inner = self.inner.submit(job, priority=priority)
+        if self.damage is None:
+            return inner
+        outer = Future()
+        inner.add_done_callback(lambda f: outer.set_result(self.damage(job, f.result())))
+        return outer
+
+    @property
+    def jobs(self):
+        return [job for job, _ in self.submitted]
+
+    @property
+    def references(self):
+        return [job for job, priority in self.submitted if priority >= _REFERENCE_PRIORITY]
+
+    @property
+    def candidates(self):
+        return [job for job, priority in self.submitted if priority < _REFERENCE_PRIORITY]
 
 
 def test_a_step_is_scored_exactly_per_the_spec(judge):
@@ -95,7 +113,7 @@ def test_a_step_is_scored_exactly_per_the_spec(judge):
     assert dict(update.passed) == {"assert add(3, 7) == 10": 1}
 
 
-def test_two_waves_one_run_per_reference_and_per_candidate_with_deduplicated_calls(executor):
+def test_one_run_per_reference_and_per_candidate_with_deduplicated_calls(executor):
     counting = CountingExecutor(executor)
     judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
     other = Problem(id="t/neg", question="", entry_point="neg", reference="def neg(x):\n    return -x\n")
@@ -104,8 +122,9 @@ def test_two_waves_one_run_per_reference_and_per_candidate_with_deduplicated_cal
         ProblemRollout(ADD, [GOOD, BAD, GOOD], [suites] * 3, ["assert add(2, 2) == 4"]),
         ProblemRollout(other, ["def neg(x): return -x"], [["assert neg(1) == -1"]]),
     ])
-    refs, cands = counting.waves
+    refs, cands = counting.references, counting.candidates
     assert len(refs) == 2 and len(cands) == 3  # the two identical GOOD candidates share a run
+    assert counting.jobs[:2] == refs  # every reference is queued before any candidate
     # reference: 3 distinct calls, then the expected values that are not plain literals
     assert list(refs[0].calls) == ["add(1, 2)", "add(2, 2)", "add(5, 5)", "2 * 5"]
     # candidate: the definition check, then its distinct calls (Mistake Book call already among them)
@@ -278,7 +297,7 @@ def test_a_flooding_test_does_not_cost_other_tests_their_run(executor):
     assert a.tests[0].kind == REFERENCE_RAISED and "OutputLimit" in a.tests[0].reason
     assert [t.valid for t in a.tests[1:]] == [True] and [t.valid for t in b.tests] == [True, True]
     assert all(t.passed for t in b.tests)
-    assert len(counting.waves) == 3  # reference, its resume, candidates (the flood is not sent)
+    assert len(counting.jobs) == 3  # reference, its resume, candidate (the flood is not sent)
     (r,) = judge.judge_step([ProblemRollout(ADD, [loud], [[suite_a + "\n" + suite_b]])])
     assert [t.passed for t in r.suites[0][0].tests] == [False, True, True, True]
     assert "OutputLimit" in r.suites[0][0].tests[0].failure
@@ -331,4 +350,35 @@ def test_code_with_a_syntax_error_is_invalid_without_a_run(executor):
     (r,) = judge.judge_step([ProblemRollout(ADD, ["def add(a, b)\n    return a", GOOD], [["assert add(1, 1) == 2"]] * 2)])
     assert r.code_valid == [False, True]
     assert "SyntaxError: expected ':' (line 1)" in r.code_errors[0]
-    assert len(counting.waves[1]) == 1  # only GOOD ran
+    assert len(counting.candidates) == 1  # only GOOD ran
+
+
+def test_candidates_are_queued_longest_first_from_the_reference_time(executor):
+    slow = Problem(id="t/slow", question="", entry_point="spin",
+                   reference="def spin(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n")
+    counting = CountingExecutor(executor)
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    few = ["assert spin(200000) == 0"]
+    many = ["assert spin(200000) == 0\nassert spin(200001) == 0\nassert spin(200002) == 0"]
+    code_a = "def spin(n):\n    return sum(range(n))\n"
+    code_b = "def spin(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t\n"
+    (r,) = judge.judge_step([ProblemRollout(slow, [code_a, code_b], [few, many])])
+    assert r.code_valid == [True, True] and r.code_rewards[1] == pytest.approx(r.code_rewards[0])
+    priorities = {job.program: p for job, p in counting.submitted if p < _REFERENCE_PRIORITY}
+    # the candidate with three of the reference's three calls is expected to take longer
+    assert priorities[code_b] > priorities[code_a] > 0.0
+
+
+def test_candidates_that_differ_only_in_comments_and_layout_share_a_run(executor):
+    counting = CountingExecutor(executor)
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    plain = "def add(a, b):\n    return a + b\n"
+    commented = "# adds\ndef add(a,b):\n\n    return (a + b)  # the sum\n"
+    other = "def add(a, b):\n    return b + a\n"
+    suites = [["assert add(1, 2) == 3"], ["assert add(2, 2) == 4"], ["assert add(0, 5) == 5"]]
+    (r,) = judge.judge_step([ProblemRollout(ADD, [plain, commented, other], suites)])
+    assert len(counting.candidates) == 2  # `b + a` is another tree
+    shared = next(job for job in counting.candidates if "# adds" not in job.program and "b + a" not in job.program)
+    assert list(shared.calls[1:]) == ["add(1, 2)", "add(2, 2)"]  # the union of both candidates' calls
+    assert r.code_valid == [True, True, True] and r.code_rewards == [1.0, 1.0, 1.0]
+    assert [len(row[0].tests) for row in r.suites] == [1, 1, 1]

@@ -1,6 +1,6 @@
 """Validation on the reference, attack on the candidates, and the rewards of one step.
 
-A step is judged in two waves of sandbox runs, each wave one `Executor.run_many`:
+A step is judged in two kinds of sandbox runs, all on the executor's one priority queue:
 
 1. **References** - one run per problem: the reference program, then every distinct CALL
    of every suite of the problem, every distinct model-written EXPECTED expression, and the
@@ -8,11 +8,12 @@ A step is judged in two waves of sandbox runs, each wave one `Executor.run_many`
    expected value becomes the reference's value (rendered with `to_source`), and a
    model-written EXPECTED that differs makes the test a "wrong expectation" (invalid, but
    still used in its corrected form).
-2. **Candidates** - one run per candidate (identical programs share one): its code, a
-   check that it defines the function, then every distinct corrected CALL of its suites
-   and the Mistake Book CALLs. A test
-   passes when the call returns a value equal (trusted `values_equal`, in this process) to
-   the reference's value; an exception, a time-out or a run killed by a limit is a failure.
+2. **Candidates** - one run per candidate (identical programs share one), queued as soon
+   as its problem's reference run returns, longest expected first: its code, a check that
+   it defines the function, then every distinct corrected CALL of its suites and the
+   Mistake Book CALLs. A test passes when the call returns a value equal (trusted
+   `values_equal`, in this process) to the reference's value; an exception, a time-out or
+   a run killed by a limit is a failure.
 
 No expected value ever travels into a sandbox, and no test is a process of its own.
 """
@@ -20,6 +21,7 @@ No expected value ever travels into a sandbox, and no test is a process of its o
 from __future__ import annotations
 
 import ast
+import queue
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -251,21 +253,23 @@ def _program(problem: Problem, code: str) -> str:
     return f"{imports}\n{code}" if imports else code
 
 
-def _syntax_error(program: str) -> str | None:
-    """`SyntaxError: ...` when the program certainly does not compile, else None.
+def _program_key(program: str) -> tuple[tuple[str, str], str | None]:
+    """What makes two candidate programs the same run, and the syntax error if any.
 
-    Parsing runs nothing; anything but a plain syntax error (a recursion limit, a null
-    byte) is left to the sandbox to judge.
+    Programs with the same syntax tree (they differ only in comments, blank lines and
+    layout, as sampled completions often do) behave the same and share one run; the key
+    is the tree's dump. A program that certainly does not compile keys on its text and
+    gets `SyntaxError: ...`. Parsing runs nothing; anything but a plain syntax error (a
+    recursion limit, a null byte) is left to the sandbox to judge.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ast.parse(program)
+            return ("tree", ast.dump(ast.parse(program))), None
         except SyntaxError as err:
-            return f"SyntaxError: {err.msg} (line {err.lineno})"
+            return ("text", program.strip()), f"SyntaxError: {err.msg} (line {err.lineno})"
         except Exception:  # noqa: BLE001 - the sandbox decides about anything else
-            return None
-    return None
+            return ("text", program.strip()), None
 
 
 def _call_error(result: CallResult | None, run: RunResult) -> str:
@@ -391,14 +395,16 @@ class Judge:
     def _candidate_jobs(self, plan: _Plan) -> list[tuple[Job, list[int]]]:
         """One job per distinct candidate program, with the candidates it stands for.
 
-        Sampled candidates often repeat each other; identical programs share one run with
-        the union of their calls (each candidate then reads the calls of its own suites).
+        Sampled candidates often repeat each other; programs with the same syntax tree
+        share one run with the union of their calls (each candidate then reads the calls of
+        its own suites).
         """
         problem = plan.rollout.problem
-        groups: dict[str, tuple[str, list[str], list[int]]] = {}
+        groups: dict[tuple[str, str], tuple[str, list[str], list[int], str | None]] = {}
         for i, code_text in enumerate(plan.rollout.codes):
             program = _program(problem, extract_code(code_text))
-            _, calls, members = groups.setdefault(program.strip(), (program, [_defines(problem.entry_point)], []))
+            key, syntax_error = _program_key(program)
+            _, calls, members, _ = groups.setdefault(key, (program, [_defines(problem.entry_point)], [], syntax_error))
             members.append(i)
             for s in plan.suites[i]:
                 for t, dup in zip(s.parsed, s.duplicate):
@@ -407,11 +413,10 @@ class Judge:
             calls.extend(call for _, call in plan.mb_calls if call in plan.ref_values)
         plan.cand_calls = [[] for _ in plan.rollout.codes]
         jobs = []
-        for program, calls, members in groups.values():
+        for program, calls, members, syntax_error in groups.values():
             distinct = list(dict.fromkeys(calls))
             for i in members:
                 plan.cand_calls[i] = distinct
-            syntax_error = _syntax_error(program)
             if syntax_error is not None:  # no run needed to know it cannot define the function
                 failed = RunResult(status="error", program_error=syntax_error,
                                    calls=[CallResult(status="not-run") for _ in distinct])
@@ -552,54 +557,53 @@ class Judge:
 
     # -- public -----------------------------------------------------------------------
     def judge_step(self, rollouts: Sequence[ProblemRollout]) -> list[ProblemJudgement]:
-        """Judge every problem of a step: one reference wave, one candidate wave."""
-        plans = [self._plan(r) for r in rollouts]
-        ref_runs = self._run_resuming([self._reference_job(p) for p in plans])
-        for plan, run in zip(plans, ref_runs):
-            self._absorb_reference(plan, run)
+        """Judge every problem of a step, pipelined on the executor's queue.
 
-        jobs: list[Job] = []
-        owners: list[tuple[_Plan, list[int]]] = []
-        for plan in plans:
-            plan.cand_runs = [None] * len(plan.rollout.codes)
-            ref = plan.ref_run
-            if ref is None or ref.status == "infra" or not ref.program_ok:
-                continue
-            for job, members in self._candidate_jobs(plan):
-                jobs.append(job)
-                owners.append((plan, members))
-        for (plan, members), run in zip(owners, self._run_resuming(jobs)):
+        Reference runs are queued first, each as soon as its problem is parsed (the workers
+        start while this process parses the rest). When a problem's reference run returns,
+        its candidate runs are queued at once, longest first: a candidate's expected time
+        is the reference's time scaled by its share of the calls. So there is no barrier
+        between references and candidates, and no worker finishes the step alone on a long
+        run while the others idle. A problem is scored as soon as its last run returns.
+        """
+        runs = _Runs(self.executor, self.config.resume_rounds)
+        results: list[ProblemJudgement | None] = [None] * len(rollouts)
+        try:
+            for index, rollout in enumerate(rollouts):
+                plan = self._plan(rollout)
+                runs.submit(self._reference_job(plan), _REFERENCE_PRIORITY,
+                            lambda run, plan=plan, index=index: self._reference_done(runs, plan, index, run, results))
+            runs.drain()
+        finally:
+            runs.cancel()
+        assert all(r is not None for r in results)
+        return results  # type: ignore[return-value]
+
+    def _reference_done(self, runs: "_Runs", plan: _Plan, index: int, run: RunResult,
+                        results: list[ProblemJudgement | None]) -> None:
+        """Read the reference's values and queue the problem's candidate runs."""
+        self._absorb_reference(plan, run)
+        plan.cand_runs = [None] * len(plan.rollout.codes)
+        if run.status == "infra" or not run.program_ok:
+            results[index] = self._finish(plan)
+            return
+        jobs = self._candidate_jobs(plan)
+        if not jobs:
+            results[index] = self._finish(plan)
+            return
+        outstanding = [len(jobs)]
+        per_call = run.cpu_s / max(1, len(plan.ref_calls))
+
+        def candidate_done(result: RunResult, members: list[int]) -> None:
             for i in members:
-                plan.cand_runs[i] = run
-        return [self._finish(p) for p in plans]
+                plan.cand_runs[i] = result
+            outstanding[0] -= 1
+            if outstanding[0] == 0:
+                results[index] = self._finish(plan)
 
-    def _run_resuming(self, jobs: list[Job]) -> list[RunResult]:
-        """`run_many`, then re-run the calls of runs that were cut short (see `resume_rounds`)."""
-        results = self.executor.run_many(jobs)
-        for _ in range(self.config.resume_rounds):
-            todo = []
-            for index, (job, result) in enumerate(zip(jobs, results)):
-                if result.status == "infra" or not result.program_ok:
-                    continue
-                pending = [k for k, c in enumerate(result.calls) if c.status == "not-run"]
-                if pending:
-                    todo.append((index, pending))
-            if not todo:
-                break
-            resumed = self.executor.run_many(
-                [replace(jobs[index], calls=[jobs[index].calls[k] for k in pending]) for index, pending in todo]
-            )
-            for (index, pending), again in zip(todo, resumed):
-                if again.status == "infra":  # never let a sandbox failure count as a failed call
-                    results[index] = replace(results[index], status="infra", infra_error=again.infra_error)
-                    continue
-                if not again.program_ok:
-                    continue  # the calls stay unrun
-                calls = list(results[index].calls)
-                for k, call in zip(pending, again.calls):
-                    calls[k] = call
-                results[index] = replace(results[index], calls=calls)
-        return results
+        for job, members in jobs:
+            runs.submit(job, per_call * len(job.calls),
+                        lambda result, members=members: candidate_done(result, members))
 
     def judge(self, rollout: ProblemRollout) -> ProblemJudgement:
         """Judge a single problem (the debugging CLI's entry)."""
@@ -628,6 +632,77 @@ class Judge:
             GoldenResult(v.passed, None if v.passed else f"{v.status}: {v.detail}", infra=v.status == "infra")
             for v in verdicts
         ]
+
+
+#: Reference runs go before every candidate run: each one unblocks eight candidates.
+_REFERENCE_PRIORITY = 1e9
+
+
+class _Runs:
+    """The sandbox runs of one step in flight: queue, resume cut-short runs, hand back.
+
+    `submit(job, priority, on_done)` queues a run; `drain()` calls each `on_done(result)` in
+    this thread as runs finish (an `on_done` may submit more). A run cut short (its run
+    time budget, an output flood) left calls unrun: they are queued again in a fresh run,
+    up to `rounds` times, so that one suite's hanging test cannot decide the fate of
+    another suite's tests. A resumed run that hits a sandbox failure makes the whole
+    result `infra`, never a failed call.
+    """
+
+    def __init__(self, executor, rounds: int) -> None:
+        self.executor, self.rounds = executor, rounds
+        self.done: queue.SimpleQueue = queue.SimpleQueue()
+        self.flight: dict = {}  # future -> _Track
+
+    def submit(self, job: Job, priority: float, on_done) -> None:
+        self._send(_Track(job, priority, on_done), job)
+
+    def _send(self, track: "_Track", job: Job) -> None:
+        future = self.executor.submit(job, priority=track.priority)
+        self.flight[future] = track
+        future.add_done_callback(self.done.put)
+
+    def drain(self) -> None:
+        while self.flight:
+            future = self.done.get()
+            track = self.flight.pop(future, None)
+            if track is not None:
+                self._arrived(track, future.result())
+
+    def cancel(self) -> None:
+        for future in self.flight:
+            future.cancel()
+        self.flight.clear()
+
+    def _arrived(self, track: "_Track", run: RunResult) -> None:
+        if track.result is None:
+            track.result = run
+        elif run.status == "infra":  # never let a sandbox failure count as a failed call
+            track.result = replace(track.result, status="infra", infra_error=run.infra_error)
+        elif run.program_ok:
+            calls = list(track.result.calls)
+            for k, call in zip(track.pending, run.calls):
+                calls[k] = call
+            track.result = replace(track.result, calls=calls)
+        result = track.result
+        if result.status != "infra" and result.program_ok and track.round < self.rounds:
+            pending = [k for k, call in enumerate(result.calls) if call.status == "not-run"]
+            if pending:
+                track.round += 1
+                track.pending = pending
+                self._send(track, replace(track.job, calls=[track.job.calls[k] for k in pending]))
+                return
+        track.on_done(result)
+
+
+@dataclass
+class _Track:
+    job: Job
+    priority: float
+    on_done: object
+    result: RunResult | None = None
+    pending: list[int] = field(default_factory=list)  # indexes of the calls resumed last
+    round: int = 0
 
 
 def _expectation_matches(expected: list, actual: list) -> bool:
