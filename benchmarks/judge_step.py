@@ -5,7 +5,12 @@ tests a problem (288 sandbox runs: 32 reference runs, 256 candidate runs). Candi
 are reference solutions (verbatim, fenced, reformatted) and deliberately broken variants
 (AST mutants from `codea1.eval.mutation`, code that raises at import, a syntax error).
 Suites are drawn from MBPP+'s own inputs, with wrong expectations, duplicates,
-assignments and non-test lines mixed in.
+assignments and non-test lines mixed in. Two kinds of tests are measured side by side:
+
+- light: inputs on which the reference takes at most 1 ms a call (timed in the sandbox
+  first), the size of the asserts a test model writes from the question's example;
+- all: every MBPP+ input, including EvalPlus's stress inputs (`sequence(1000000)`), where
+  the step is bound by the test computation itself, which no executor can shorten.
 
 The same `Judge` code runs twice in one process: once on `codea1.sandbox.Executor`, once
 on `ProcessPerRun`, an executor that starts `python3 -I` for every run (no isolation at
@@ -14,6 +19,7 @@ there are CPU cores. Candidates that hang are swapped for a raising variant befo
 timing: a hanging call costs its time-out in any design and would only measure that.
 
 Usage: python benchmarks/judge_step.py [--data ../shared/data/mbppplus.parquet] [--steps 3]
+       [--tests light|all|both] [--light-ms 1.0] [--no-baseline] [--skip MBPP/84,...]
 Targets (2 cores): <= 3 s a step, >= 4x faster than a process per run.
 """
 
@@ -175,14 +181,41 @@ def _call(entry: str, args: list) -> str:
     return f"{entry}({', '.join(repr(a) for a in args)})"
 
 
-def build_rollouts(problems: list[Problem], rng: random.Random) -> list[ProblemRollout]:
-    rollouts = []
+def test_pools(problems: list[Problem], executor: Executor, light_ms: float) -> dict[str, dict[str, list]]:
+    """Per problem, the MBPP+ inputs a test can use: `all` (literals under 300 characters)
+    and `light` (those the reference computes in at most `light_ms`, timed in the sandbox).
+
+    MBPP+'s `plus` inputs are stress tests (`sequence(1000000)` runs about 0.3 s); a test
+    model writes asserts of the size of the question's example, which are the light ones.
+    """
+    pools: dict[str, dict[str, list]] = {}
+    jobs, owners = [], []
     for p in problems:
         data = _inputs_and_results(p)
         if data is None or "numpy" in p.reference:
             continue
         inputs, results = data
         pool = [(i, r) for i, r in zip(inputs, results) if isinstance(i, list) and len(repr(i)) < 300 and len(repr(r)) < 300]
+        if len(pool) < 12:
+            continue
+        timer = "(lambda t0: ({call}, __import__('time').perf_counter() - t0)[1])(__import__('time').perf_counter())"
+        calls = [timer.format(call=_call(p.entry_point, args)) for args, _ in pool]
+        jobs.append(Job(program=p.reference, calls=calls, limits=Limits(timeout_s=120.0, call_timeout_s=10.0)))
+        owners.append((p, pool))
+    for (p, pool), run in zip(owners, executor.run_many(jobs)):
+        light = [item for item, call in zip(pool, run.calls)
+                 if call.status == "ok" and call.value[0] == "float" and float.fromhex(call.value[1]) <= light_ms / 1000]
+        pools[p.id] = {"all": pool, "light": light}
+    return pools
+
+
+def build_rollouts(problems: list[Problem], pools: dict[str, dict[str, list]], which: str,
+                   rng: random.Random) -> list[ProblemRollout]:
+    rollouts = []
+    for p in problems:
+        if p.id not in pools:
+            continue
+        pool = pools[p.id][which]
         if len(pool) < 12:
             continue
         mutants = [m.source for m in generate_mutants(p.reference, ("binary", "comparison", "number", "boolean"))]
@@ -228,35 +261,57 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-baseline", action="store_true", help="skip the process-per-run comparison")
     parser.add_argument("--skip", default="", help="comma-separated problem ids to leave out (e.g. a compute-heavy one)")
+    parser.add_argument("--tests", choices=("light", "all", "both"), default="both",
+                        help="test inputs: light (what a test model writes), all MBPP+ inputs, or both side by side")
+    parser.add_argument("--light-ms", type=float, default=1.0,
+                        help="a light test's call takes the reference at most this long (default 1 ms)")
     args = parser.parse_args()
     if not args.data.is_file():
         sys.exit(f"{args.data}: MBPP+ parquet not found (pass --data)")
 
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     problems = [p for p in load_problems(args.data) if p.id not in skip]
-    rollouts = build_rollouts(problems, random.Random(args.seed))
     workers = os.cpu_count() or 1
     limits = Limits()
-    n_tests = sum(s.count("\nassert ") for r in rollouts for row in r.tests for s in row)
-    print(f"step: {len(rollouts)} problems x {N_CODES} candidates x {N_SUITES} suites x {N_ASSERTS} asserts "
-          f"+ {N_MISTAKES} Mistake Book tests a problem; {workers} workers")
-
     start = time.perf_counter()
+    rows = []
     with Executor(workers=workers, limits=limits) as executor:
-        print(f"executor start-up: {time.perf_counter() - start:.2f} s (once per training run)")
-        timed = TimedExecutor(executor)
-        judge = Judge(timed, JudgeConfig(limits=limits))
-        swapped = _swap_timeouts(judge, rollouts)
-        print(f"candidates swapped for hanging: {swapped}")
-        fork_times, fork_cpu, fork_runs = [], [], []
-        for _ in range(args.steps):
-            timed.runs.clear()
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            results = judge.judge_step(rollouts)
-            fork_times.append(time.perf_counter() - t0)
-            fork_cpu.append(time.process_time() - c0)
-            fork_runs.append(list(timed.runs))
+        print(f"executor start-up: {time.perf_counter() - start:.2f} s (once per training run); {workers} workers")
+        pools = test_pools(problems, executor, args.light_ms)
+        baseline = None if args.no_baseline else ProcessPerRun(workers, limits)
+        for which in (["light", "all"] if args.tests == "both" else [args.tests]):
+            rollouts = build_rollouts(problems, pools, which, random.Random(args.seed))
+            rows.append((which, measure(rollouts, executor, baseline, limits, args.steps)))
+    print()
+    print("| tests | fork-server judge | process per run | speed-up |")
+    print("|---|---|---|---|")
+    for which, (fork, base) in rows:
+        print(f"| {TEST_KINDS[which]} | {fork:.2f} s/step | " + (f"{base:.2f} s/step | {base / fork:.1f}x |" if base else "- | - |"))
+    print("targets: <= 3 s a step, >= 4x")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+TEST_KINDS = {"light": "light (reference <= --light-ms a call)", "all": "all MBPP+ inputs (stress included)"}
+
+
+def measure(rollouts, executor, baseline, limits, steps) -> tuple[float, float | None]:
+    """Best-of-`steps` seconds per step with the fork-server executor and with `baseline`."""
+    n_tests = sum(s.count("\nassert ") for r in rollouts for row in r.tests for s in row)
+    print(f"\n== {len(rollouts)} problems x {N_CODES} candidates x {N_SUITES} suites x {N_ASSERTS} asserts "
+          f"+ {N_MISTAKES} Mistake Book tests a problem")
+    timed = TimedExecutor(executor)
+    judge = Judge(timed, JudgeConfig(limits=limits))
+    swapped = _swap_timeouts(judge, rollouts)
+    print(f"candidates swapped for hanging: {swapped}")
+    fork_times, fork_cpu, fork_runs = [], [], []
+    for _ in range(steps):
+        timed.runs.clear()
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        results = judge.judge_step(rollouts)
+        fork_times.append(time.perf_counter() - t0)
+        fork_cpu.append(time.process_time() - c0)
+        fork_runs.append(list(timed.runs))
     summary(results, n_tests)
     fork = min(fork_times)
     best = fork_times.index(fork)
@@ -266,20 +321,17 @@ def main() -> None:
         walls = sorted((w for _, w, _, _ in mine), reverse=True)
         print(f"{name} runs: {len(mine)}, {sum(c for *_, c in mine)} calls, summed wall {sum(walls):.2f} s "
               f"(slowest {', '.join(f'{w:.2f}' for w in walls[:4])} s), summed CPU {sum(c for _, _, c, _ in mine):.2f} s")
+    workers = executor.n_workers
     busy = sum(w for _, w, _, _ in runs) / (workers * fork)
-    print(f"fork-server judge : {fork:.2f} s/step (best of {args.steps}; all: {', '.join(f'{t:.2f}' for t in fork_times)}; "
+    print(f"fork-server judge : {fork:.2f} s/step (best of {steps}; all: {', '.join(f'{t:.2f}' for t in fork_times)}; "
           f"workers busy {100 * busy:.0f}% of the step)")
-    run_cpu = sum(c for _, _, c, _ in runs)
     print(f"  CPU a step: judge process {fork_cpu[best]:.2f} s, "
-          f"inside the sandboxed runs {run_cpu:.2f} s (as the sandbox reports it)")
-    if args.no_baseline:
-        print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        return
-
-    baseline = ProcessPerRun(workers, limits)
+          f"inside the sandboxed runs {sum(c for _, _, c, _ in runs):.2f} s (as the sandbox reports it)")
+    if baseline is None:
+        return fork, None
     base_judge = Judge(baseline, JudgeConfig(limits=limits))
     base_times, base_cpu = [], []
-    for _ in range(args.steps):
+    for _ in range(steps):
         c0, k0 = time.process_time(), _children_cpu()
         t0 = time.perf_counter()
         base_results = base_judge.judge_step(rollouts)
@@ -287,14 +339,13 @@ def main() -> None:
         base_cpu.append((time.process_time() - c0, _children_cpu() - k0))
     differ = [a.problem_id for a, b in zip(results, base_results)
               if a.code_rewards != b.code_rewards or a.test_rewards != b.test_rewards]
-
     base = min(base_times)
-    print(f"process per run   : {base:.2f} s/step (best of {args.steps}; all: {', '.join(f'{t:.2f}' for t in base_times)})")
+    print(f"process per run   : {base:.2f} s/step (best of {steps}; all: {', '.join(f'{t:.2f}' for t in base_times)})")
     parent_b, children_b = base_cpu[base_times.index(base)]
     print(f"  CPU a step: judge process {parent_b:.2f} s, python3 -I processes {children_b:.2f} s")
-    print(f"speed-up          : {base / fork:.1f}x   (targets: <= 3 s a step, >= 4x)")
+    print(f"speed-up          : {base / fork:.1f}x")
     print(f"identical rewards from both executors: {not differ} {differ if differ else ''}")
-    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    return fork, base
 
 
 def _children_cpu() -> float:

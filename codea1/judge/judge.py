@@ -303,6 +303,7 @@ class _Plan:
     ref_values: dict[str, list] = field(default_factory=dict)  # call -> encoded reference value
     ref_sources: dict[str, str] = field(default_factory=dict)  # call -> that value as a literal
     ref_errors: dict[str, str] = field(default_factory=dict)  # call -> why it is unusable
+    right_expectations: dict[tuple[str, str | None], bool] = field(default_factory=dict)  # (call, EXPECTED) -> right?
     cand_calls: list[list[str]] = field(default_factory=list)
     cand_runs: list[RunResult | None] = field(default_factory=list)
 
@@ -456,10 +457,13 @@ class Judge:
                 continue
             ref_value = plan.ref_values[t.call]
             corrected = normalize_assert(t.call, plan.ref_sources[t.call])
-            expected_value = None
-            if t.expected is not None:
-                expected_value = plan.expected_values.get(t.expected, plan.ref_values.get(t.expected))
-            right = expected_value is not None and _expectation_matches(expected_value, ref_value)
+            right = plan.right_expectations.get((t.call, t.expected))
+            if right is None:  # the same test recurs across suites: decide it once
+                expected_value = None
+                if t.expected is not None:
+                    expected_value = plan.expected_values.get(t.expected, plan.ref_values.get(t.expected))
+                right = expected_value is not None and _expectation_matches(expected_value, ref_value)
+                plan.right_expectations[(t.call, t.expected)] = right
             passed, failure = outcome_of.get(t.call, (False, "not run")) if candidate_ok else (None, None)
             if passed is not None:
                 kept_passed.append(passed)
