@@ -179,3 +179,31 @@ def test_cli_check_passes_on_this_machine():
     res = CliRunner().invoke(app, ["check"], terminal_width=200)
     assert res.exit_code == 0, res.output
     assert "FAIL" not in res.output and res.output.count("PASS") >= 15
+
+
+def test_submit_runs_higher_priority_first_and_returns_futures():
+    with Executor(workers=1, limits=FAST, preload=()) as e:
+        order = []
+        blocker = e.submit(Job("import time\ntime.sleep(0.4)\n", ["1"]))
+        low = [e.submit(Job(f"x = {i}\n", ["x"]), priority=0.0) for i in range(3)]
+        high = e.submit(Job("x = 99\n", ["x"]), priority=5.0)
+        for name, f in [("low0", low[0]), ("low1", low[1]), ("low2", low[2]), ("high", high)]:
+            f.add_done_callback(lambda _f, name=name: order.append(name))
+        assert blocker.result().status == "ok"
+        assert values_equal(value(high.result(), 0), encode(99))
+        assert [values_equal(value(f.result(), 0), encode(i)) for i, f in enumerate(low)] == [True] * 3
+        # the worker holds two jobs at once: the blocker and low0 were taken before `high` came
+        assert order.index("high") < order.index("low1") < order.index("low2")
+        with pytest.raises(TypeError, match="takes a Job"):
+            e.submit("x = 1")
+
+
+def test_close_resolves_queued_runs_as_infra_and_refuses_new_ones():
+    e = Executor(workers=1, limits=FAST, preload=())
+    futures = [e.submit(Job("import time\ntime.sleep(0.3)\n", ["1"])) for _ in range(5)]
+    e.close()
+    results = [f.result(timeout=30) for f in futures]
+    assert {r.status for r in results} <= {"ok", "infra"}
+    assert results[-1].status == "infra" and "closed" in results[-1].infra_error
+    with pytest.raises(RuntimeError, match="closed"):
+        e.submit(Job("x = 1\n", ["x"]))
