@@ -13,7 +13,7 @@ assignments and non-test lines mixed in. Two kinds of tests are measured side by
   the step is bound by the test computation itself, which no executor can shorten.
 
 The same `Judge` code runs twice in one process: once on `codea1.sandbox.Executor`, once
-on `ProcessPerRun`, an executor that starts `python3 -I` for every run (no isolation at
+on `ProcessPerRun`, an executor that starts `python3 -s` for every run (no isolation at
 all, so the comparison flatters the baseline). Both use as many parallel workers as
 there are CPU cores. Candidates that hang are swapped for a raising variant before
 timing: a hanging call costs its time-out in any design and would only measure that.
@@ -90,8 +90,13 @@ real_stdout.write(json.dumps(out))
 """
 
 
+# As in the executor's workers: one hash seed for all processes, so that reference and
+# candidate iterate equal sets of strings in the same order (`-I` would ignore it).
+_BASELINE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+
+
 class ProcessPerRun:
-    """The baseline: a fresh `python3 -I` process for every run, `workers` at a time.
+    """The baseline: a fresh `python3 -s` process for every run, `workers` at a time.
 
     It schedules like the executor (one priority queue, highest first), so the two differ
     only in how a run is executed.
@@ -129,8 +134,8 @@ class ProcessPerRun:
         start = time.perf_counter()
         try:
             done = subprocess.run(
-                [sys.executable, "-I", "-c", self.driver], input=payload, capture_output=True, text=True,
-                timeout=limits.timeout_s,
+                [sys.executable, "-s", "-c", self.driver], input=payload, capture_output=True, text=True,
+                timeout=limits.timeout_s, env=_BASELINE_ENV, cwd="/",
             )
         except subprocess.TimeoutExpired:
             return RunResult(status="timeout", calls=[CallResult("not-run") for _ in job.calls])
@@ -198,7 +203,9 @@ def test_pools(problems: list[Problem], executor: Executor, light_ms: float) -> 
         pool = [(i, r) for i, r in zip(inputs, results) if isinstance(i, list) and len(repr(i)) < 300 and len(repr(r)) < 300]
         if len(pool) < 12:
             continue
-        timer = "(lambda t0: ({call}, __import__('time').perf_counter() - t0)[1])(__import__('time').perf_counter())"
+        # best of three, so that the pool does not change with the machine's load
+        timer = ("(lambda pc: min((lambda t0: ({call}, pc() - t0)[1])(pc()) for _ in range(3)))"
+                 "(__import__('time').perf_counter)")
         calls = [timer.format(call=_call(p.entry_point, args)) for args, _ in pool]
         jobs.append(Job(program=p.reference, calls=calls, limits=Limits(timeout_s=120.0, call_timeout_s=10.0)))
         owners.append((p, pool))
@@ -342,7 +349,7 @@ def measure(rollouts, executor, baseline, limits, steps) -> tuple[float, float |
     base = min(base_times)
     print(f"process per run   : {base:.2f} s/step (best of {steps}; all: {', '.join(f'{t:.2f}' for t in base_times)})")
     parent_b, children_b = base_cpu[base_times.index(base)]
-    print(f"  CPU a step: judge process {parent_b:.2f} s, python3 -I processes {children_b:.2f} s")
+    print(f"  CPU a step: judge process {parent_b:.2f} s, python3 -s processes {children_b:.2f} s")
     print(f"speed-up          : {base / fork:.1f}x")
     print(f"identical rewards from both executors: {not differ} {differ if differ else ''}")
     return fork, base

@@ -161,3 +161,21 @@ def test_assumed_imports_come_before_the_code(executor):
     limits = Limits(timeout_s=5.0)
     assert verdict_of(executor.run(golden_job(root, with_imports(root, code), limits))).passed
     assert not verdict_of(executor.run(golden_job(root, code, limits))).passed
+
+
+def test_golden_runs_get_the_memory_cap_of_data_check(tmp_path, executor, monkeypatch):
+    # MBPP+'s MBPP/255 needs > 2 GiB; eval code caps a run at 4096 MB by default (`--memory-mb`)
+    big = Problem(id="p/big", question="def add(a, b):\n    \"\"\"Sum.\"\"\"", entry_point="add",
+                  reference="def add(a, b):\n    return a + b\n",
+                  test_program="buf = bytearray(400 * 2**20)\nassert add(1, 2) == 3\n", source="setA")
+    path = tmp_path / "big.jsonl"
+    save_problems([big], path)
+    monkeypatch.setattr(rollout, "generate", canned([]))
+    assert CodeEvalConfig().memory_mb == 4096
+    summary = evaluate_code("fake", path, tmp_path / "a", CodeEvalConfig(n=2), policies=object(), executor=executor)
+    assert summary["sources"]["all"]["problems"] == 1 and not summary["skipped"]
+    summary = evaluate_code("fake", path, tmp_path / "b", CodeEvalConfig(n=2, memory_mb=256), policies=object(),
+                            executor=executor)
+    assert [s["id"] for s in summary["skipped"]] == ["p/big"] and "MemoryError" in summary["skipped"][0]["reason"]
+    with pytest.raises(ValueError, match="memory-mb"):
+        CodeEvalConfig(memory_mb=10)

@@ -207,3 +207,17 @@ def test_close_resolves_queued_runs_as_infra_and_refuses_new_ones():
     assert results[-1].status == "infra" and "closed" in results[-1].infra_error
     with pytest.raises(RuntimeError, match="closed"):
         e.submit(Job("x = 1\n", ["x"]))
+
+
+def test_every_worker_iterates_sets_of_strings_in_the_same_order():
+    # A reference and a candidate run in different workers; `tuple(set(words))` must not
+    # depend on which (string hashing is seeded the same in every worker).
+    words = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "honeydew"]
+    job = Job(f"words = {words!r}\n", ["tuple(set(words))", "hash('codea1')"])
+    with Executor(workers=2, limits=FAST, preload=()) as e:
+        futures = [e.submit(Job("import time\ntime.sleep(0.2)\n" + job.program, job.calls)) for _ in range(2)]
+        futures += [e.submit(job) for _ in range(8)]
+        results = [f.result() for f in futures]
+    assert all(r.status == "ok" for r in results)
+    assert len({repr(r.calls[0].value) for r in results}) == 1
+    assert len({repr(r.calls[1].value) for r in results}) == 1

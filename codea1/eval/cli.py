@@ -50,6 +50,7 @@ def code_command(
     problems_per_batch: int = typer.Option(8, "--problems-per-batch"),
     batch_size: int = typer.Option(64, "--batch-size", help="Sequences decoded together."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Sandbox workers (default: CPU count)."),
+    memory_mb: int = typer.Option(4096, "--memory-mb", help="Memory cap of one golden-test run."),
     device: str = typer.Option("auto", "--device"),
     dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 where supported), bfloat16, float16, float32."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the model (default: torch's)."),
@@ -63,7 +64,8 @@ def code_command(
     try:
         config = CodeEvalConfig(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                                 greedy=greedy, limit=limit, problems_per_batch=problems_per_batch,
-                                batch_size=batch_size, workers=workers, device=device, dtype=dtype, threads=threads)
+                                batch_size=batch_size, workers=workers, memory_mb=memory_mb, device=device, dtype=dtype,
+                                threads=threads)
 
         def progress(done: int, total: int, summary: dict) -> None:
             row = summary["sources"].get("all", {})

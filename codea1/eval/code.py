@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
 from codea1.eval.loading import load_eval_policies, load_eval_problems, missing_libraries, set_threads
 from codea1.eval.store import append_rows, open_eval_dir, write_summary
 from codea1.eval.passk import aggregate, default_ks
@@ -46,6 +47,9 @@ class CodeEvalConfig:
     seed: int = 0
     min_timeout_s: float = 20.0  # time a candidate gets at least (x slowdown of the reference)
     slowdown: float = 5.0
+    # Memory cap of a run: golden programs hold big inputs (MBPP/255's needs > 2 GiB), as
+    # in `codea1 data check`.
+    memory_mb: int = GOLDEN_MEMORY_MB
     workers: int | None = None
     device: str = "auto"
     dtype: str = "auto"  # auto: bf16 on CUDA and bf16-capable CPUs, else float32
@@ -65,6 +69,8 @@ class CodeEvalConfig:
             raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"--threads must be at least 1, got {self.threads}")
+        if self.memory_mb < 64:
+            raise ValueError(f"--memory-mb must be at least 64, got {self.memory_mb}")
         if self.max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
 
@@ -204,7 +210,7 @@ def evaluate_code(
 
     with ExitStack() as stack:
         if todo:
-            probe_limits = Limits(timeout_s=120.0, call_timeout_s=60.0)
+            probe_limits = Limits(timeout_s=120.0, call_timeout_s=60.0, memory_mb=config.memory_mb)
             ex = executor or stack.enter_context(Executor(workers=config.workers, limits=probe_limits))
             ref = reference_times(ex, todo, probe_limits)
             for p in todo:
@@ -226,7 +232,7 @@ def evaluate_code(
                 for p, group in zip(chunk, samples):
                     base_s = ref[p.id][0] or 0.0
                     timeout = max(config.min_timeout_s, config.slowdown * base_s)
-                    limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2))
+                    limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
                     for i, s in enumerate(group):
                         jobs.append(golden_job(p, with_imports(p, extract_code(s.text)), limits))
                         owners.append((p, i, s))

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
 from codea1.judge.extract import extract_code, extract_test_source
 from codea1.judge.parse import ParsedTest, normalize_assert, parse_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
@@ -83,7 +84,8 @@ class JudgeConfig:
     strict_tests: bool = True
     limits: Limits = field(default_factory=Limits)
     reference_limits: Limits | None = None
-    golden_limits: Limits = field(default_factory=lambda: Limits(timeout_s=60.0, call_timeout_s=10.0, memory_mb=2048))
+    golden_limits: Limits = field(
+        default_factory=lambda: Limits(timeout_s=60.0, call_timeout_s=10.0, memory_mb=GOLDEN_MEMORY_MB))
     resume_rounds: int = 2
 
     def __post_init__(self) -> None:
@@ -564,7 +566,8 @@ class Judge:
         """Judge every problem of a step, pipelined on the executor's queue.
 
         Reference runs are queued first, each as soon as its problem is parsed (the workers
-        start while this process parses the rest). When a problem's reference run returns,
+        start while this process parses the rest). When a problem's reference run returns
+        (checked between problems while parsing, then continuously),
         its candidate runs are queued at once, longest first: a candidate's expected time
         is the reference's time scaled by its share of the calls. So there is no barrier
         between references and candidates, and no worker finishes the step alone on a long
@@ -577,6 +580,7 @@ class Judge:
                 plan = self._plan(rollout)
                 runs.submit(self._reference_job(plan), _REFERENCE_PRIORITY,
                             lambda run, plan=plan, index=index: self._reference_done(runs, plan, index, run, results))
+                runs.drain(block=False)  # queue the candidates of references already back
             runs.drain()
         finally:
             runs.cancel()
@@ -666,9 +670,13 @@ class _Runs:
         self.flight[future] = track
         future.add_done_callback(self.done.put)
 
-    def drain(self) -> None:
+    def drain(self, block: bool = True) -> None:
+        """Hand back finished runs: all of them (`block`), or those finished by now."""
         while self.flight:
-            future = self.done.get()
+            try:
+                future = self.done.get(block=block)
+            except queue.Empty:
+                return
             track = self.flight.pop(future, None)
             if track is not None:
                 self._arrived(track, future.result())

@@ -45,7 +45,11 @@ _PIPELINE_DEPTH = 2
 
 #: Directory holding the ``codea1`` package this parent runs: the worker runs the same code.
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_WORKER_BOOT = "import sys; sys.path.insert(0, {root}); from codea1.sandbox._worker import main; main()"
+# `-s` (no user site) and a scrubbed environment instead of `-I`: `-I` would also ignore
+# PYTHONHASHSEED, which must be the same in every worker (see `_Worker`). The `-c` entry of
+# sys.path (the cwd, "/") is dropped.
+_WORKER_BOOT = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+                "sys.path.insert(0, {root}); from codea1.sandbox._worker import main; main()")
 
 
 class WorkerError(RuntimeError):
@@ -77,6 +81,10 @@ class _Worker:
                     cfg[f"{ctl}_cgroup"] = path
                     self.cgroups.append(path)
         env = {
+            # One hash seed for every worker: a reference and a candidate that build the
+            # same set of strings must iterate it in the same order (`tuple(set(words))`),
+            # whichever worker runs them. Random per-process seeds made such tests flaky.
+            "PYTHONHASHSEED": "0",
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "OPENBLAS_NUM_THREADS": "1",
@@ -85,7 +93,7 @@ class _Worker:
         }
         debug = os.environ.get("CODEA1_SANDBOX_DEBUG")
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _WORKER_BOOT.format(root=repr(_PACKAGE_ROOT)), json.dumps(cfg)],
+            [sys.executable, "-s", "-c", _WORKER_BOOT.format(root=repr(_PACKAGE_ROOT)), json.dumps(cfg)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None if debug else subprocess.DEVNULL,
