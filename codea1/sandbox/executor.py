@@ -220,8 +220,10 @@ def _lost(protections: dict) -> dict:
 class Executor:
     """A pool of sandboxed fork-server workers (``workers=None``: one per CPU core).
 
-    Use as a context manager. ``submit``, ``run`` and ``run_many`` are thread-safe; all
-    runs share one priority queue, fed to the workers by one driver thread each. ``preload``
+    Use as a context manager (or call ``close()``): once it has run something, its driver
+    threads keep it and its workers alive until it is closed or the process exits.
+    ``submit``, ``run`` and ``run_many`` are thread-safe; all runs share one priority
+    queue, fed to the workers by one driver thread each. ``preload``
     modules are imported into a worker's warm state the first time a job mentions them
     (every later run inherits them: ``import numpy`` then costs nothing). ``protections``
     maps each protection of ``isolation.PROTECTIONS`` to ``True`` or ``"LOST: why"``;
