@@ -150,16 +150,16 @@ def test_missing_data_file_is_a_clear_error(tmp_path):
 
 
 def test_assumed_imports_come_before_the_code(executor):
-    from codea1.eval.code import golden_job, verdict_of, with_imports
+    from codea1.eval.code import golden_job, verdict_of
     from codea1.sandbox import Limits
 
     root = Problem(id="p/root", question="def root(x):\n    \"\"\"sqrt\"\"\"", entry_point="root",
                    reference="import math\ndef root(x):\n    return math.sqrt(x)\n",
                    tests=["assert root(4) == 2.0"], imports="import math")
     code = "def root(x):\n    return math.sqrt(x)\n"  # relies on the problem's imports
-    assert with_imports(root, code).startswith("import math\n")
+    assert root.program(code).startswith("import math\n")
     limits = Limits(timeout_s=5.0)
-    assert verdict_of(executor.run(golden_job(root, with_imports(root, code), limits))).passed
+    assert verdict_of(executor.run(golden_job(root, root.program(code), limits))).passed
     assert not verdict_of(executor.run(golden_job(root, code, limits))).passed
 
 

@@ -52,6 +52,13 @@ class Problem:
     source: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def program(self, code: str) -> str:
+        """The problem's assumed imports (MBPP+'s `from typing import *`, ...), then `code`:
+        what the judge and the evaluation run, so a completion that omits them is not
+        failed for it."""
+        imports = self.imports.strip()
+        return f"{imports}\n{code}" if imports else code
+
     def to_dict(self) -> dict[str, Any]:
         """The project's JSONL schema: exactly the dataclass fields."""
         return asdict(self)

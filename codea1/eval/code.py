@@ -106,13 +106,6 @@ def golden_job(problem: Problem, code: str, limits) -> Any:
     return Job(program=program_with_tests(code, problem.test_program), calls=calls, limits=limits)
 
 
-def with_imports(problem: Problem, code: str) -> str:
-    """The problem's assumed imports (MBPP+'s `from typing import *`, ...) before the code,
-    as the judge runs it in training, so a completion that omits them is not failed for it."""
-    imports = (problem.imports or "").strip()
-    return f"{imports}\n{code}" if imports else code
-
-
 def verdict_of(run) -> Verdict:
     """A pass only when the program ran clean, defined the function and every call held."""
     from codea1.sandbox import to_source
@@ -142,7 +135,7 @@ def _skip_reason(problem: Problem) -> str | None:
 
 def reference_times(executor, problems: Sequence[Problem], limits) -> dict[str, tuple[float | None, str | None]]:
     """Per problem: the reference's time through its golden tests, or why it failed them."""
-    runs = executor.run_many([golden_job(p, with_imports(p, p.reference), limits) for p in problems])
+    runs = executor.run_many([golden_job(p, p.program(p.reference), limits) for p in problems])
     out = {}
     for p, run in zip(problems, runs):
         v = verdict_of(run)
@@ -234,7 +227,7 @@ def evaluate_code(
                     timeout = max(config.min_timeout_s, config.slowdown * base_s)
                     limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
                     for i, s in enumerate(group):
-                        jobs.append(golden_job(p, with_imports(p, extract_code(s.text)), limits))
+                        jobs.append(golden_job(p, p.program(extract_code(s.text)), limits))
                         owners.append((p, i, s))
                 verdicts = [verdict_of(r) for r in ex.run_many(jobs)]
                 rows_by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -249,12 +249,6 @@ def _defines(entry_point: str) -> str:
     return f"callable(globals().get({entry_point!r}))"
 
 
-def _program(problem: Problem, code: str) -> str:
-    """The problem's assumed imports, then the code (a completion may omit `from typing ...`)."""
-    imports = (problem.imports or "").strip()
-    return f"{imports}\n{code}" if imports else code
-
-
 def _program_key(program: str) -> tuple[tuple[str, str], str | None]:
     """What makes two candidate programs the same run, and the syntax error if any.
 
@@ -373,7 +367,7 @@ class Judge:
     def _reference_job(self, plan: _Plan) -> Job:
         problem = plan.rollout.problem
         return Job(
-            program=_program(problem, problem.reference),
+            program=problem.program(problem.reference),
             calls=plan.ref_calls,
             limits=self.config.effective_reference_limits,
         )
@@ -405,7 +399,7 @@ class Judge:
         problem = plan.rollout.problem
         groups: dict[tuple[str, str], tuple[str, list[str], list[int], str | None]] = {}
         for i, code_text in enumerate(plan.rollout.codes):
-            program = _program(problem, extract_code(code_text))
+            program = problem.program(extract_code(code_text))
             key, syntax_error = _program_key(program)
             _, calls, members, _ = groups.setdefault(key, (program, [_defines(problem.entry_point)], [], syntax_error))
             members.append(i)
@@ -634,7 +628,7 @@ class Judge:
         for problem, code in items:
             if not problem.tests and not problem.test_program:
                 raise ValueError(f"problem {problem.id!r} has no golden tests (neither `tests` nor `test_program`)")
-            jobs.append(golden_job(problem, _program(problem, extract_code(code)), self.config.golden_limits))
+            jobs.append(golden_job(problem, problem.program(extract_code(code)), self.config.golden_limits))
         verdicts = [verdict_of(run) for run in self.executor.run_many(jobs)]
         return [
             GoldenResult(v.passed, None if v.passed else f"{v.status}: {v.detail}", infra=v.status == "infra")
