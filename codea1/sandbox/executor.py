@@ -296,14 +296,19 @@ class Executor:
         return fresh
 
     @staticmethod
-    def _shutdown(workers: list, cv: threading.Condition, pending: list, stopping: threading.Event) -> None:
-        stopping.set()
+    def _drop_queued(cv: threading.Condition, pending: list) -> None:
+        """Resolve every run still queued as ``infra`` and wake the drivers."""
         with cv:
             left = [task for _, _, task in pending]
             pending.clear()
             cv.notify_all()
         for task in left:
             task.resolve(_infra("the executor was closed before the run started", len(task.job.calls)))
+
+    @staticmethod
+    def _shutdown(workers: list, cv: threading.Condition, pending: list, stopping: threading.Event) -> None:
+        stopping.set()
+        Executor._drop_queued(cv, pending)
         for w in list(workers):
             w.close()
         workers.clear()
@@ -317,11 +322,7 @@ class Executor:
             if self._closed:
                 return
             self._closed = True
-            left = [task for _, _, task in self._queue]  # drivers finish what they hold
-            self._queue.clear()
-            self._cv.notify_all()
-        for task in left:
-            task.resolve(_infra("the executor was closed before the run started", len(task.job.calls)))
+        self._drop_queued(self._cv, self._queue)  # drivers finish what they hold
         for t in self._drivers:
             t.join()
         self._finalizer()
