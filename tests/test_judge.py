@@ -57,11 +57,12 @@ class CountingExecutor:
     """Wraps an executor to record every job submitted (and optionally damage results)."""
 
     def __init__(self, inner, damage=None):
-        self.inner, self.damage, self.submitted = inner, damage, []
+        self.inner, self.damage, self.submitted, self.results = inner, damage, [], []
 
     def submit(self, job, priority=0.0):
         self.submitted.append((job, priority))
         inner = self.inner.submit(job, priority=priority)
+        inner.add_done_callback(lambda f: self.results.append((job, f.result())))
         if self.damage is None:
             return inner
         outer = Future()
@@ -352,7 +353,7 @@ def test_code_with_a_syntax_error_is_invalid_without_a_run(executor):
     assert len(counting.candidates) == 1  # only GOOD ran
 
 
-def test_candidates_are_queued_longest_first_from_the_reference_time(executor):
+def test_candidates_queued_together_go_longest_first_from_the_reference_time(executor):
     slow = Problem(id="t/slow", question="", entry_point="spin",
                    reference="def spin(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n")
     counting = CountingExecutor(executor)
@@ -364,8 +365,35 @@ def test_candidates_are_queued_longest_first_from_the_reference_time(executor):
     (r,) = judge.judge_step([ProblemRollout(slow, [code_a, code_b], [few, many])])
     assert r.code_valid == [True, True] and r.code_rewards[1] == pytest.approx(r.code_rewards[0])
     priorities = {job.program: p for job, p in counting.submitted if p < _REFERENCE_PRIORITY}
-    # the candidate with three of the reference's three calls is expected to take longer
-    assert priorities[code_b] > priorities[code_a] > 0.0
+    # queued together; the candidate with three of the reference's three calls is expected
+    # to take longer (by two calls' worth of the reference's time), so it goes first
+    reference_cpu = next(run for job, run in counting.results if job.program == slow.reference).cpu_s
+    assert priorities[code_b] - priorities[code_a] == pytest.approx(2 * reference_cpu / 3)
+    assert priorities[code_b] > priorities[code_a]
+
+
+def test_candidates_queued_earlier_start_earlier_unless_expected_to_be_long(executor, monkeypatch):
+    # A run that is long against all expectation (a mutant building huge numbers) must not
+    # wait behind every candidate queued after it: the queue is first come, first served,
+    # with a run expected to take t seconds moved t seconds ahead.
+    clock = iter(range(0, 10_000, 100))  # each batch is queued 100 s after the one before
+    monkeypatch.setattr("codea1.judge.judge._Runs.elapsed", lambda self: float(next(clock)))
+    counting = CountingExecutor(executor)
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    problems = [Problem(id=f"t/{i}", question="", entry_point="add", reference=ADD.reference) for i in range(4)]
+    rollouts = [ProblemRollout(p, [GOOD, BAD], [[f"assert add({i}, 1) == {i + 1}"]] * 2) for i, p in enumerate(problems)]
+    judge.judge_step(rollouts)
+    batches: dict[str, list[float]] = {}
+    order = []
+    for job, priority in counting.submitted:
+        if priority < _REFERENCE_PRIORITY:
+            key = next(c for c in job.calls if c.startswith("add("))
+            if key not in batches:
+                order.append(key)
+            batches.setdefault(key, []).append(priority)
+    assert len(order) == 4 and all(len(b) == 2 for b in batches.values())
+    for earlier, later in zip(order, order[1:]):
+        assert min(batches[earlier]) > max(batches[later])
 
 
 def test_candidates_that_differ_only_in_comments_and_layout_share_a_run(executor):
@@ -381,3 +409,26 @@ def test_candidates_that_differ_only_in_comments_and_layout_share_a_run(executor
     assert list(shared.calls[1:]) == ["add(1, 2)", "add(2, 2)"]  # the union of both candidates' calls
     assert r.code_valid == [True, True, True] and r.code_rewards == [1.0, 1.0, 1.0]
     assert [len(row[0].tests) for row in r.suites] == [1, 1, 1]
+
+
+def test_the_garbage_collector_is_paused_during_a_step_and_restored(executor):
+    import gc
+
+    states = []
+
+    class Watching(CountingExecutor):
+        def submit(self, job, priority=0.0):
+            states.append(gc.isenabled())
+            return super().submit(job, priority)
+
+    judge = Judge(Watching(executor), JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    rollout = ProblemRollout(ADD, [GOOD], [["assert add(1, 1) == 2"]])
+    assert gc.isenabled()
+    judge.judge_step([rollout])
+    assert states and not any(states) and gc.isenabled()
+    gc.disable()
+    try:
+        judge.judge_step([rollout])
+        assert not gc.isenabled()  # a caller's own choice is kept
+    finally:
+        gc.enable()

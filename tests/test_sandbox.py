@@ -221,3 +221,33 @@ def test_every_worker_iterates_sets_of_strings_in_the_same_order():
     assert all(r.status == "ok" for r in results)
     assert len({repr(r.calls[0].value) for r in results}) == 1
     assert len({repr(r.calls[1].value) for r in results}) == 1
+
+
+def test_a_call_compiled_once_still_runs_afresh_in_every_run(ex):
+    # Workers keep the code of recent calls; a list literal is still built afresh per run,
+    # so a candidate that mutates its argument cannot leak state into the next run.
+    program = "def f(xs):\n    xs.append(len(xs))\n    return xs\n"
+    results = ex.run_many([Job(program, ["f([1])", "f([1, 2])"]) for _ in range(6)])
+    assert all(r.status == "ok" for r in results)
+    assert {repr(r.calls[0].value) for r in results} == {repr(encode([1, 1]))}
+    assert {repr(r.calls[1].value) for r in results} == {repr(encode([1, 2, 2]))}
+    # the same text as a program and as a call are different code; a syntax error is never kept
+    r = ex.run(Job("x = 1\n", ["x = 1", "(", "x"]))
+    assert r.calls[0].status == "error" and r.calls[0].error.startswith("SyntaxError")
+    assert r.calls[1].status == "error" and r.calls[1].error.startswith("SyntaxError")
+    assert values_equal(value(r, 2), encode(1))
+
+
+def test_code_cache_keeps_recent_code_within_its_bound():
+    from codea1.sandbox._worker import _CodeCache
+
+    cache = _CodeCache(max_chars=40, max_source=15)
+    first = cache.get("f(1, 2, 3)", "<call>", "eval")
+    assert cache.get("f(1, 2, 3)", "<call>", "eval") is first  # compiled once
+    assert eval(first, {"f": lambda *a: sum(a)}) == 6
+    assert isinstance(cache.get("(", "<call>", "eval"), SyntaxError)  # errors are not kept
+    assert cache.get("x" * 16, "<call>", "eval") is not cache.get("x" * 16, "<call>", "eval")  # too long to keep
+    for i in range(10):
+        cache.get(f"g({i}, {i})", "<call>", "eval")
+    assert cache.chars <= 40 and len(cache.codes) == 5
+    assert ("eval", "g(9, 9)") in cache.codes and ("eval", "f(1, 2, 3)") not in cache.codes  # oldest out

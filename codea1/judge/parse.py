@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ParsedTest", "parse_tests", "normalize_assert", "MAX_TEST_NODES"]
+__all__ = ["LineCache", "ParsedTest", "parse_tests", "normalize_assert", "MAX_TEST_NODES"]
 
 # A test bigger than this after substitution is refused: chained assignments
 # (`b = [a, a]; c = [b, b]; ...`) would otherwise grow exponentially in the trusted parent.
@@ -68,6 +68,12 @@ class ParsedTest:
         if self.call is None or self.expected is None:
             return None
         return f"assert {self.call} == {self.expected}"
+
+    def at(self, line: int) -> "ParsedTest":
+        """The same test on another line (results of the line cache are shared)."""
+        if line == self.line:
+            return self
+        return ParsedTest(self.source, line, self.call, self.expected, self.reason, self.expected_literal)
 
 
 def normalize_assert(call: str, expected: str) -> str:
@@ -282,11 +288,13 @@ def _import_expr(module: str, attr: str | None = None, submodule: bool = False) 
 
 
 class _Parser:
-    def __init__(self, source: str, entry_point: str | None, strict: bool = False, require_entry: bool = True) -> None:
+    def __init__(self, source: str, entry_point: str | None, strict: bool = False, require_entry: bool = True,
+                 cache: "LineCache | None" = None) -> None:
         self.source = source
         self.entry_point = entry_point
         self.strict = strict
         self.require_entry = require_entry and entry_point is not None
+        self.cache = cache
         self.env = _Env()
         self.tests: list[ParsedTest] = []
         self.lines = _split_lines(source)
@@ -310,7 +318,11 @@ class _Parser:
                 self._refuse([n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)])
             self.tests.append(ParsedTest(text, line, reason=f"not a test: {_describe(node)} statement"))
 
-    def assert_(self, node: ast.Assert, text: str, line: int) -> ParsedTest:
+    def assert_(self, node: ast.Assert, text: str, line: int, plain_env: bool | None = None) -> ParsedTest:
+        """One assert statement as a test. `plain_env`: whether nothing is bound or refused
+        (the fast path); by default read from the environment."""
+        if plain_env is None:
+            plain_env = not self.env.values and not self.env.refused
         test = node.test
         if not isinstance(test, ast.Compare):
             return ParsedTest(text, line, reason="not of the form `assert CALL == EXPECTED` (no comparison)")
@@ -322,7 +334,7 @@ class _Parser:
         if not isinstance(test.left, ast.Call):
             return ParsedTest(text, line, reason="left side of `==` is not a call expression")
         left, right = test.left, test.comparators[0]
-        if not self.env.values and not self.env.refused:
+        if plain_env:
             # Nothing to substitute (the common case): skip the walks.
             if self.require_entry and not _calls_name(left, self.entry_point):  # type: ignore[arg-type]
                 return ParsedTest(text, line, reason=f"the call does not use the function under test `{self.entry_point}`")
@@ -443,17 +455,84 @@ class _Parser:
 
     # -- driving ----------------------------------------------------------------------
     def run(self) -> list[ParsedTest]:
-        try:
-            module = _quiet_parse(self.source)
-        except _PARSE_ERRORS:
-            self.run_resynchronising()
+        with warnings.catch_warnings():  # the SyntaxWarnings model text provokes (`1if x`, bad escapes)
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            if self.cache is not None:
+                if self.run_lines(self.cache):
+                    return self.tests
+                self.tests, self.env, self.lines = [], _Env(), _split_lines(self.source)
+            try:
+                module = ast.parse(self.source)
+            except _PARSE_ERRORS:
+                self.run_resynchronising()
+                return self.tests
+            for node in module.body:
+                self.statement(node, self.segment(node), node.lineno)
             return self.tests
-        for node in module.body:
-            self.statement(node, self.segment(node), node.lineno)
-        return self.tests
 
     def segment(self, node: ast.stmt) -> str:
         return _segment(self.lines, node)
+
+    def run_lines(self, cache: "LineCache") -> bool:
+        """Parse line by line through `cache`; False when some line is not complete
+        statements on its own, and the source must be parsed whole.
+
+        When every line is blank, a comment, or complete statements that parse on their
+        own, each line starts with the tokenizer at the top level (the line before ended a
+        statement), so the lines parse exactly as they do within the whole source. A line
+        whose result depends on earlier lines (it binds names, or loads names bound in this
+        source) is parsed afresh, all such lines of the source in one parse.
+        """
+        source = self.source
+        if "\x00" in source:
+            return False  # the whole source does not parse (nor would a comment line)
+        try:
+            source.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, even in a comment, fails the whole parse
+            return False
+        numbered = []
+        for number, raw in enumerate(self.lines, 1):
+            key = raw.rstrip("\r\n")
+            body = key.lstrip(" \t\f")
+            if body and body[0] != "#":
+                numbered.append((number, key))
+        looked_up = cache.lookup([key for _, key in numbered])
+        if any(items is None for items in looked_up):
+            return False
+        bound: set[str] = set()
+        fresh_keys: list[str] = []
+        needs_fresh: list[bool] = []
+        for (_, key), items in zip(numbered, looked_up):  # type: ignore[assignment]
+            need = any(item.kind == _BINDS or (bound and item.kind == _ASSERT and item.loads() & bound)
+                       for item in items)  # type: ignore[union-attr]
+            needs_fresh.append(need)
+            if need:
+                fresh_keys.append(key)
+                for item in items:  # type: ignore[union-attr]
+                    bound |= item.binds()
+        fresh: dict[int, list[ast.stmt]] = {}
+        if fresh_keys:
+            self.lines = [key + "\n" for key in fresh_keys]
+            try:
+                body = ast.parse("".join(self.lines)).body
+            except _PARSE_ERRORS:  # cannot happen for lines that parse on their own; be safe
+                return False
+            for node in body:
+                fresh.setdefault(node.lineno, []).append(node)
+        k = 0
+        for (number, key), items, need in zip(numbered, looked_up, needs_fresh):
+            if need:  # binds names, or uses names bound earlier: the whole path, on a fresh tree
+                k += 1
+                for node in fresh.get(k, ()):
+                    self.statement(node, _segment(self.lines, node), number)
+                continue
+            plain = not self.env.values and not self.env.refused
+            for item in items:  # type: ignore[union-attr]
+                test = item.test if item.kind == _FIXED else cache.assert_result(item, plain)
+                if test is not None:
+                    self.tests.append(test.at(number))
+        return True
 
     def run_resynchronising(self) -> None:
         """Parse a block with syntax errors statement by statement.
@@ -474,7 +553,7 @@ class _Parser:
             for m in range(k + 1, min(len(starts), k + 1 + _MAX_STATEMENT_LINES)):
                 chunk = "".join(lines[begin : starts[m]])
                 try:
-                    parsed = _quiet_parse(chunk)
+                    parsed = ast.parse(chunk)
                 except _PARSE_ERRORS:
                     continue
                 k_next = m
@@ -490,6 +569,146 @@ class _Parser:
                 self.statement(node, _segment(self.lines, node), begin + node.lineno)
             k = k_next
 
+
+_FIXED, _ASSERT, _BINDS = "fixed", "assert", "binds"
+
+
+@dataclass
+class _LineItem:
+    """One statement of a cached line: a `fixed` result (None: not a test, not wrong), an
+    `assert` (its results, by whether anything is bound), or a statement that `binds` names
+    and is parsed afresh wherever it occurs. `lines` are the source lines `node` points into."""
+
+    kind: str
+    node: ast.stmt
+    lines: list[str]
+    test: ParsedTest | None = None
+    results: dict[bool, ParsedTest] = field(default_factory=dict)
+    names: frozenset[str] | None = None
+
+    def loads(self) -> frozenset[str]:
+        """The names an assert loads."""
+        if self.names is None:
+            self.names = frozenset(_scan(self.node.test)[1]) if isinstance(self.node, ast.Assert) else frozenset()
+        return self.names
+
+    def binds(self) -> frozenset[str]:
+        """Every name the statement may bind or refuse (an over-approximation is safe)."""
+        node = self.node
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return frozenset(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        else:
+            return frozenset()
+        return frozenset(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+
+
+class LineCache:
+    """What each one-line statement of a problem's test completions parses to, shared by
+    all the suites of the problem (`parse_tests(..., cache=...)`).
+
+    Suites written for one problem repeat each other's lines (the question's example, the
+    usual edge cases), and parsing them is most of the judge's own work in a step. A suite
+    whose lines are each blank, a comment or complete statements on their own is parsed
+    through this cache, with exactly the result of parsing it whole; any other suite (a
+    statement over several lines, an indented block, a line that does not parse) is parsed
+    whole. A cache belongs to one set of options (`entry_point`, `strict`,
+    `require_entry_point`); `hits` and `misses` count line look-ups. Its methods run inside
+    the parser's warning filter (see `_Parser.run`).
+    """
+
+    def __init__(self, entry_point: str | None, strict: bool = False, require_entry_point: bool = True) -> None:
+        self.options = (entry_point, strict, require_entry_point)
+        self._lines: dict[str, list[_LineItem] | None] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def lookup(self, keys: list[str]) -> list[list[_LineItem] | None]:
+        """The statements of each line (no line break in a key); None for a line that is
+        not complete statements on its own. Lines not seen before are parsed in one go."""
+        known = self._lines
+        missing = list(dict.fromkeys(key for key in keys if key not in known))
+        self.misses += len(missing)
+        self.hits += len(keys) - len(missing)
+        if missing:
+            self._read_many(missing)
+        return [known[key] for key in keys]
+
+    def _read_many(self, keys: list[str]) -> None:
+        """Parse new lines together, each placed by its statements' line numbers.
+
+        When the joint parse succeeds, a line whose statements all start and end on it
+        was tokenized from the top level (the line before ended its statements), so on its
+        own it parses to the same statements. A line that the joint parse cannot place
+        this way (a statement across lines, a decorator, a failed parse) is decided on its
+        own."""
+        lines = [key + "\n" for key in keys]
+        per_line: list[list[ast.stmt]] = [[] for _ in keys]
+        placed = [True] * len(keys)
+        try:
+            body = ast.parse("".join(lines)).body if len(keys) > 1 else None
+        except _PARSE_ERRORS:
+            body = None
+        if body is None:
+            placed = [False] * len(keys)
+        else:
+            for node in body:
+                # (a decorated definition starts at its first decorator)
+                first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+                if first != node.end_lineno:
+                    for i in range(first - 1, (node.end_lineno or first)):
+                        placed[i] = False
+                else:
+                    per_line[first - 1].append(node)
+        for i, key in enumerate(keys):
+            if placed[i] and per_line[i]:
+                self._lines[key] = self._items(per_line[i], lines)
+                continue
+            try:
+                alone = ast.parse(key).body
+            except _PARSE_ERRORS:
+                self._lines[key] = None
+                continue
+            self._lines[key] = self._items(alone, [key])
+
+    def _items(self, nodes: list[ast.stmt], lines: list[str]) -> list[_LineItem]:
+        items = []
+        for node in nodes:
+            if isinstance(node, ast.Assert):
+                items.append(_LineItem(_ASSERT, node, lines))
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom)):
+                items.append(_LineItem(_BINDS, node, lines))
+            else:
+                helper = self._helper(lines)
+                helper.statement(node, _segment(lines, node), 1)
+                items.append(_LineItem(_FIXED, node, lines, test=helper.tests[0] if helper.tests else None))
+        return items
+
+    def assert_result(self, item: _LineItem, plain_env: bool) -> ParsedTest:
+        """An assert line's test where none of the names it loads is bound, computed once
+        for each of the two paths `_Parser.assert_` takes (neither changes the tree when
+        nothing is substituted, so the cached tree serves both)."""
+        result = item.results.get(plain_env)
+        if result is None:
+            assert isinstance(item.node, ast.Assert)
+            result = self._helper(item.lines).assert_(item.node, _segment(item.lines, item.node), 1, plain_env)
+            item.results[plain_env] = result
+        return result
+
+    def _helper(self, lines: list[str]) -> "_Parser":
+        entry_point, strict, require_entry = self.options
+        helper = _Parser("", entry_point, strict, require_entry)
+        helper.lines = lines
+        return helper
+
+
+_MISSING = object()
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
@@ -548,7 +767,8 @@ def _describe(node: ast.stmt) -> str:
 
 
 def parse_tests(
-    source: str, entry_point: str | None = None, *, strict: bool = False, require_entry_point: bool = True
+    source: str, entry_point: str | None = None, *, strict: bool = False, require_entry_point: bool = True,
+    cache: LineCache | None = None,
 ) -> list[ParsedTest]:
     """Every test-like statement of `source` (test code, already out of its fences), in order.
 
@@ -561,8 +781,16 @@ def parse_tests(
     binds itself, no `_private` attribute and no `:=`. All tests of a problem run one after
     another in one process, so without this a test could rebind the candidate's globals
     (`f(globals().update(helper=None) or 1)`) and make *other* tests fail: a reward hack.
+
+    `cache` (a `LineCache` made with the same options) shares the parsing of repeated
+    lines between calls: the judge keeps one per problem for all its suites.
     """
-    return _Parser(textwrap.dedent(source), entry_point, strict, require_entry_point).run()
+    if cache is not None and cache.options != (entry_point, strict, require_entry_point):
+        raise ValueError(
+            f"parse_tests: the LineCache was made for (entry_point, strict, require_entry_point) = "
+            f"{cache.options}, not {(entry_point, strict, require_entry_point)}"
+        )
+    return _Parser(textwrap.dedent(source), entry_point, strict, require_entry_point, cache).run()
 
 
 # Builtins a test may call or name under `strict`: they build or inspect data and leave the

@@ -21,6 +21,7 @@ import signal
 import struct
 import sys
 import time
+import types
 
 from codea1.sandbox import isolation
 from codea1.sandbox._child import SETUP_FAILED_EXIT, child_main, compile_untrusted, prepare_warm_state
@@ -181,6 +182,7 @@ class Worker:
         import importlib.util
 
         self.preload_errors = {}
+        self.codes = _CodeCache()
         self.lazy: list[str] = []
         for mod in self.cfg.get("preload", []):
             try:
@@ -371,8 +373,8 @@ class Worker:
         if self.lazy:
             self.warm_up(job)
         lim = job["limits"]
-        program = compile_untrusted(job["program"], "program.py", "exec")
-        calls = tuple(compile_untrusted(c, f"<call {i}>", "eval") for i, c in enumerate(job["calls"]))
+        program = self.codes.get(job["program"], "program.py", "exec")
+        calls = tuple(self.codes.get(c, "<call>", "eval") for c in job["calls"])
         n = len(calls)
         self.apply_limits(lim)
         plan = self.plan(lim)
@@ -600,6 +602,41 @@ class Worker:
             seg["how"] = (f"exit code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
                           else f"signal {os.WTERMSIG(status)}")
         return seg
+
+
+class _CodeCache:
+    """Code objects of recently run programs and calls, by source text.
+
+    The judge sends the same call to the reference and to every candidate of a problem;
+    compiling it once per worker instead of once per run saves most of the worker's own
+    CPU. Code objects are immutable (a list literal is built afresh by each evaluation),
+    so sharing one between runs is the same as compiling again. Only successful compiles
+    of modest size are kept, up to `max_chars` of source in all (least recently used
+    first out): the worker's heap is copied into every run, so it must stay small.
+    """
+
+    def __init__(self, max_chars: int = 2_000_000, max_source: int = 20_000) -> None:
+        import collections
+
+        self.max_chars, self.max_source = max_chars, max_source
+        self.chars = 0
+        self.codes: "collections.OrderedDict[tuple[str, str], object]" = collections.OrderedDict()
+
+    def get(self, source: str, filename: str, mode: str):
+        """What `compile_untrusted` returns for `source`, from the cache when possible."""
+        key = (mode, source)
+        code = self.codes.get(key)
+        if code is not None:
+            self.codes.move_to_end(key)
+            return code
+        code = compile_untrusted(source, filename, mode)
+        if type(code) is types.CodeType and len(source) <= self.max_source:
+            self.codes[key] = code
+            self.chars += len(source)
+            while self.chars > self.max_chars:
+                (_, old), _ = self.codes.popitem(last=False)
+                self.chars -= len(old)
+        return code
 
 
 def plan_cpu(lim: dict) -> float:

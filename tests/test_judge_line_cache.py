@@ -1,0 +1,137 @@
+"""The line cache of `parse_tests`: exactly the result of parsing each suite whole."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from codea1.judge import parse_tests
+from codea1.judge.parse import LineCache
+
+# Lines a test model writes, and lines that must not be parsed on their own: statements
+# over several lines, blocks, continuations, decorators, strings across lines, bad bytes.
+LINES = [
+    "assert f(1) == 2",
+    "assert f([1, 2, 3]) == 6",
+    "assert f( 1,2 )==3",
+    "assert f('a') == 'b', 'message'",
+    "assert f(1) == 2  # trailing comment",
+    "assert f(1) == 2; assert f(2) == 3",
+    "assert f(x) == 3",
+    "assert f(x, y) == x",
+    "assert f(math.sqrt(4)) == 2",
+    "assert f(-1) == -1.5",
+    "assert f({3, 1}) == {1: 'a'}",
+    "assert f(1) == float('inf')",
+    "assert f(1) == f(2)",
+    "assert f(lambda x: x) == 1",
+    "assert f([x for x in range(3)]) == 3",
+    "assert f(*[1]) == 1",
+    "assert f(globals()) == 1",
+    "assert f(1).__class__ == int",
+    "assert g(1) == 1",
+    "assert f(1) != 2",
+    "assert f(1)",
+    "x = [1, 2]",
+    "x, y = 1, 2",
+    "x = y = (3,)",
+    "x += 1",
+    "y: int = 3",
+    "z = x",
+    "x = f",
+    "import math",
+    "import os.path as p",
+    "from solution import f",
+    "from math import sqrt as x",
+    "print(f(1))",
+    "pass",
+    '"""tests for f"""',
+    "# a comment",
+    "   # an indented comment",
+    "",
+    "   ",
+    "del x",
+    "for i in range(3): assert f(i) == i",
+    "if True: assert f(1) == 1",
+    "else: pass",
+    "def g(): return 1",
+    "@dec",
+    "class A: pass",
+    "    assert f(1) == 1",
+    "assert f([1,",
+    "2]) == 3",
+    "]) == 3",
+    "assert f(1) == \\",
+    "s = '''abc",
+    "def'''",
+    "assert f(1) ==",
+    "return 1",
+    "from __future__ import annotations",
+    "\fassert f(1) == 1",
+    "assert f('\\d') == 1",
+    "assert f(1) == 1if True else 2",
+    "assert f('\ufeff') == 1",
+    "\ufeffassert f(1) == 1",
+    "# \ud800 lone surrogate",
+    "# \x00 null byte",
+    "assert f(1) == 1\x0b",
+]
+
+
+def _same(cached, whole):
+    assert cached == whole
+    assert [t.expected_literal for t in cached] == [t.expected_literal for t in whole]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_cached_parsing_equals_parsing_whole_on_random_suites(strict):
+    rng = random.Random(1234 + strict)
+    cache = LineCache("f", strict=strict)
+    for _ in range(3000):
+        lines = [rng.choice(LINES) for _ in range(rng.randint(1, 10))]
+        source = "".join(line + rng.choice(["\n", "\n", "\n", "\r\n", "\r"]) for line in lines)
+        if rng.random() < 0.2:
+            source = source.rstrip("\r\n")
+        whole = parse_tests(source, "f", strict=strict)
+        cached = parse_tests(source, "f", strict=strict, cache=cache)
+        _same(cached, whole)
+    assert cache.hits > cache.misses  # the cache was used, not bypassed
+
+
+def test_repeated_lines_are_parsed_once():
+    cache = LineCache("f")
+    suite = "assert f(1) == 2\nassert f([1, 2]) == 3\n"
+    for _ in range(5):
+        tests = parse_tests(suite, "f", cache=cache)
+        assert [(t.call, t.expected, t.line) for t in tests] == [("f(1)", "2", 1), ("f([1, 2])", "3", 2)]
+    assert (cache.misses, cache.hits, len(cache)) == (2, 8, 2)
+    # the same lines at other line numbers keep their own numbers
+    (first, second) = parse_tests("# moved\n\nassert f([1, 2]) == 3\nassert f(1) == 2\n", "f", cache=cache)
+    assert (first.line, second.line) == (3, 4)
+
+
+def test_substitution_uses_the_suite_own_assignments():
+    cache = LineCache("f")
+    (a,) = parse_tests("x = [1]\nassert f(x) == 1\n", "f", cache=cache)
+    (b,) = parse_tests("x = [2, 3]\nassert f(x) == 1\n", "f", cache=cache)
+    (c,) = parse_tests("assert f(x) == 1\n", "f", cache=cache)
+    assert (a.call, b.call) == ("f([1])", "f([2, 3])")
+    assert c.call == "f(x)"  # unbound here: not substituted (the sandbox will raise)
+    poisoned = parse_tests("x = 1 if y else 2\nx += 1\nassert f(x) == 1\n", "f", strict=False, cache=LineCache("f"))
+    assert poisoned[-1].reason == parse_tests("x = 1 if y else 2\nx += 1\nassert f(x) == 1\n", "f")[-1].reason
+
+
+def test_multi_line_statements_parse_the_suite_whole():
+    cache = LineCache("f")
+    source = "assert f([1,\n    2]) == 3\nassert f(1) == 1\n"
+    tests = parse_tests(source, "f", cache=cache)
+    assert [(t.call, t.line) for t in tests] == [("f([1, 2])", 1), ("f(1)", 3)]
+
+
+def test_a_cache_belongs_to_one_set_of_options():
+    cache = LineCache("f", strict=True)
+    with pytest.raises(ValueError, match="LineCache was made for"):
+        parse_tests("assert f(1) == 1\n", "f", cache=cache)
+    with pytest.raises(ValueError, match="LineCache was made for"):
+        parse_tests("assert g(1) == 1\n", "g", strict=True, cache=cache)
