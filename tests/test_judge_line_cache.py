@@ -135,3 +135,18 @@ def test_a_cache_belongs_to_one_set_of_options():
         parse_tests("assert f(1) == 1\n", "f", cache=cache)
     with pytest.raises(ValueError, match="LineCache was made for"):
         parse_tests("assert g(1) == 1\n", "g", strict=True, cache=cache)
+
+
+def test_dedent_is_skipped_only_where_it_changes_nothing():
+    import textwrap
+
+    from codea1.judge.parse import _Parser
+
+    rng = random.Random(7)
+    pieces = ["assert f(1) == 2", "  assert f(1) == 2", "\tassert f(2) == 3", "   ", "\t", "", "x = [1]",
+              "    x = [1]", "assert f(x) == 1", "# c", "  # c"]
+    for _ in range(2000):
+        lines = [rng.choice(pieces) for _ in range(rng.randint(1, 6))]
+        source = "".join(line + rng.choice(["\n", "\r\n", "\r"]) for line in lines)
+        expected = _Parser(textwrap.dedent(source), "f").run()
+        _same(parse_tests(source, "f"), expected)

@@ -515,6 +515,7 @@ class Judge:
 
         mb_usable = [(test, call) for test, call in plan.mb_calls if call in plan.ref_values]
         code_valid, code_errors, code_rewards, test_rewards, suites, mb_results = [], [], [], [], [], []
+        outcomes: dict[int, dict[str, tuple[bool, str | None]]] = {}  # candidates sharing a run share these
         for i in range(n):
             run = plan.cand_runs[i]
             assert run is not None
@@ -527,7 +528,10 @@ class Judge:
                 error = f"the code does not run: {run.program_error or run.status}"
             elif not ok:
                 error = f"the code does not define a function `{rollout.problem.entry_point}`"
-            outcome_of = {call: _attack_outcome(r, run, plan.ref_values.get(call)) for call, r in results.items()}
+            outcome_of = outcomes.get(id(run))
+            if outcome_of is None:
+                outcome_of = {call: _attack_outcome(r, run, plan.ref_values.get(call)) for call, r in results.items()}
+                outcomes[id(run)] = outcome_of
             mb_passed = [outcome_of.get(call, (False, None))[0] for _, call in mb_usable] if ok else []
             row = [self._judge_suite(plan, s, ok, outcome_of, mb_passed) for s in plan.suites[i]]
             code_valid.append(ok)

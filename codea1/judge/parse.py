@@ -790,7 +790,9 @@ def parse_tests(
             f"parse_tests: the LineCache was made for (entry_point, strict, require_entry_point) = "
             f"{cache.options}, not {(entry_point, strict, require_entry_point)}"
         )
-    return _Parser(textwrap.dedent(source), entry_point, strict, require_entry_point, cache).run()
+    if source[:1] in (" ", "\t") or "\n " in source or "\n\t" in source:  # else dedent changes nothing
+        source = textwrap.dedent(source)
+    return _Parser(source, entry_point, strict, require_entry_point, cache).run()
 
 
 # Builtins a test may call or name under `strict`: they build or inspect data and leave the
