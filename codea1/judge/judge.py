@@ -136,7 +136,7 @@ class ProblemRollout:
             )
 
 
-@dataclass
+@dataclass(slots=True)
 class TestOutcome:
     """One parsed test of a suite, after validation and attack.
 
@@ -160,7 +160,7 @@ class TestOutcome:
     failure: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class SuiteResult:
     """One (candidate, suite) pair: counts, every intermediate score, and its tests."""
 

@@ -41,7 +41,7 @@ _OPERATORS = {
 _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParsedTest:
     """One test-like statement of a test completion.
 
