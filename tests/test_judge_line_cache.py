@@ -7,7 +7,7 @@ import random
 import pytest
 
 from codea1.judge import parse_tests
-from codea1.judge.parse import LineCache
+from codea1.judge import LineCache
 
 # Lines a test model writes, and lines that must not be parsed on their own: statements
 # over several lines, blocks, continuations, decorators, strings across lines, bad bytes.

@@ -19,7 +19,7 @@ from codea1.judge.judge import (
     SuiteResult,
     TestOutcome,
 )
-from codea1.judge.parse import ParsedTest, normalize_assert, parse_tests
+from codea1.judge.parse import LineCache, ParsedTest, normalize_assert, parse_tests
 
 __all__ = [
     "DUPLICATE",
@@ -29,6 +29,7 @@ __all__ = [
     "GoldenResult",
     "Judge",
     "JudgeConfig",
+    "LineCache",
     "ParsedTest",
     "ProblemJudgement",
     "ProblemRollout",
