@@ -6,8 +6,7 @@ import random
 
 import pytest
 
-from codea1.judge import parse_tests
-from codea1.judge import LineCache
+from codea1.judge import LineCache, parse_tests
 
 # Lines a test model writes, and lines that must not be parsed on their own: statements
 # over several lines, blocks, continuations, decorators, strings across lines, bad bytes.
