@@ -251,3 +251,25 @@ def test_code_cache_keeps_recent_code_within_its_bound():
         cache.get(f"g({i}, {i})", "<call>", "eval")
     assert cache.chars <= 40 and len(cache.codes) == 5
     assert ("eval", "g(9, 9)") in cache.codes and ("eval", "f(1, 2, 3)") not in cache.codes  # oldest out
+
+
+def test_a_job_queued_behind_a_long_run_goes_to_an_idle_worker():
+    # Each worker holds the next job while it runs one. When the run is long, the job it
+    # holds comes back to the queue and an idle worker runs it, instead of waiting.
+    with Executor(workers=2, limits=FAST, preload=()) as e:
+        e.run_many([Job("x = 1\n", ["x"])] * 2)  # both workers up and idle
+        long_job = Job("import time\ntime.sleep(1.5)\n", ["1"])
+        medium = Job("import time\ntime.sleep(0.3)\n", ["1"])
+        quick = [Job(f"x = {i}\n", ["x"]) for i in range(3)]
+        t0 = time.monotonic()
+        done: dict[str, float] = {}
+        with e._cv:  # queue them all at once, in priority order: long, medium, then the quick ones
+            futures = {"long": e.submit(long_job, 3.0), "medium": e.submit(medium, 2.0)}
+            futures.update({f"quick{i}": e.submit(j, 1.0) for i, j in enumerate(quick)})
+        for name, f in futures.items():
+            f.add_done_callback(lambda _f, name=name: done.setdefault(name, time.monotonic() - t0))
+        results = {name: f.result() for name, f in futures.items()}
+    assert all(r.status == "ok" for r in results.values())
+    assert [values_equal(value(results[f"quick{i}"], 0), encode(i)) for i in range(3)] == [True] * 3
+    # whichever worker took the long run held a quick job (or the medium one): it came back
+    assert max(done[f"quick{i}"] for i in range(3)) < 1.0 < done["long"]

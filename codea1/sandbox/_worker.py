@@ -11,6 +11,7 @@ result on stdout (4-byte length + JSON). It reports which protections hold in a 
 
 from __future__ import annotations
 
+import collections
 import errno
 import fcntl
 import json
@@ -34,6 +35,8 @@ _HEADER = struct.Struct(">I")
 _RECORD_SLACK = 4096
 #: How often (ms) a running child's result records are read while nothing else happens.
 _TICK_MS = 50
+#: A run this long gives back the jobs queued behind it (see `Worker.return_queued`).
+_RETURN_QUEUED_AFTER_S = 0.05
 _F_SETPIPE_SZ = 1031
 
 
@@ -48,23 +51,47 @@ def send(fd: int, msg: dict) -> None:
         buf = buf[n:]
 
 
-def _read_exact(fd: int, n: int) -> bytes | None:
-    chunks, got = [], 0
-    while got < n:
-        b = os.read(fd, n - got)
-        if not b:
-            return None
-        chunks.append(b)
-        got += len(b)
-    return b"".join(chunks)
+class _Inbox:
+    """Messages from the parent, read without blocking, also while a run is in progress.
 
+    The parent queues the next job on a worker before the current run ends (so the worker
+    never waits for it). Reading it early lets the worker give it back when the current run
+    turns out to be long: another worker may be idle (see `Worker.return_queued`).
+    """
 
-def recv(fd: int) -> dict | None:
-    head = _read_exact(fd, _HEADER.size)
-    if head is None:
-        return None
-    body = _read_exact(fd, _HEADER.unpack(head)[0])
-    return None if body is None else json.loads(body)
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self.buf = bytearray()
+        self.messages: collections.deque = collections.deque()
+        self.closed = False
+
+    def pump(self) -> None:
+        """Read what has arrived; complete messages join `messages`."""
+        while not self.closed:
+            try:
+                data = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                break
+            if not data:
+                self.closed = True
+                break
+            self.buf.extend(data)
+        while len(self.buf) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self.buf)
+            if len(self.buf) < _HEADER.size + size:
+                break
+            self.messages.append(json.loads(bytes(self.buf[_HEADER.size:_HEADER.size + size])))
+            del self.buf[:_HEADER.size + size]
+
+    def next(self) -> dict | None:
+        """The next message, waiting for it; None once the parent has closed the channel."""
+        while not self.messages:
+            if self.closed:
+                return None
+            select.select([self.fd], [], [])
+            self.pump()
+        return self.messages.popleft()
 
 
 # --------------------------------------------------------------------------- set-up
@@ -335,8 +362,9 @@ class Worker:
             "preload_errors": self.preload_errors,
             "uid": self.uid,
         })
+        self.inbox = _Inbox(self.chan_in)
         while True:
-            msg = recv(self.chan_in)
+            msg = self.inbox.next()
             if msg is None:
                 return
             try:
@@ -350,7 +378,16 @@ class Worker:
                     self.kill_everything(None)
                 except Exception:
                     pass
-            send(self.chan_out, {"result": result})
+            send(self.chan_out, {"result": result, "id": msg.get("id")})
+
+    def return_queued(self) -> None:
+        """Give back the jobs queued here while the current run is long (a job queued behind
+        a long run would wait for it while another worker may be idle). The parent queues
+        them again and queues nothing more here until the run ends."""
+        self.inbox.pump()
+        while self.inbox.messages:
+            msg = self.inbox.messages.popleft()
+            send(self.chan_out, {"returned": msg.get("id")})
 
     def warm_up(self, job: dict) -> None:
         """Import a preload module into the warm state the first time a job mentions it, so
@@ -378,7 +415,7 @@ class Worker:
         n = len(calls)
         self.apply_limits(lim)
         plan = self.plan(lim)
-        t0 = time.monotonic()
+        t0 = self.run_started = time.monotonic()
         deadline = t0 + lim["timeout_s"]
         res = {
             "status": "ok", "exit_code": None, "program_ok": False, "program_error": None,
@@ -540,6 +577,10 @@ class Worker:
         poller = select.poll()
         for fd in (r_out, r_err, pidfd):
             poller.register(fd, select.POLLIN)
+        inbox = getattr(self, "inbox", None)
+        watch_inbox = inbox is not None and not inbox.closed
+        if watch_inbox:
+            poller.register(inbox.fd, select.POLLIN)
         open_fds = {r_out, r_err, r_res}
         exited = False
         while True:
@@ -562,10 +603,18 @@ class Worker:
                 break
             if exited or seg["kill"]:
                 break
+            if watch_inbox and now - self.run_started >= _RETURN_QUEUED_AFTER_S:
+                self.return_queued()
             wait_ms = min(_TICK_MS, max(1, int((limit_at - now) * 1000) + 1))
             for fd, ev in poller.poll(wait_ms):
                 if fd == pidfd:
                     exited = True
+                    continue
+                if watch_inbox and fd == inbox.fd:
+                    inbox.pump()
+                    if inbox.closed:
+                        poller.unregister(fd)
+                        watch_inbox = False
                     continue
                 if fd not in open_fds:
                     continue

@@ -353,6 +353,7 @@ class Executor:
             raise TypeError(f"submit() takes a Job, got {type(job).__name__}")
         task = _Task(job, Future())
         with self._cv:
+            task.key = (-float(priority), next(self._seq))
             if self._closed:
                 raise RuntimeError("Executor is closed")
             if not self._drivers:
@@ -361,7 +362,7 @@ class Executor:
                                          name=f"codea1-sandbox-{w.index}")
                     t.start()
                     self._drivers.append(t)
-            heapq.heappush(self._queue, (-float(priority), next(self._seq), task))
+            heapq.heappush(self._queue, (*task.key, task))
             self._cv.notify()
         return task.future
 
@@ -383,8 +384,9 @@ class Executor:
             while True:
                 while self._queue:
                     task = heapq.heappop(self._queue)[2]
-                    if task.attempts or task.future.set_running_or_notify_cancel():
-                        return task  # (a retried task is running already)
+                    if task.claimed or task.future.set_running_or_notify_cancel():
+                        task.claimed = True  # (a retried or given-back task is running already)
+                        return task
                 if not block or self._closed or self._stopping.is_set():
                     return None
                 self._cv.wait()
@@ -402,27 +404,54 @@ class Executor:
                 return
         task.resolve(_infra(error, len(task.job.calls)))
 
+    def _requeue(self, task: "_Task") -> None:
+        """A job a worker gave back unstarted: queue it again in its old place."""
+        with self._cv:
+            if not self._closed:
+                heapq.heappush(self._queue, (*task.key, task))
+                self._cv.notify()
+                return
+        task.resolve(_infra("the executor was closed before the run started", len(task.job.calls)))
+
     def _drive(self, w: _Worker) -> None:
         """Feed one worker from the queue until the executor closes (a driver thread).
 
         Up to ``_PIPELINE_DEPTH`` jobs are queued on the worker at once, so it starts the
-        next run as soon as one ends instead of waiting for this process to answer.
+        next run as soon as one ends instead of waiting for this process to answer. A job
+        queued behind a run that turns out to be long comes back (the worker returns it
+        unstarted) and goes back into the queue for any worker; nothing more is queued
+        behind that run.
         """
         inflight: collections.deque[_Task] = collections.deque()
+        wire_ids = itertools.count()
+        hold = False  # the running job is long: queue nothing behind it
         while True:
             try:
-                while len(inflight) < _PIPELINE_DEPTH:
+                while len(inflight) < _PIPELINE_DEPTH and not (hold and inflight):
                     task = self._take(block=not inflight)
                     if task is None:
                         break
+                    task.wire_id = next(wire_ids)
                     inflight.append(task)
                     w.send(task.message(self.limits))
                 if not inflight:
                     return  # closed and nothing left
                 task = inflight[0]
                 limits = task.job.limits or self.limits
-                raw = w.recv(time.monotonic() + limits.timeout_s + _GRACE_S).get("result") or {}
+                msg = w.recv(time.monotonic() + limits.timeout_s + _GRACE_S)
+                if "returned" in msg:
+                    back = next((t for t in list(inflight)[1:] if t.wire_id == msg["returned"]), None)
+                    if back is None:
+                        raise WorkerError(f"worker gave back a job it does not hold: {msg['returned']!r}")
+                    inflight.remove(back)
+                    hold = True
+                    self._requeue(back)
+                    continue
+                if msg.get("id") != task.wire_id:
+                    raise WorkerError(f"worker answered job {msg.get('id')!r}, expected {task.wire_id}")
+                raw = msg.get("result") or {}
                 inflight.popleft()
+                hold = False
                 result = _to_result(raw, len(task.job.calls))
                 if result.status == "infra":
                     self._retry(task, result.infra_error or "infrastructure failure")
@@ -434,6 +463,7 @@ class Executor:
                 for task in inflight:
                     self._retry(task, str(e))
                 inflight.clear()
+                hold = False
                 if self._stopping.is_set():
                     return
                 try:
@@ -445,14 +475,17 @@ class Executor:
 class _Task:
     """One queued job, its future and how often a broken worker lost it."""
 
-    __slots__ = ("job", "future", "attempts")
+    __slots__ = ("job", "future", "attempts", "key", "claimed", "wire_id")
 
     def __init__(self, job: Job, future: Future) -> None:
         self.job, self.future, self.attempts = job, future, 0
+        self.key: tuple[float, int] = (0.0, 0)  # its place in the queue: (-priority, order)
+        self.claimed = False  # taken from the queue once (its future is running)
+        self.wire_id = -1  # its number on the worker it was last sent to
 
     def message(self, default: Limits) -> dict:
-        return {"job": {"program": self.job.program, "calls": list(self.job.calls),
-                        "limits": (self.job.limits or default).to_wire()}}
+        return {"id": self.wire_id, "job": {"program": self.job.program, "calls": list(self.job.calls),
+                                            "limits": (self.job.limits or default).to_wire()}}
 
     def resolve(self, result: RunResult) -> None:
         if not self.future.done():
