@@ -1,12 +1,12 @@
 """The fork server: one warm interpreter per worker, confined once, forking a child per run.
 
-Started by ``Executor`` as ``python -I -m codea1.sandbox._worker CONFIG_JSON`` with a
-scrubbed environment. As root it enters new pid/net/mount/ipc/uts namespaces (becoming
+Started by ``Executor`` with ``python -s`` and a scrubbed environment. As root it enters new pid/net/mount/ipc/uts namespaces (becoming
 pid 1 of its pid namespace, so after each run ``kill(-1)`` removes everything the run
 started), builds a read-only root of only what Python needs, and creates cgroups for the
-memory and process caps. Then it serves runs: a message ``{"job": ...}`` on stdin, a
-result on stdout (4-byte length + JSON). It reports which protections hold in a first
-``hello`` message.
+memory and process caps. Then it serves runs: a message ``{"id": n, "job": ...}`` on
+stdin, ``{"id": n, "result": ...}`` on stdout (4-byte length + JSON each), or
+``{"returned": n}`` for a job it gives back unstarted because the run before it is long.
+It reports which protections hold in a first ``hello`` message.
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ class Worker:
     def __init__(self, cfg: dict, chan_in: int, chan_out: int) -> None:
         self.cfg = cfg
         self.chan_in, self.chan_out = chan_in, chan_out
+        self.inbox: _Inbox | None = None  # (set when it starts serving)
+        self.run_started = 0.0
         self.protections: dict[str, str | bool] = {}
         self.pid_ns = os.getpid() == 1
         self.root: str | None = None
@@ -384,10 +386,11 @@ class Worker:
         """Give back the jobs queued here while the current run is long (a job queued behind
         a long run would wait for it while another worker may be idle). The parent queues
         them again and queues nothing more here until the run ends."""
-        self.inbox.pump()
-        while self.inbox.messages:
-            msg = self.inbox.messages.popleft()
-            send(self.chan_out, {"returned": msg.get("id")})
+        inbox = self.inbox
+        assert inbox is not None
+        inbox.pump()
+        while inbox.messages:
+            send(self.chan_out, {"returned": inbox.messages.popleft().get("id")})
 
     def warm_up(self, job: dict) -> None:
         """Import a preload module into the warm state the first time a job mentions it, so
@@ -577,7 +580,7 @@ class Worker:
         poller = select.poll()
         for fd in (r_out, r_err, pidfd):
             poller.register(fd, select.POLLIN)
-        inbox = getattr(self, "inbox", None)
+        inbox = self.inbox
         watch_inbox = inbox is not None and not inbox.closed
         if watch_inbox:
             poller.register(inbox.fd, select.POLLIN)
