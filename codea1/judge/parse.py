@@ -738,17 +738,10 @@ def _segment(lines: list[str], node: ast.stmt | ast.expr) -> str:
     return text.strip()
 
 
-def _quiet_parse(source: str) -> ast.Module:
-    """`ast.parse` without the SyntaxWarnings model text provokes (`1if x`, bad escapes)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SyntaxWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return ast.parse(source)
-
-
 def _syntax_error(text: str) -> str:
+    """Why `text` does not parse (called inside `_Parser.run`'s warning filter)."""
     try:
-        _quiet_parse(text)
+        ast.parse(text)
     except SyntaxError as err:
         return err.msg
     except _PARSE_ERRORS as err:

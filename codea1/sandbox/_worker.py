@@ -668,8 +668,6 @@ class _CodeCache:
     """
 
     def __init__(self, max_chars: int = 2_000_000, max_source: int = 20_000) -> None:
-        import collections
-
         self.max_chars, self.max_source = max_chars, max_source
         self.chars = 0
         self.codes: "collections.OrderedDict[tuple[str, str], object]" = collections.OrderedDict()

@@ -39,6 +39,8 @@ _START_TIMEOUT_S = 120.0
 #: First uid used for runs; each worker gets its own (RLIMIT_NPROC counts per uid).
 _UID_BASE = 2_000_000
 _SERIAL = itertools.count(1)  # unique cgroup names across every Executor of this process
+#: Why a run that never started resolves as infra after `close()`.
+_CLOSED = "the executor was closed before the run started"
 #: Jobs queued at once on one worker (it starts the next as soon as one ends).
 _PIPELINE_DEPTH = 2
 
@@ -303,7 +305,7 @@ class Executor:
             pending.clear()
             cv.notify_all()
         for task in left:
-            task.resolve(_infra("the executor was closed before the run started", len(task.job.calls)))
+            task.resolve(_infra(_CLOSED, len(task.job.calls)))
 
     @staticmethod
     def _shutdown(workers: list, cv: threading.Condition, pending: list, stopping: threading.Event) -> None:
@@ -397,21 +399,17 @@ class Executor:
         if task.attempts >= 2:
             task.resolve(_infra(error, len(task.job.calls)))
             return
+        self._queue_again(task, error, first=True)
+
+    def _queue_again(self, task: "_Task", error: str, first: bool) -> None:
+        """Put a task back in the queue: `first`, or in its old place (a job a worker gave
+        back unstarted). Once the executor is closed it resolves as infra (`error`)."""
         with self._cv:
             if not self._closed:
-                heapq.heappush(self._queue, (-math.inf, next(self._seq), task))
+                heapq.heappush(self._queue, ((-math.inf, next(self._seq)) if first else task.key) + (task,))
                 self._cv.notify()
                 return
         task.resolve(_infra(error, len(task.job.calls)))
-
-    def _requeue(self, task: "_Task") -> None:
-        """A job a worker gave back unstarted: queue it again in its old place."""
-        with self._cv:
-            if not self._closed:
-                heapq.heappush(self._queue, (*task.key, task))
-                self._cv.notify()
-                return
-        task.resolve(_infra("the executor was closed before the run started", len(task.job.calls)))
 
     def _drive(self, w: _Worker) -> None:
         """Feed one worker from the queue until the executor closes (a driver thread).
@@ -445,7 +443,7 @@ class Executor:
                         raise WorkerError(f"worker gave back a job it does not hold: {msg['returned']!r}")
                     inflight.remove(back)
                     hold = True
-                    self._requeue(back)
+                    self._queue_again(back, _CLOSED, first=False)
                     continue
                 if msg.get("id") != task.wire_id:
                     raise WorkerError(f"worker answered job {msg.get('id')!r}, expected {task.wire_id}")
