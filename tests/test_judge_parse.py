@@ -217,3 +217,35 @@ def test_fast_call_text_matches_ast_unparse(call):
 
     (test,) = parse_tests(f"assert {call} == 1\n", "f")
     assert test.call == ast.unparse(ast.parse(call, mode="eval").body)
+
+
+@pytest.mark.parametrize(
+    "expected",
+    [
+        "1", "-2.5", "+3", "'a'", "b'x'", "None", "True", "...", "1e400", "-1e400", "2j", "1 + 2j", "-1 - 2j",
+        "1.5 - 0j", "[1, (2, 'b'), {3: [4]}]", "()", "(1,)", "{1, 2}", "set()", "{}", "{'a': {'b': None}}",
+        "--1", "-'a'", "1 + 2", "1j + 1", "'a' + 'b'", "[1] + [2]", "{[1]: 2}", "{[1]}", "{**{}}", "{1: 2, **x}",
+        "set([1])", "set(x=1)", "frozenset()", "x", "f(1)", "[*x]", "(1, *[2])", "not 1", "1 if x else 2",
+        "[[[[[[[[[[[[1]]]]]]]]]]]]", "-(1)", "-(-1)", "~1", "-True", "- 2j", "1 + -2j", "True + 1j", "1 * 2",
+        "'%s' % 1", "f'{1}'", "[1, 2][0]", "{1: 2}[1]", "lambda: 1", "x.y",
+    ],
+)
+def test_expected_literals_are_read_as_ast_literal_eval_reads_them(expected):
+    import ast
+
+    from codea1.judge.parse import _literal_value
+
+    node = ast.parse(expected, mode="eval").body
+    try:
+        want = ("value", ast.literal_eval(node))
+    except Exception as err:  # noqa: BLE001 - the kind of failure is what is compared
+        want = ("raises", type(err))
+    try:
+        got = ("value", _literal_value(node))
+    except Exception as err:  # noqa: BLE001
+        got = ("raises", type(err))
+    assert got[0] == want[0] and (got[1] == want[1] or got[1] != got[1])  # (nan is not equal to itself)
+    assert type(got[1]) is type(want[1])
+    (test,) = parse_tests(f"assert f(1) == {expected}\n", "f")
+    if test.reason is None:
+        assert (test.expected_literal is not None) == (want[0] == "value")
