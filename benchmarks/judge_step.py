@@ -91,8 +91,10 @@ real_stdout.write(json.dumps(out))
 
 
 # As in the executor's workers: one hash seed for all processes, so that reference and
-# candidate iterate equal sets of strings in the same order (`-I` would ignore it).
-_BASELINE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+# candidate iterate equal sets of strings in the same order (`-I` would ignore it), and
+# large allocations on huge pages (the comparison is about the process model, not malloc).
+_BASELINE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+                 "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 
 
 class ProcessPerRun:

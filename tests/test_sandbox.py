@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -273,3 +274,54 @@ def test_a_job_queued_behind_a_long_run_goes_to_an_idle_worker():
     assert [values_equal(value(results[f"quick{i}"], 0), encode(i)) for i in range(3)] == [True] * 3
     # whichever worker took the long run held a quick job (or the medium one): it came back
     assert max(done[f"quick{i}"] for i in range(3)) < 1.0 < done["long"]
+
+
+def _thp_available() -> bool:
+    try:
+        modes = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return False
+    version = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    try:
+        glibc = tuple(int(x) for x in version.split()[1].split(".")[:2])
+    except (IndexError, ValueError):
+        return False
+    return "[never]" not in modes and glibc >= (2, 35)
+
+
+def _descendants(pid: int) -> list[int]:
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            for child in open(f"/proc/{pid}/task/{tid}/children").read().split():
+                out += [int(child), *_descendants(int(child))]
+    except OSError:
+        pass
+    return out
+
+
+@pytest.mark.skipif(not _thp_available(), reason="needs transparent huge pages (not 'never') and glibc >= 2.35")
+def test_large_allocations_of_a_run_are_marked_for_huge_pages():
+    # One page fault per 2 MB instead of per 4 kB: a mutant that builds 120 MB ints
+    # call after call spent most of its time faulting pages in. The kernel backs a
+    # mapping marked MADV_HUGEPAGE ("hg" in its VmFlags) with huge pages where it can.
+    with Executor(workers=1, limits=FAST, preload=()) as e:
+        worker = e._started[0].proc.pid
+        future = e.submit(Job("import time\nb = bytearray(b'x') * (64 << 20)\n", ["time.sleep(0.8) or len(b)"]))
+        flags = None
+        deadline = time.monotonic() + 4
+        while not future.done() and flags is None and time.monotonic() < deadline:
+            for pid in _descendants(worker):
+                try:
+                    smaps = open(f"/proc/{pid}/smaps").read()
+                except OSError:
+                    continue
+                for vma in re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", smaps):
+                    size = re.search(r"^Size:\s+(\d+) kB", vma, re.M)
+                    if size and int(size.group(1)) >= 64 << 10:
+                        flags = re.search(r"^VmFlags:(.*)$", vma, re.M).group(1).split()
+            time.sleep(0.05)
+        r = future.result()
+    assert r.status == "ok" and values_equal(value(r, 0), encode(64 << 20))
+    assert flags is not None, "the run's 64 MB buffer was not seen"
+    assert "hg" in flags
