@@ -249,3 +249,22 @@ def test_expected_literals_are_read_as_ast_literal_eval_reads_them(expected):
     (test,) = parse_tests(f"assert f(1) == {expected}\n", "f")
     if test.reason is None:
         assert (test.expected_literal is not None) == (want[0] == "value")
+
+
+@pytest.mark.parametrize("test", ["assert f([" + ", ".join(["1"] * 30) + "]) == 1", "assert g(f := 1) == 1"])
+def test_an_unrelated_assignment_does_not_change_a_tests_verdict(test, monkeypatch):
+    monkeypatch.setattr("codea1.judge.parse.MAX_TEST_NODES", 25)
+    (alone,) = parse_tests(test + "\n", "f")
+    (after,) = parse_tests("y = 2\n" + test + "\n", "f")
+    assert (alone.reason, alone.call) == (after.reason, after.call)
+
+
+def test_only_substitution_is_held_to_the_size_limit(monkeypatch):
+    monkeypatch.setattr("codea1.judge.parse.MAX_TEST_NODES", 25)
+    big = "[" + ", ".join(["1"] * 30) + "]"
+    (written,) = parse_tests(f"assert f({big}) == 1\n", "f")
+    assert written.reason is None  # bounded by its own text
+    assignment, test = parse_tests(f"x = {big}\nassert f(x) == 1\n", "f")
+    assert "assignment too large" in assignment.reason and "whose assignment was not a valid one" in test.reason
+    (grown,) = parse_tests("x = [1, 2, 3, 4, 5, 6, 7]\ny = [x, x, x]\nassert f(y) == 1\n", "f")
+    assert "too large after substituting" in grown.reason

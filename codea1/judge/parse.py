@@ -26,8 +26,9 @@ from typing import Any
 
 __all__ = ["LineCache", "ParsedTest", "parse_tests", "normalize_assert", "MAX_TEST_NODES"]
 
-# A test bigger than this after substitution is refused: chained assignments
-# (`b = [a, a]; c = [b, b]; ...`) would otherwise grow exponentially in the trusted parent.
+# An assignment bigger than this, or a test that substitution makes bigger than this, is
+# refused: chained assignments (`b = [a, a]; c = [b, b]; ...`) would otherwise grow
+# exponentially in the trusted parent. (A test written out that big is bounded by its text.)
 MAX_TEST_NODES = 20_000
 
 # How many top-level lines a statement may span when re-synchronising after a syntax error.
@@ -190,15 +191,16 @@ def _scan(expr: ast.expr) -> tuple[int, list[str]]:
     return count, names
 
 
-def _substitute(expr: ast.expr, env: _Env) -> _Substituted | None:
-    """`expr` with bound names substituted (in place), or None when it would be too large.
+def _substitute(expr: ast.expr, env: _Env, limit_unchanged: bool = True) -> _Substituted | None:
+    """`expr` with bound names substituted (in place), or None when it would be too large
+    (with `limit_unchanged=False`, only when something was substituted).
 
     Substituted values are shared, not copied: the trees are only unparsed afterwards.
     """
     count, loaded = _scan(expr)
     bound = [name for name in loaded if name in env.values]
     size = count + sum(env.sizes[name] - 1 for name in bound)
-    if size > MAX_TEST_NODES:
+    if size > MAX_TEST_NODES and (bound or limit_unchanged):
         return None
     names = set(loaded)
     for name in bound:
@@ -321,7 +323,7 @@ def _calls_name(call: ast.Call, name: str) -> bool:
     """Whether `name` is loaded anywhere in the call (usually it is the called function)."""
     if isinstance(call.func, ast.Name) and call.func.id == name:
         return True
-    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(call))
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(call))
 
 
 def _import_expr(module: str, attr: str | None = None, submodule: bool = False) -> ast.expr:
@@ -389,8 +391,9 @@ class _Parser:
                 return ParsedTest(text, line, reason=f"the call does not use the function under test `{self.entry_point}`")
             call_expr, expected_expr, expected_changed = left, right, False
         else:
-            call = _substitute(left, self.env)
-            expected = _substitute(right, self.env)
+            # (a test that loads no bound name gets the same verdict on either path)
+            call = _substitute(left, self.env, limit_unchanged=False)
+            expected = _substitute(right, self.env, limit_unchanged=False)
             if call is None or expected is None:
                 return ParsedTest(
                     text, line, reason=f"test too large after substituting assignments (> {MAX_TEST_NODES} nodes)"
@@ -576,9 +579,8 @@ class _Parser:
                 for node in fresh.get(k, ()):
                     self.statement(node, _segment(self.lines, node), number)
                 continue
-            plain = not self.env.values and not self.env.refused
             for item in items:  # type: ignore[union-attr]
-                test = item.test if item.kind == _FIXED else cache.assert_result(item, plain)
+                test = item.test if item.kind == _FIXED else cache.assert_result(item)
                 if test is not None:
                     self.tests.append(test.at(number))
         return True
@@ -625,14 +627,13 @@ _FIXED, _ASSERT, _BINDS = "fixed", "assert", "binds"
 @dataclass
 class _LineItem:
     """One statement of a cached line: a `fixed` result (None: not a test, not wrong), an
-    `assert` (its results, by whether anything is bound), or a statement that `binds` names
-    and is parsed afresh wherever it occurs. `lines` are the source lines `node` points into."""
+    `assert` (`test` once computed), or a statement that `binds` names and is parsed afresh
+    wherever it occurs. `lines` are the source lines `node` points into."""
 
     kind: str
     node: ast.stmt
     lines: list[str]
     test: ParsedTest | None = None
-    results: dict[bool, ParsedTest] = field(default_factory=dict)
     names: frozenset[str] | None = None
 
     def loads(self) -> frozenset[str]:
@@ -739,16 +740,14 @@ class LineCache:
                 items.append(_LineItem(_FIXED, node, lines, test=helper.tests[0] if helper.tests else None))
         return items
 
-    def assert_result(self, item: _LineItem, plain_env: bool) -> ParsedTest:
-        """An assert line's test where none of the names it loads is bound, computed once
-        for each of the two paths `_Parser.assert_` takes (neither changes the tree when
-        nothing is substituted, so the cached tree serves both)."""
-        result = item.results.get(plain_env)
-        if result is None:
+    def assert_result(self, item: _LineItem) -> ParsedTest:
+        """An assert line's test where none of the names it loads is bound or refused,
+        computed once. `_Parser.assert_` gives such a test the same verdict whether or not
+        other names are bound, and changes no tree, so the fast path's result serves."""
+        if item.test is None:
             assert isinstance(item.node, ast.Assert)
-            result = self._helper(item.lines).assert_(item.node, _segment(item.lines, item.node), 1, plain_env)
-            item.results[plain_env] = result
-        return result
+            item.test = self._helper(item.lines).assert_(item.node, _segment(item.lines, item.node), 1, True)
+        return item.test
 
     def _helper(self, lines: list[str]) -> "_Parser":
         entry_point, strict, require_entry = self.options
