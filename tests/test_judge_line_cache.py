@@ -79,6 +79,8 @@ LINES = [
     "assert f([" + ", ".join(["1"] * 30) + "]) == 1",  # over the (lowered) size limit as written
     "w = [" + ", ".join(["1"] * 30) + "]",
     "assert f(w) == 1",
+    "\uff58 = [3]",  # a fullwidth x: the name `x` once normalised (NFKC)
+    "assert f(\uff58) == 3",
 ]
 
 

@@ -556,7 +556,9 @@ class _Parser:
         fresh_keys: list[str] = []
         needs_fresh: list[bool] = []
         for (_, key), items in zip(numbered, looked_up):  # type: ignore[assignment]
-            need = any(item.kind == _BINDS or (bound and item.kind == _ASSERT and item.loads() & bound)
+            # (an ASCII line can only load a name that its text contains: a cheap first look)
+            mentions = bool(bound) and (not key.isascii() or any(name in key for name in bound))
+            need = any(item.kind == _BINDS or (mentions and item.kind == _ASSERT and item.loads() & bound)
                        for item in items)  # type: ignore[union-attr]
             needs_fresh.append(need)
             if need:
