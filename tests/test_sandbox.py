@@ -325,3 +325,27 @@ def test_large_allocations_of_a_run_are_marked_for_huge_pages():
     assert r.status == "ok" and values_equal(value(r, 0), encode(64 << 20))
     assert flags is not None, "the run's 64 MB buffer was not seen"
     assert "hg" in flags
+
+
+def _rss_kb(pid: int) -> int:
+    return int(open(f"/proc/{pid}/status").read().split("VmRSS:")[1].split()[0])
+
+
+def _big_call(i: int) -> str:
+    """A call of ~20 k characters with distinct nested values (its code object is ~10x that)."""
+    pairs = ", ".join(f"[{n}, {n + 1}]" for n in range(i * 10**6, i * 10**6 + 800))
+    return f"f([{pairs}])"
+
+
+def test_the_worker_stays_small_after_many_large_calls():
+    # Every run forks the worker, so every run pays for the worker's size: its code cache
+    # must not grow with the calls it has seen (4 M characters of calls go through here).
+    with Executor(workers=1, limits=FAST, preload=()) as e:
+        e.run(Job("def f(x):\n    return len(x)\n", ["f([1])"]))
+        worker = _descendants(e._started[0].proc.pid)[-1]
+        before = _rss_kb(worker)
+        for start in range(0, 250, 25):
+            jobs = [Job("def f(x):\n    return len(x)\n", [_big_call(i)]) for i in range(start, start + 25)]
+            assert all(r.calls[0].status == "ok" for r in e.run_many(jobs))
+        grown_mb = (_rss_kb(worker) - before) / 1024
+    assert grown_mb < 6, f"the worker grew by {grown_mb:.1f} MB"  # (at a 2 M character cap: 11 MB)
