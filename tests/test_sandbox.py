@@ -349,3 +349,59 @@ def test_the_worker_stays_small_after_many_large_calls():
             assert all(r.calls[0].status == "ok" for r in e.run_many(jobs))
         grown_mb = (_rss_kb(worker) - before) / 1024
     assert grown_mb < 6, f"the worker grew by {grown_mb:.1f} MB"  # (at a 2 M character cap: 11 MB)
+
+
+def test_run_many_reads_results_with_the_collector_paused(ex):
+    import gc
+
+    seen = []
+    original = ex.submit
+
+    def submit(job, priority=0.0):
+        future = original(job, priority)
+        future.add_done_callback(lambda _f: seen.append(gc.isenabled()))  # runs as the result is read
+        return future
+
+    ex.submit = submit
+    try:
+        assert gc.isenabled()
+        results = ex.run_many([Job("x = 1\n", ["x"])] * 4)
+    finally:
+        del ex.submit
+    assert [r.status for r in results] == ["ok"] * 4
+    assert seen == [False] * 4 and gc.isenabled()
+
+
+def _records(nonce: str) -> bytes:
+    lines = ['["ready"]', f'["P",true,null,"{nonce}"]', '["S",0]', '["R",0,"ok",["int","1"]]',
+             '["S", 1]', '["R",1,"error","ValueError: x"]', f'["E","{nonce}"]']
+    return "".join(line + "\n" for line in lines).encode()
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1000])
+def test_result_records_read_the_same_however_the_pipe_splits_them(chunk):
+    from codea1.sandbox._worker import _RecordParser
+
+    data = _records("n0nce")
+    parser = _RecordParser(0, 2, 200, "n0nce")
+    for k in range(0, len(data), chunk):
+        parser.feed(data[k:k + chunk])
+    parser.finish()
+    assert parser.violation is None and parser.ended and parser.program == (True, None)
+    assert parser.results == {0: {"status": "ok", "value": ["int", "1"]},
+                              1: {"status": "error", "error": "ValueError: x"}}
+
+
+@pytest.mark.parametrize("bad, why", [
+    (b'["S",1]\n', "out of order"),  # a call-start record for the wrong call
+    (b'["S",0],["S",0]\n', "malformed"),  # two records on one line
+    (b'["S",0' + b" " * 300, "over-long"),  # an unfinished line past the bound
+    (b'["S",0]\n' + b"x" * 300 + b"\n", "over-long"),
+])
+def test_result_records_that_break_the_protocol_are_violations(bad, why):
+    from codea1.sandbox._worker import _RecordParser
+
+    parser = _RecordParser(0, 2, 200, "n0nce")
+    parser.feed(b'["ready"]\n["P",true,null,"n0nce"]\n' + bad)
+    parser.finish()
+    assert parser.violation is not None and why in parser.violation

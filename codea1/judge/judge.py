@@ -21,17 +21,16 @@ No expected value ever travels into a sandbox, and no test is a process of its o
 from __future__ import annotations
 
 import ast
-import gc
 import queue
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
+from codea1.gcpause import gc_paused
 from codea1.judge.extract import extract_code, extract_test_source
 from codea1.judge.parse import LineCache, ParsedTest, normalize_assert, parse_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
@@ -581,7 +580,7 @@ class Judge:
         """
         runs = _Runs(self.executor, self.config.resume_rounds)
         results: list[ProblemJudgement | None] = [None] * len(rollouts)
-        with _gc_paused():
+        with gc_paused():  # (a step's objects hold no reference cycles)
             self._judge_all(rollouts, runs, results)
         assert all(r is not None for r in results)
         return results  # type: ignore[return-value]
@@ -655,23 +654,6 @@ class Judge:
         ]
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a step is judged.
-
-    A step allocates some hundred thousand short-lived objects (syntax trees, value
-    encodings) that hold no reference cycles, so reference counting frees them; the cyclic
-    collector, triggered by the allocations alone, would walk every live object of the
-    process again and again for nothing (a training process holds many). Measured: about
-    12% of the judge's own CPU in a bare process. Collection resumes afterwards.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 #: Reference runs go before every candidate run: each one unblocks eight candidates.

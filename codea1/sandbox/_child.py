@@ -156,7 +156,7 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
     out_fd, err_fd, res_fd = fds
     # Keep private references: a candidate that patches os/json/builtins later cannot
     # change what this function calls.
-    _write, _exit, _dumps = os.write, os._exit, dumps
+    _write, _exit, _dumps, _int_text = os.write, os._exit, dumps, int.__repr__
     # The result pipe sits at a per-run random fd, and the program/end records carry a
     # per-run nonce: a record blindly forged by the candidate is rejected. (Code in this
     # interpreter that digs the nonce out of memory can still forge `program_ok`; call
@@ -177,7 +177,12 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
         _exit(SETUP_FAILED_EXIT)
 
     def record(rec: list) -> None:
-        data = (_dumps(rec) + "\n").encode("ascii")
+        line(_dumps(rec))
+
+    def line(text: str) -> None:
+        """Write one record already in JSON (the per-call records are built as text: the
+        value's JSON is made once, for its size check and for the record)."""
+        data = (text + "\n").encode("ascii")
         view = memoryview(data)
         while view:
             n = _write(_fd, view)
@@ -212,18 +217,20 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
     record(["P", program_ok, program_error, _nonce])
     if program_ok:
         for i in range(start_at, len(calls)):
-            record(["S", i])
+            index = _int_text(i)
+            line('["S",' + index + "]")
             try:
                 value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
-                enc = encode(value)
-                rec = ["R", i, "ok", enc]
-                if str.__len__(_dumps(enc)) > max_value:
-                    rec = ["R", i, "error", f"ValueTooLarge: encoded value exceeds {max_value} bytes"]
+                text = _dumps(encode(value))
+                if str.__len__(text) > max_value:
+                    text = _dumps(["R", i, "error", f"ValueTooLarge: encoded value exceeds {max_value} bytes"])
+                else:
+                    text = '["R",' + index + ',"ok",' + text + "]"
             except EncodingError as e:
-                rec = ["R", i, "error", f"ValueTooLarge: {e}"]
+                text = _dumps(["R", i, "error", f"ValueTooLarge: {e}"])
             except BaseException as e:
-                rec = ["R", i, "error", _describe(e)]
+                text = _dumps(["R", i, "error", _describe(e)])
             flush()
-            record(rec)
+            line(text)
         record(["E", _nonce])  # the parent accepts nothing after a failed program's record
     _exit(exit_code)
