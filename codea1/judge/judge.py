@@ -654,8 +654,6 @@ class Judge:
         ]
 
 
-
-
 #: Reference runs go before every candidate run: each one unblocks eight candidates.
 _REFERENCE_PRIORITY = 1e9
 
