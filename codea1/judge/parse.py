@@ -369,11 +369,8 @@ class _Parser:
                 self._refuse([n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)])
             self.tests.append(ParsedTest(text, line, reason=f"not a test: {_describe(node)} statement"))
 
-    def assert_(self, node: ast.Assert, text: str, line: int, plain_env: bool | None = None) -> ParsedTest:
-        """One assert statement as a test. `plain_env`: whether nothing is bound or refused
-        (the fast path); by default read from the environment."""
-        if plain_env is None:
-            plain_env = not self.env.values and not self.env.refused
+    def assert_(self, node: ast.Assert, text: str, line: int) -> ParsedTest:
+        """One assert statement as a test."""
         test = node.test
         if not isinstance(test, ast.Compare):
             return ParsedTest(text, line, reason="not of the form `assert CALL == EXPECTED` (no comparison)")
@@ -385,7 +382,7 @@ class _Parser:
         if not isinstance(test.left, ast.Call):
             return ParsedTest(text, line, reason="left side of `==` is not a call expression")
         left, right = test.left, test.comparators[0]
-        if plain_env:
+        if not self.env.values and not self.env.refused:
             # Nothing to substitute (the common case): skip the walks.
             if self.require_entry and not _calls_name(left, self.entry_point):  # type: ignore[arg-type]
                 return ParsedTest(text, line, reason=f"the call does not use the function under test `{self.entry_point}`")
@@ -744,11 +741,11 @@ class LineCache:
 
     def assert_result(self, item: _LineItem) -> ParsedTest:
         """An assert line's test where none of the names it loads is bound or refused,
-        computed once. `_Parser.assert_` gives such a test the same verdict whether or not
-        other names are bound, and changes no tree, so the fast path's result serves."""
+        computed once on a parser with nothing bound: `_Parser.assert_` gives such a test
+        the same verdict whether or not other names are bound, and changes no tree."""
         if item.test is None:
             assert isinstance(item.node, ast.Assert)
-            item.test = self._helper(item.lines).assert_(item.node, _segment(item.lines, item.node), 1, True)
+            item.test = self._helper(item.lines).assert_(item.node, _segment(item.lines, item.node), 1)
         return item.test
 
     def _helper(self, lines: list[str]) -> "_Parser":
@@ -757,8 +754,6 @@ class LineCache:
         helper.lines = lines
         return helper
 
-
-_MISSING = object()
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 

@@ -1,12 +1,12 @@
 """The fork server: one warm interpreter per worker, confined once, forking a child per run.
 
-Started by ``Executor`` with ``python -s`` and a scrubbed environment. As root it enters new pid/net/mount/ipc/uts namespaces (becoming
-pid 1 of its pid namespace, so after each run ``kill(-1)`` removes everything the run
-started), builds a read-only root of only what Python needs, and creates cgroups for the
-memory and process caps. Then it serves runs: a message ``{"id": n, "job": ...}`` on
-stdin, ``{"id": n, "result": ...}`` on stdout (4-byte length + JSON each), or
-``{"returned": n}`` for a job it gives back unstarted because the run before it is long.
-It reports which protections hold in a first ``hello`` message.
+Started by ``Executor`` with ``python -s`` and a scrubbed environment. As root it enters
+new pid/net/mount/ipc/uts namespaces (becoming pid 1 of its pid namespace, so after each
+run ``kill(-1)`` removes everything the run started), builds a read-only root of only
+what Python needs, and creates cgroups for the memory and process caps. Then it serves
+runs: a message ``{"id": n, "job": ...}`` on stdin, ``{"id": n, "result": ...}`` on
+stdout (4-byte length + JSON each), or ``{"returned": n}`` for a job it gives back
+unstarted because the run before it is long. It reports which protections hold in a first ``hello`` message.
 """
 
 from __future__ import annotations
