@@ -6,7 +6,8 @@ run ``kill(-1)`` removes everything the run started), builds a read-only root of
 what Python needs, and creates cgroups for the memory and process caps. Then it serves
 runs: a message ``{"id": n, "job": ...}`` on stdin, ``{"id": n, "result": ...}`` on
 stdout (4-byte length + JSON each), or ``{"returned": n}`` for a job it gives back
-unstarted because the run before it is long. It reports which protections hold in a first ``hello`` message.
+unstarted because the run before it is long. It reports which protections hold in a
+first ``hello`` message.
 """
 
 from __future__ import annotations
