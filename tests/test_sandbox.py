@@ -290,14 +290,9 @@ def _thp_available() -> bool:
 
 
 def _descendants(pid: int) -> list[int]:
-    out = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            for child in open(f"/proc/{pid}/task/{tid}/children").read().split():
-                out += [int(child), *_descendants(int(child))]
-    except OSError:
-        pass
-    return out
+    from codea1.sandbox.hostcheck import _children
+
+    return [p for child in _children(pid) for p in (child, *_descendants(child))]
 
 
 @pytest.mark.skipif(not _thp_available(), reason="needs transparent huge pages (not 'never') and glibc >= 2.35")
