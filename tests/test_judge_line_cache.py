@@ -156,3 +156,23 @@ def test_dedent_is_skipped_only_where_it_changes_nothing():
         source = "".join(line + rng.choice(["\n", "\r\n", "\r"]) for line in lines)
         expected = _Parser(textwrap.dedent(source), "f").run()
         _same(parse_tests(source, "f"), expected)
+
+
+def test_lines_split_as_the_tokenizer_counts_them():
+    import re
+
+    from codea1.judge.parse import _split_lines
+
+    def by_regex(source: str) -> list[str]:
+        lines, start = [], 0
+        for match in re.finditer(r"\r\n|\r|\n", source):
+            lines.append(source[start : match.end()])
+            start = match.end()
+        return lines + [source[start:]]
+
+    rng = random.Random(3)
+    alphabet = ["a", "\n", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", " "]
+    for _ in range(3000):
+        source = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert _split_lines(source) == by_regex(source), repr(source)
+    assert _split_lines("a\u2028b\x0cc\n") == ["a\u2028b\x0cc\n", ""]  # only \r and \n end a line

@@ -82,9 +82,31 @@ def test_encoding_refuses_cycles_and_giants():
 @pytest.mark.parametrize(
     "bad",
     [[], ["int"], ["int", 3], ["float", "zz"], ["float", "0x1p99999"], ["list", "x"], ["dict", [[["int", "1"]]]],
-     ["bool", 1], ["what", 1], "str", None, ["str", "a", "b"]],
+     ["bool", 1], ["what", 1], "str", None, ["str", "a", "b"],
+     # every tag with a field too many, too few, or of the wrong kind
+     ["none", None], ["bool"], ["bool", True, True], ["int", "1", "2"], ["int", "1.5"], ["float"], ["float", 1.0],
+     ["complex", "0x1p+0"], ["complex", "0x1p+0", 1], ["complex", "0x1p+0", "0x1p+0", "0x1p+0"],
+     ["complex", "zz", "0x1p+0"], ["str"], ["str", b"a"], ["bytes", "zz"], ["bytes", 1], ["bytes"],
+     ["unsupported"], ["unsupported", 1], ["list"], ["list", [], []], ["tuple", (["int", "1"],)],
+     ["set", [["int", "x"]]], ["frozenset", [1]], ["dict"], ["dict", "x"], ["dict", [["int", "1"]]],
+     ["dict", [[["int", "1"], ["str", 1]]]], ["dict", [[["int", "1"], ["str", "a"], ["str", "b"]]]],
+     [["int"], "1"], [None], ["list", [["list", [["what"]]]]]],
 )
 def test_check_value_rejects_malformed(bad):
     with pytest.raises(ValueError):
         check_value(bad)
     assert not values_equal(bad, bad)
+
+
+def test_check_value_accepts_every_kind_and_bounds_nesting():
+    good = [["none"], ["bool", False], ["int", "-12"], ["float", "0x1.8p+1"], ["complex", "0x1p+0", "-0x0p+0"],
+            ["str", ""], ["bytes", "00ff"], ["unsupported", "Foo"], ["list", []], ["tuple", [["none"]]],
+            ["set", [["int", "1"]]], ["frozenset", []], ["dict", [[["str", "k"], ["list", [["int", "2"]]]]]]]
+    for v in good:
+        assert check_value(v) is v
+    deep: list = ["none"]
+    for _ in range(101):
+        deep = ["list", [deep]]
+    assert check_value(deep) is deep
+    with pytest.raises(ValueError, match="nested too deeply"):
+        check_value(["list", [deep]])

@@ -402,9 +402,12 @@ class Judge:
         """
         problem = plan.rollout.problem
         groups: dict[tuple[str, str], tuple[str, list[str], list[int], str | None]] = {}
+        keys: dict[str, tuple[tuple[str, str], str | None]] = {}  # program text -> its key
         for i, code_text in enumerate(plan.rollout.codes):
             program = problem.program(extract_code(code_text))
-            key, syntax_error = _program_key(program)
+            if program not in keys:
+                keys[program] = _program_key(program)
+            key, syntax_error = keys[program]
             _, calls, members, _ = groups.setdefault(key, (program, [_defines(problem.entry_point)], [], syntax_error))
             members.append(i)
             for s in plan.suites[i]:

@@ -552,16 +552,16 @@ class _Parser:
         bound: set[str] = set()
         fresh_keys: list[str] = []
         needs_fresh: list[bool] = []
-        for (_, key), items in zip(numbered, looked_up):  # type: ignore[assignment]
+        for (_, key), line in zip(numbered, looked_up):  # type: ignore[assignment]
             # (an ASCII line can only load a name that its text contains: a cheap first look)
-            mentions = bool(bound) and (not key.isascii() or any(name in key for name in bound))
-            need = any(item.kind == _BINDS or (mentions and item.kind == _ASSERT and item.loads() & bound)
-                       for item in items)  # type: ignore[union-attr]
+            need = line.binds_any or (  # type: ignore[union-attr]
+                bool(bound) and (not key.isascii() or any(name in key for name in bound))
+                and not bound.isdisjoint(line.assert_loads())  # type: ignore[union-attr]
+            )
             needs_fresh.append(need)
             if need:
                 fresh_keys.append(key)
-                for item in items:  # type: ignore[union-attr]
-                    bound |= item.binds()
+                bound |= line.binds()  # type: ignore[union-attr]
         fresh: dict[int, list[ast.stmt]] = {}
         if fresh_keys:
             self.lines = [key + "\n" for key in fresh_keys]
@@ -572,16 +572,14 @@ class _Parser:
             for node in body:
                 fresh.setdefault(node.lineno, []).append(node)
         k = 0
-        for (number, key), items, need in zip(numbered, looked_up, needs_fresh):
+        tests = self.tests
+        for (number, key), line, need in zip(numbered, looked_up, needs_fresh):
             if need:  # binds names, or uses names bound earlier: the whole path, on a fresh tree
                 k += 1
                 for node in fresh.get(k, ()):
                     self.statement(node, _segment(self.lines, node), number)
                 continue
-            for item in items:  # type: ignore[union-attr]
-                test = item.test if item.kind == _FIXED else cache.assert_result(item)
-                if test is not None:
-                    self.tests.append(test.at(number))
+            tests.extend(cache.tests_at(line, number))  # type: ignore[arg-type]
         return True
 
     def run_resynchronising(self) -> None:
@@ -655,6 +653,33 @@ class _LineItem:
         return frozenset(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
 
 
+class _Line:
+    """The statements of one cached line, with what `run_lines` asks of every occurrence:
+    whether it binds names, the names its asserts load and binds, its tests by line number
+    (each computed once, on first use)."""
+
+    __slots__ = ("items", "binds_any", "_loads", "_binds", "_tests_at")
+
+    def __init__(self, items: list[_LineItem]) -> None:
+        self.items = items
+        self.binds_any = any(item.kind == _BINDS for item in items)
+        self._loads: frozenset[str] | None = None
+        self._binds: frozenset[str] | None = None
+        self._tests_at: dict[int, list[ParsedTest]] = {}
+
+    def assert_loads(self) -> frozenset[str]:
+        """The names the line's asserts load."""
+        if self._loads is None:
+            self._loads = frozenset().union(*(item.loads() for item in self.items if item.kind == _ASSERT))
+        return self._loads
+
+    def binds(self) -> frozenset[str]:
+        """Every name the line's statements may bind or refuse."""
+        if self._binds is None:
+            self._binds = frozenset().union(*(item.binds() for item in self.items))
+        return self._binds
+
+
 class LineCache:
     """What each one-line statement of a problem's test completions parses to, shared by
     all the suites of the problem (`parse_tests(..., cache=...)`).
@@ -671,14 +696,14 @@ class LineCache:
 
     def __init__(self, entry_point: str | None, strict: bool = False, require_entry_point: bool = True) -> None:
         self.options = (entry_point, strict, require_entry_point)
-        self._lines: dict[str, list[_LineItem] | None] = {}
+        self._lines: dict[str, _Line | None] = {}
         self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
         return len(self._lines)
 
-    def lookup(self, keys: list[str]) -> list[list[_LineItem] | None]:
+    def lookup(self, keys: list[str]) -> list[_Line | None]:
         """The statements of each line (no line break in a key); None for a line that is
         not complete statements on its own. Lines not seen before are parsed in one go."""
         known = self._lines
@@ -717,14 +742,14 @@ class LineCache:
                     per_line[first - 1].append(node)
         for i, key in enumerate(keys):
             if placed[i] and per_line[i]:
-                self._lines[key] = self._items(per_line[i], lines)
+                self._lines[key] = _Line(self._items(per_line[i], lines))
                 continue
             try:
                 alone = ast.parse(key).body
             except _PARSE_ERRORS:
                 self._lines[key] = None
                 continue
-            self._lines[key] = self._items(alone, [key])
+            self._lines[key] = _Line(self._items(alone, [key]))
 
     def _items(self, nodes: list[ast.stmt], lines: list[str]) -> list[_LineItem]:
         items = []
@@ -738,6 +763,19 @@ class LineCache:
                 helper.statement(node, _segment(lines, node), 1)
                 items.append(_LineItem(_FIXED, node, lines, test=helper.tests[0] if helper.tests else None))
         return items
+
+    def tests_at(self, line: _Line, number: int) -> list[ParsedTest]:
+        """The tests of a line that needs nothing bound before it, placed on line `number`
+        (shared by every occurrence at that number: a `ParsedTest` is immutable)."""
+        tests = line._tests_at.get(number)
+        if tests is None:
+            tests = []
+            for item in line.items:
+                test = item.test if item.kind == _FIXED else self.assert_result(item)
+                if test is not None:
+                    tests.append(test.at(number))
+            line._tests_at[number] = tests
+        return tests
 
     def assert_result(self, item: _LineItem) -> ParsedTest:
         """An assert line's test where none of the names it loads is bound or refused,
@@ -760,6 +798,12 @@ _LINE_END = re.compile(r"\r\n|\r|\n")
 
 def _split_lines(source: str) -> list[str]:
     """Lines as the tokenizer counts them (only \\r\\n, \\r and \\n end a line)."""
+    if "\r" not in source:  # the common case, without the regex
+        parts = source.split("\n")
+        last = parts.pop()
+        lines = [part + "\n" for part in parts]
+        lines.append(last)
+        return lines
     lines, start = [], 0
     for match in _LINE_END.finditer(source):
         lines.append(source[start : match.end()])

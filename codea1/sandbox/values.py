@@ -132,69 +132,76 @@ def check_value(v: Any, depth: int = 0) -> Value:
 
 
 def _check_value(v: Any, depth: int = 0) -> Value:
+    # (every value a run returns passes here, in the worker and again in the judge: no
+    # closure or slice per node)
     if depth > _MAX_DEPTH + 1:
         raise ValueError("encoding nested too deeply")
     if type(v) is not list or not v or type(v[0]) is not str:
         raise ValueError(f"malformed value encoding: {v!r:.80}")
-    tag, args = v[0], v[1:]
-
-    def need(n: int) -> None:
-        if len(args) != n:
-            raise ValueError(f"value tag {tag!r} expects {n} fields, got {len(args)}")
-
-    if tag == "none":
-        need(0)
+    tag = v[0]
+    n = len(v) - 1
+    if tag in _TEXT_TAGS:
+        if n != 1:
+            _wrong_fields(tag, 1, n)
+        text = v[1]
+        if type(text) is not str:
+            raise ValueError(_TEXT_TAGS[tag])
+        if tag == "int":
+            int(text)
+        elif tag == "float":
+            float.fromhex(text)
+        elif tag == "bytes":
+            bytes.fromhex(text)
+    elif tag in _SEQUENCE_TAGS:
+        if n != 1:
+            _wrong_fields(tag, 1, n)
+        items = v[1]
+        if type(items) is not list:
+            raise ValueError(f"{tag} value must hold a list of items")
+        for x in items:
+            _check_value(x, depth + 1)
+    elif tag == "none":
+        if n != 0:
+            _wrong_fields(tag, 0, n)
     elif tag == "bool":
-        need(1)
-        if type(args[0]) is not bool:
+        if n != 1:
+            _wrong_fields(tag, 1, n)
+        if type(v[1]) is not bool:
             raise ValueError("bool value must be true/false")
-    elif tag == "int":
-        need(1)
-        if type(args[0]) is not str:
-            raise ValueError("int value must be decimal text")
-        int(args[0])
-    elif tag == "float":
-        need(1)
-        if type(args[0]) is not str:
-            raise ValueError("float value must be float.hex text")
-        float.fromhex(args[0])
     elif tag == "complex":
-        need(2)
-        for a in args:
+        if n != 2:
+            _wrong_fields(tag, 2, n)
+        for a in (v[1], v[2]):
             if type(a) is not str:
                 raise ValueError("complex parts must be float.hex text")
             float.fromhex(a)
-    elif tag == "str":
-        need(1)
-        if type(args[0]) is not str:
-            raise ValueError("str value must be a string")
-    elif tag == "bytes":
-        need(1)
-        if type(args[0]) is not str:
-            raise ValueError("bytes value must be hex text")
-        bytes.fromhex(args[0])
-    elif tag in _SEQUENCE_TAGS:
-        need(1)
-        if type(args[0]) is not list:
-            raise ValueError(f"{tag} value must hold a list of items")
-        for x in args[0]:
-            _check_value(x, depth + 1)
     elif tag == "dict":
-        need(1)
-        if type(args[0]) is not list:
+        if n != 1:
+            _wrong_fields(tag, 1, n)
+        if type(v[1]) is not list:
             raise ValueError("dict value must hold a list of pairs")
-        for pair in args[0]:
+        for pair in v[1]:
             if type(pair) is not list or len(pair) != 2:
                 raise ValueError("dict item must be a [key, value] pair")
             _check_value(pair[0], depth + 1)
             _check_value(pair[1], depth + 1)
-    elif tag == "unsupported":
-        need(1)
-        if type(args[0]) is not str:
-            raise ValueError("unsupported value must name its type")
     else:
         raise ValueError(f"unknown value tag {tag!r}")
     return v
+
+
+#: Tags whose one field is text, with the error when it is not.
+_TEXT_TAGS = {
+    "int": "int value must be decimal text",
+    "float": "float value must be float.hex text",
+    "str": "str value must be a string",
+    "bytes": "bytes value must be hex text",
+    "unsupported": "unsupported value must name its type",
+}
+
+
+def _wrong_fields(tag: str, want: int, got: int) -> None:
+    raise ValueError(f"value tag {tag!r} expects {want} fields, got {got}")
 
 
 def _floats_close(a: float, b: float) -> bool:
