@@ -89,3 +89,14 @@ def test_cli_convert_writes_project_jsonl(tmp_path):
     assert result.exit_code == 0, result.output
     [p] = load_problems(out2)
     assert (p.id, p.tests, p.source) == ("1", ["assert f() == 1"], "unleakedtestbench")
+
+
+def test_cli_reads_the_bundled_splits_by_name(tmp_path):
+    for spec, split in (("bundled:heldout", "heldout"), ("bundled:train", "train")):
+        out = tmp_path / f"{split}.jsonl"
+        result = runner.invoke(app, ["convert", spec, str(out)])
+        assert result.exit_code == 0, result.output
+        assert load_problems(out, fmt="project") == bundled_problems(split)
+    result = runner.invoke(app, ["convert", "bundled:test", str(tmp_path / "x.jsonl")])
+    assert result.exit_code == 2
+    assert "unknown bundled split 'test'" in result.output and not (tmp_path / "x.jsonl").exists()

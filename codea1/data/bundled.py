@@ -37,3 +37,15 @@ def bundled_problems(split: str = "all") -> list[Problem]:
     import copy
 
     return [copy.deepcopy(p) for p in _all() if split == "all" or p.meta.get("split") == split]
+
+
+def bundled_split(text: str) -> str | None:
+    """The split a problem-set argument names (`bundled` is "all", `bundled:train`,
+    `bundled:heldout`), or None when it names a file. An unknown split is an error."""
+    if text != "bundled" and not text.startswith("bundled:"):
+        return None
+    split = text.partition(":")[2] or "all"
+    if split not in SPLITS:
+        raise ValueError(f"{text!r}: unknown bundled split {split!r}; expected bundled, "
+                         f"bundled:train or bundled:heldout")
+    return split

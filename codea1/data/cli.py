@@ -14,17 +14,18 @@ from codea1.data.formats import FORMATS  # light: the format modules import only
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
-BUNDLED = "bundled"
+BUNDLED_HELP = "Problem file, or 'bundled' ('bundled:train', 'bundled:heldout') for the bundled set."
 
 FORMAT_HELP = "Input format (default: detected from the first row): " + ", ".join(FORMATS)
 
 
 def _load(path: str, fmt: Optional[str]):
-    from codea1.data import ProblemFormatError, bundled_problems, load_problems
+    from codea1.data import ProblemFormatError, bundled_problems, bundled_split, load_problems
 
-    if path == BUNDLED and not Path(path).exists():
-        return bundled_problems("all")
     try:
+        split = None if Path(path).exists() else bundled_split(path)
+        if split is not None:
+            return bundled_problems(split)
         return load_problems(path, fmt=fmt)
     except (ProblemFormatError, FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -33,7 +34,7 @@ def _load(path: str, fmt: Optional[str]):
 
 @app.command("check")
 def check_command(
-    file: str = typer.Argument(..., help=f"Problem file, or '{BUNDLED}' for the bundled set."),
+    file: str = typer.Argument(..., help=BUNDLED_HELP),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
     timeout: float = typer.Option(DEFAULT_TIMEOUT_S, help="Seconds allowed for one problem's run."),
     call_timeout: float = typer.Option(3.0, help="Seconds allowed for one golden test call."),
@@ -73,7 +74,7 @@ def check_command(
 
 @app.command("convert")
 def convert_command(
-    source: str = typer.Argument(..., help=f"Problem file in any supported format, or '{BUNDLED}'."),
+    source: str = typer.Argument(..., help=BUNDLED_HELP),
     out: Path = typer.Argument(..., help="Output file (the project's JSONL)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
 ) -> None:

@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 
 def load_eval_problems(data: str | Path, limit: int | None = None) -> list[Problem]:
     """The problems of ``data`` (a file, or ``bundled[:split]``), the first ``limit`` of them."""
-    from codea1.data import bundled_problems, load_problems
+    from codea1.data import bundled_problems, bundled_split, load_problems
 
     text = str(data)
-    if text == "bundled" or text.startswith("bundled:"):
-        split = text.partition(":")[2] or "all"
+    split = bundled_split(text)
+    if split is not None:
         problems = bundled_problems(split)
     else:
         path = Path(text)
