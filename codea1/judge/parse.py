@@ -655,8 +655,8 @@ class _LineItem:
 
 class _Line:
     """The statements of one cached line, with what `run_lines` asks of every occurrence:
-    whether it binds names, the names its asserts load and binds, its tests by line number
-    (each computed once, on first use)."""
+    whether it binds names, the names its asserts load, the names it may bind, and its
+    tests placed on a line number (each computed once, on first use)."""
 
     __slots__ = ("items", "binds_any", "_loads", "_binds", "_tests_at")
 
