@@ -49,3 +49,31 @@ def test_cli_json_has_the_documented_keys(tmp_path):
     (tmp_path / "bad.json").write_text('{"id": "x"}')
     bad = CliRunner().invoke(_cli(), ["--problem", str(tmp_path / "bad.json")] + args[2:])
     assert bad.exit_code == 2 and "question" in bad.output
+
+
+def test_cli_says_which_mistake_book_lines_it_did_not_replay(tmp_path):
+    (tmp_path / "p.json").write_text(json.dumps(ADD.to_dict()))
+    (tmp_path / "code.txt").write_text(BAD)
+    (tmp_path / "tests.txt").write_text(SUITE)
+    (tmp_path / "mb.txt").write_text(
+        "# history\n"
+        "assert add(3, 7) == 10\n"          # 2: replayed
+        "add(1, 1)\n"                       # 3: not an assert
+        "assert add('a', 1) == 'a1'\n"      # 4: the reference raises
+        "assert add(1, 1) == 2; assert add(2, 2) == 4\n"  # 5: two tests on one line
+        "assert add(0, 1) == 1\n"           # 6: beyond G=4
+    )
+    args = ["--problem", str(tmp_path / "p.json"), "--code", str(tmp_path / "code.txt"),
+            "--tests", str(tmp_path / "tests.txt"), "--mistakes", str(tmp_path / "mb.txt"), "--suite-size", "4"]
+    result = CliRunner().invoke(_cli(), args + ["--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert [m["test"] for m in record["mistakes"]] == ["assert add(3, 7) == 10"]
+    skipped = {m["line"]: m["reason"] for m in record["mistakes_skipped"]}
+    assert sorted(skipped) == [3, 4, 5, 6]
+    assert skipped[3].startswith("not a test")
+    assert skipped[4] == "the reference solution does not compute its call"
+    assert skipped[5] == "2 statements, not one test"
+    assert skipped[6].startswith("beyond the first 4 tests")
+    table = CliRunner().invoke(_cli(), args)
+    assert table.exit_code == 0 and "why not replayed" in table.output

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = ["judge_command", "judgement_record", "load_problem_file"]
+__all__ = ["judge_command", "judgement_record", "load_problem_file", "skipped_mistakes"]
 
 
 def load_problem_file(path: Path) -> Any:
@@ -48,6 +48,37 @@ def _read(path: Path, option: str) -> str:
         raise typer.BadParameter(f"{path}: cannot read ({err.strerror})", param_hint=option) from err
     except UnicodeDecodeError as err:
         raise typer.BadParameter(f"{path}: not UTF-8 text ({err.reason})", param_hint=option) from err
+
+
+def skipped_mistakes(problem: Any, lines: list[tuple[int, str]], judgement: Any, config: Any) -> list[dict[str, Any]]:
+    """The `--mistakes` lines the judge did not replay, each with its line number and why.
+
+    The judge takes the first G tests of a book, keeps those that parse as one test, then
+    those whose call the reference computes (as in training, where stored tests passed
+    these checks when they entered). A judgement that did not run says nothing here.
+    """
+    from codea1.judge.parse import parse_tests
+
+    if judgement.infra_error or judgement.reference_error:
+        return []
+    replayed = set(judgement.mistakes)
+    skipped = []
+    for k, (number, test) in enumerate(lines):
+        if k >= config.suite_size:
+            reason = f"beyond the first {config.suite_size} tests: a step replays at most G of a problem's book"
+        else:
+            parsed = parse_tests(test, problem.entry_point, strict=config.strict_tests,
+                                 require_entry_point=config.require_entry_point)
+            if len(parsed) != 1:
+                reason = "not a test" if not parsed else f"{len(parsed)} statements, not one test"
+            elif parsed[0].call is None:
+                reason = parsed[0].reason or "not a test"
+            elif test not in replayed:
+                reason = "the reference solution does not compute its call"
+            else:
+                continue
+        skipped.append({"line": number, "test": test, "reason": reason})
+    return skipped
 
 
 def judgement_record(judgement: Any) -> dict[str, Any]:
@@ -125,6 +156,11 @@ def _print_table(record: dict[str, Any]) -> None:
         for m in record["mistakes"]:
             mt.add_row("-" if m["passed"] is None else ("yes" if m["passed"] else "no"), m["test"])
         console.print(mt)
+    if record.get("mistakes_skipped"):
+        st = Table("line", "why not replayed", "Mistake Book line")
+        for m in record["mistakes_skipped"]:
+            st.add_row(str(m["line"]), m["reason"], m["test"])
+        console.print(st)
     if record["error"]:
         console.print(f"[red]not judged:[/red] {record['error']}")
 
@@ -134,7 +170,8 @@ def judge_command(
     code: Annotated[Path, typer.Option("--code", help="Raw code completion (with or without ``` fences).")],
     tests: Annotated[Path, typer.Option("--tests", help="Raw test completion (one suite).")],
     mistakes: Annotated[
-        Path | None, typer.Option("--mistakes", help="Mistake Book tests, one `assert ...` a line.")
+        Path | None, typer.Option("--mistakes", help="Mistake Book tests, one `assert ...` a line "
+                                  "(lines not replayed are listed, with why).")
     ] = None,
     alpha: Annotated[float, typer.Option(help="Weight of validity in the test reward.", min=0.0, max=1.0)] = 0.5,
     suite_size: Annotated[int, typer.Option(help="Nominal suite size G.", min=1)] = 8,
@@ -147,17 +184,19 @@ def judge_command(
     prob = load_problem_file(problem)
     code_text = _read(code, "--code")
     test_text = _read(tests, "--tests")
-    mb_tests: list[str] = []
+    mb_lines: list[tuple[int, str]] = []  # (line number, test)
     if mistakes is not None:
-        mb_tests = [
-            line.strip()
-            for line in _read(mistakes, "--mistakes").splitlines()
+        mb_lines = [
+            (number, line.strip())
+            for number, line in enumerate(_read(mistakes, "--mistakes").splitlines(), 1)
             if line.strip() and not line.lstrip().startswith("#")
         ]
     config = JudgeConfig(alpha=alpha, suite_size=suite_size)
+    mb_tests = [test for _, test in mb_lines]
     with Executor(workers=1) as executor:
         judgement = Judge(executor, config).judge(ProblemRollout(prob, [code_text], [[test_text]], mb_tests))
     record = judgement_record(judgement)
+    record["mistakes_skipped"] = skipped_mistakes(prob, mb_lines, judgement, config)
     if as_json:
         typer.echo(json.dumps(record, ensure_ascii=False))
     else:
