@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = ["judge_command", "judgement_record", "load_problem_file", "skipped_mistakes"]
+__all__ = ["judge_command", "judgement_record", "load_problem_file"]
 
 
 def load_problem_file(path: Path) -> Any:
@@ -48,37 +48,6 @@ def _read(path: Path, option: str) -> str:
         raise typer.BadParameter(f"{path}: cannot read ({err.strerror})", param_hint=option) from err
     except UnicodeDecodeError as err:
         raise typer.BadParameter(f"{path}: not UTF-8 text ({err.reason})", param_hint=option) from err
-
-
-def skipped_mistakes(problem: Any, lines: list[tuple[int, str]], judgement: Any, config: Any) -> list[dict[str, Any]]:
-    """The `--mistakes` lines the judge did not replay, each with its line number and why.
-
-    The judge takes the first G tests of a book, keeps those that parse as one test, then
-    those whose call the reference computes (as in training, where stored tests passed
-    these checks when they entered). A judgement that did not run says nothing here.
-    """
-    from codea1.judge.parse import parse_tests
-
-    if judgement.infra_error or judgement.reference_error:
-        return []
-    replayed = set(judgement.mistakes)
-    skipped = []
-    for k, (number, test) in enumerate(lines):
-        if k >= config.suite_size:
-            reason = f"beyond the first {config.suite_size} tests: a step replays at most G of a problem's book"
-        else:
-            parsed = parse_tests(test, problem.entry_point, strict=config.strict_tests,
-                                 require_entry_point=config.require_entry_point)
-            if len(parsed) != 1:
-                reason = "not a test" if not parsed else f"{len(parsed)} statements, not one test"
-            elif parsed[0].call is None:
-                reason = parsed[0].reason or "not a test"
-            elif test not in replayed:
-                reason = "the reference solution does not compute its call"
-            else:
-                continue
-        skipped.append({"line": number, "test": test, "reason": reason})
-    return skipped
 
 
 def judgement_record(judgement: Any) -> dict[str, Any]:
@@ -196,7 +165,9 @@ def judge_command(
     with Executor(workers=1) as executor:
         judgement = Judge(executor, config).judge(ProblemRollout(prob, [code_text], [[test_text]], mb_tests))
     record = judgement_record(judgement)
-    record["mistakes_skipped"] = skipped_mistakes(prob, mb_lines, judgement, config)
+    record["mistakes_skipped"] = [  # the judge's reasons, placed on the file's line numbers
+        {"line": mb_lines[k][0], "test": mb_lines[k][1], "reason": why} for k, why in judgement.mistakes_skipped
+    ]
     if as_json:
         typer.echo(json.dumps(record, ensure_ascii=False))
     else:

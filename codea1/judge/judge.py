@@ -196,6 +196,8 @@ class ProblemJudgement:
     mistakes_passed: list[list[bool] | None]  # per candidate (None: invalid candidate)
     infra_error: str | None = None
     reference_error: str | None = None
+    # the rollout's Mistake Book tests not replayed: (index in `ProblemRollout.mistakes`, why)
+    mistakes_skipped: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def usable(self) -> bool:
@@ -293,9 +295,10 @@ class _Plan:
 
     rollout: ProblemRollout
     suites: list[list[_Suite]]
-    mb_calls: list[tuple[str, str]]  # (Mistake Book test as given, its CALL)
+    mb_calls: list[tuple[int, str, str]]  # (index in the rollout's mistakes, test as given, its CALL)
     ref_calls: list[str]
     expected_values: dict[str, list]  # literal EXPECTED text -> its encoding (read in the parent)
+    mb_skipped: list[tuple[int, str]] = field(default_factory=list)  # (index, why not replayed)
     ref_run: RunResult | None = None
     # filled after wave 1
     ref_values: dict[str, list] = field(default_factory=dict)  # call -> encoded reference value
@@ -334,12 +337,20 @@ class Judge:
                 row.append(_Suite(raw, parsed, duplicate))
             suites.append(row)
 
-        mb_calls = []
-        for test in list(rollout.mistakes)[: self.config.suite_size]:
+        mb_calls, mb_skipped = [], []
+        g = self.config.suite_size
+        for k, test in enumerate(rollout.mistakes):
+            if k >= g:
+                mb_skipped.append((k, f"beyond the first {g} tests: a step replays at most G of a problem's book"))
+                continue
             # stored tests passed these checks when they entered; one that does not now is skipped
             parsed = parse_tests(test, entry, **options)
             if len(parsed) == 1 and parsed[0].call is not None:
-                mb_calls.append((test, parsed[0].call))
+                mb_calls.append((k, test, parsed[0].call))
+            elif len(parsed) != 1:
+                mb_skipped.append((k, "not a test" if not parsed else f"{len(parsed)} statements, not one test"))
+            else:
+                mb_skipped.append((k, parsed[0].reason or "not a test"))
 
         # Interleave suites (first test of every suite, then the second, ...) so that a few
         # slow calls late in one suite cannot starve the others of the run's time budget.
@@ -350,7 +361,7 @@ class Judge:
             for s in flat:
                 if k < len(s.parsed) and s.parsed[k].call is not None and not s.duplicate[k]:
                     ordered.append(s.parsed[k].call)  # type: ignore[arg-type]
-        ordered.extend(call for _, call in mb_calls)
+        ordered.extend(call for _, _, call in mb_calls)
         # Model-written expected values: literals are read here, anything else is evaluated
         # in the reference run (`float('inf')`, `sorted([2, 1])`, ...).
         expected_values: dict[str, list] = {}
@@ -366,7 +377,7 @@ class Judge:
                         pass
                 ordered.append(t.expected)
         ref_calls = list(dict.fromkeys(ordered))
-        return _Plan(rollout, suites, mb_calls, ref_calls, expected_values)
+        return _Plan(rollout, suites, mb_calls, ref_calls, expected_values, mb_skipped)
 
     def _reference_job(self, plan: _Plan) -> Job:
         problem = plan.rollout.problem
@@ -414,7 +425,7 @@ class Judge:
                 for t, dup in zip(s.parsed, s.duplicate):
                     if t.call is not None and not dup and t.call in plan.ref_values:
                         calls.append(t.call)
-            calls.extend(call for _, call in plan.mb_calls if call in plan.ref_values)
+            calls.extend(call for _, _, call in plan.mb_calls if call in plan.ref_values)
         plan.cand_calls = [[] for _ in plan.rollout.codes]
         jobs = []
         for program, calls, members, syntax_error in groups.values():
@@ -515,7 +526,11 @@ class Judge:
         if infra or reference_error:
             return self._unjudged(plan, infra, reference_error)
 
-        mb_usable = [(test, call) for test, call in plan.mb_calls if call in plan.ref_values]
+        mb_usable = [(test, call) for _, test, call in plan.mb_calls if call in plan.ref_values]
+        mb_skipped = sorted(plan.mb_skipped + [
+            (k, plan.ref_errors.get(call, "reference: not run"))
+            for k, _, call in plan.mb_calls if call not in plan.ref_values
+        ])
         code_valid, code_errors, code_rewards, test_rewards, suites, mb_results = [], [], [], [], [], []
         outcomes: dict[int, dict[str, tuple[bool, str | None]]] = {}  # candidates sharing a run share these
         for i in range(n):
@@ -544,7 +559,7 @@ class Judge:
             mb_results.append(mb_passed if ok else None)
         return ProblemJudgement(
             rollout.problem.id, code_valid, code_errors, code_rewards, test_rewards, suites,
-            [test for test, _ in mb_usable], mb_results,
+            [test for test, _ in mb_usable], mb_results, mistakes_skipped=mb_skipped,
         )
 
     def _unjudged(self, plan: _Plan, infra: str | None, reference_error: str | None) -> ProblemJudgement:
