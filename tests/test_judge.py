@@ -411,17 +411,22 @@ def test_candidates_that_differ_only_in_comments_and_layout_share_a_run(executor
     assert [len(row[0].tests) for row in r.suites] == [1, 1, 1]
 
 
-def test_the_garbage_collector_is_paused_during_a_step_and_restored(executor):
-    import gc
-
-    states = []
+def _watching_judge(executor, seen: list, what, **config):
+    """A judge whose every submit records `what()` (a setting in force during the step)."""
 
     class Watching(CountingExecutor):
         def submit(self, job, priority=0.0):
-            states.append(gc.isenabled())
+            seen.append(what())
             return super().submit(job, priority)
 
-    judge = Judge(Watching(executor), JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    return Judge(Watching(executor), JudgeConfig(limits=LIMITS, reference_limits=LIMITS, **config))
+
+
+def test_the_garbage_collector_is_paused_during_a_step_and_restored(executor):
+    import gc
+
+    states: list = []
+    judge = _watching_judge(executor, states, gc.isenabled)
     rollout = ProblemRollout(ADD, [GOOD], [["assert add(1, 1) == 2"]])
     assert gc.isenabled()
     judge.judge_step([rollout])
@@ -432,3 +437,30 @@ def test_the_garbage_collector_is_paused_during_a_step_and_restored(executor):
         assert not gc.isenabled()  # a caller's own choice is kept
     finally:
         gc.enable()
+
+
+def test_threads_switch_promptly_during_a_step_and_the_interval_comes_back(executor):
+    import sys
+
+    from codea1.interpreter import HANDOFF_INTERVAL_S
+
+    intervals: list = []
+    judge = _watching_judge(executor, intervals, sys.getswitchinterval)
+    before = sys.getswitchinterval()
+    assert before > HANDOFF_INTERVAL_S
+    judge.judge_step([ProblemRollout(ADD, [GOOD], [["assert add(1, 1) == 2"]])])
+    assert intervals and all(i == pytest.approx(HANDOFF_INTERVAL_S, rel=0.01) for i in intervals)
+    assert sys.getswitchinterval() == before
+
+
+def test_the_switch_interval_can_be_left_alone_and_is_validated(executor):
+    import sys
+
+    intervals: list = []
+    before = sys.getswitchinterval()
+    judge = _watching_judge(executor, intervals, sys.getswitchinterval, switch_interval_s=None)
+    judge.judge_step([ProblemRollout(ADD, [GOOD], [["assert add(1, 1) == 2"]])])
+    assert intervals and all(i == before for i in intervals)
+    for bad in (0, -1.0, 2.0, "fast", True):
+        with pytest.raises(ValueError, match="switch_interval_s"):
+            JudgeConfig(switch_interval_s=bad)

@@ -26,11 +26,12 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
-from codea1.gcpause import gc_paused
+from codea1.interpreter import HANDOFF_INTERVAL_S, gc_paused, quick_handoff
 from codea1.judge.extract import extract_code, extract_test_source
 from codea1.judge.parse import LineCache, ParsedTest, normalize_assert, parse_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
@@ -77,6 +78,9 @@ class JudgeConfig:
     `resume_rounds`: a run cut short (run time budget, output flood) leaves its remaining
     calls unrun; they are resumed in a fresh run up to this many times, so that one suite's
     hanging or flooding test cannot decide the fate of another suite's tests.
+    `switch_interval_s`: Python's thread switch interval while a step runs, so that the
+    executor's threads feed the workers while the judge parses (`codea1.interpreter`); None
+    leaves the interval alone.
     """
 
     alpha: float = 0.5
@@ -89,6 +93,7 @@ class JudgeConfig:
     golden_limits: Limits = field(
         default_factory=lambda: Limits(timeout_s=60.0, call_timeout_s=10.0, memory_mb=GOLDEN_MEMORY_MB))
     resume_rounds: int = 2
+    switch_interval_s: float | None = HANDOFF_INTERVAL_S
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.alpha <= 1.0:
@@ -97,6 +102,11 @@ class JudgeConfig:
             raise ValueError(f"JudgeConfig.suite_size must be a positive int, got {self.suite_size!r}")
         if self.resume_rounds < 0:
             raise ValueError(f"JudgeConfig.resume_rounds must be >= 0, got {self.resume_rounds}")
+        if self.switch_interval_s is not None and not (
+                isinstance(self.switch_interval_s, (int, float)) and not isinstance(self.switch_interval_s, bool)
+                and 0 < self.switch_interval_s <= 1):
+            raise ValueError("JudgeConfig.switch_interval_s must be None or seconds in (0, 1], "
+                             f"got {self.switch_interval_s!r}")
 
     @property
     def effective_reference_limits(self) -> Limits:
@@ -598,7 +608,10 @@ class Judge:
         """
         runs = _Runs(self.executor, self.config.resume_rounds)
         results: list[ProblemJudgement | None] = [None] * len(rollouts)
-        with gc_paused():  # (a step's objects hold no reference cycles)
+        # (a step's objects hold no reference cycles; the executor's threads must not wait
+        # long for the lock while this one parses: see codea1.interpreter)
+        interval = self.config.switch_interval_s
+        with gc_paused(), (quick_handoff(interval) if interval is not None else nullcontext()):
             self._judge_all(rollouts, runs, results)
         assert all(r is not None for r in results)
         return results  # type: ignore[return-value]

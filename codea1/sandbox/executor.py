@@ -26,7 +26,7 @@ import weakref
 from concurrent.futures import Future
 from typing import Iterable, Sequence
 
-from codea1.gcpause import gc_paused
+from codea1.interpreter import gc_paused
 from codea1.sandbox import isolation
 from codea1.sandbox.types import RUN_STATUSES, CallResult, Job, Limits, RunResult
 
@@ -380,7 +380,7 @@ class Executor:
     def run_many(self, jobs: Iterable[Job]) -> list[RunResult]:
         """Run jobs in parallel on all workers; results in the order of ``jobs``.
 
-        The cyclic garbage collector is paused meanwhile (`codea1.gcpause`): decoding
+        The cyclic garbage collector is paused meanwhile (`codea1.interpreter`): decoding
         results allocates many acyclic objects, and the collector cost 3-4x the reading."""
         jobs = list(jobs)
         for i, job in enumerate(jobs):
