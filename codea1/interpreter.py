@@ -30,7 +30,7 @@ import gc
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 __all__ = ["HANDOFF_INTERVAL_S", "gc_paused", "quick_handoff"]
 
@@ -67,12 +67,12 @@ _collector = _Shared(gc.isenabled, lambda on: gc.enable() if on else gc.disable(
 _switching = _Shared(sys.getswitchinterval, sys.setswitchinterval)
 
 
-def gc_paused() -> "contextmanager[None]":
+def gc_paused() -> AbstractContextManager[None]:
     """Within this block (and any overlapping one, in any thread) the collector is off."""
     return _collector.held(gc.disable)
 
 
-def quick_handoff(interval_s: float = HANDOFF_INTERVAL_S) -> "contextmanager[None]":
+def quick_handoff(interval_s: float = HANDOFF_INTERVAL_S) -> AbstractContextManager[None]:
     """Within this block (and any overlapping one) the interpreter switches threads at
     least every `interval_s` seconds; a shorter interval already in force is kept."""
     if not interval_s > 0:
