@@ -4,7 +4,9 @@ The executor's driver threads need the interpreter lock to hand a worker its nex
 the judge's thread holds it while it parses test suites (see `codea1.handoff`). This runs
 the step of `benchmarks/judge_step.py` (32 MBPP+ problems, light tests) with several
 `JudgeConfig.switch_interval_s` values, the steps interleaved (A B C A B C ...) in one
-process so that the machine's noise falls on all of them alike, and prints for each:
+process so that the machine's noise falls on all of them alike, each after an untimed
+step of 64 other problems (as in `judge_step.py`: the timed step's calls are not in the
+workers' compile cache, as in training), and prints for each:
 
 - the median seconds a step;
 - how busy the workers were (share of worker time inside a run) from the start of the
@@ -27,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from judge_step import DEFAULT_DATA, _swap_timeouts, build_rollouts, test_pools  # noqa: E402
+from judge_step import DEFAULT_DATA, FLUSH_PROBLEMS, _swap_timeouts, build_rollouts, test_pools  # noqa: E402
 
 from codea1.data import load_problems  # noqa: E402
 from codea1.judge import Judge, JudgeConfig  # noqa: E402
@@ -77,14 +79,19 @@ def main() -> None:
     with Executor(workers=workers, limits=limits) as executor:
         pools = test_pools(problems, executor, 1.0)
         rollouts = build_rollouts(problems, pools, "light", random.Random(args.seed))
+        used = {r.problem.id for r in rollouts}
+        others = build_rollouts([p for p in problems if p.id not in used], pools, "light",
+                                random.Random(args.seed + 1), n_problems=FLUSH_PROBLEMS)
         recording = Recording(executor)
         judges = {s: Judge(recording, JudgeConfig(limits=limits, switch_interval_s=s)) for s in settings}
         swapped = _swap_timeouts(judges[settings[0]], rollouts)
+        _swap_timeouts(judges[settings[0]], others)
         print(f"{len(rollouts)} problems, light tests, seed {args.seed}; {workers} workers; "
               f"candidates swapped for hanging: {swapped}; Python's default interval {sys.getswitchinterval() * 1e3:g} ms")
         stats: dict = {s: [] for s in settings}
         for _ in range(args.rounds):
             for s in settings:
+                judges[s].judge_step(others)
                 recording.runs.clear()
                 t0 = time.perf_counter()
                 judges[s].judge_step(rollouts)

@@ -18,10 +18,10 @@ queues the next job, and needs the interpreter lock to do so. The judge's own th
 meanwhile parses test suites, pure Python that never waits. A driver woken by its worker
 then waits for the lock up to Python's switch interval (5 ms by default), and its worker,
 done with the jobs queued on it, sits idle: most runs of a step take 1-5 ms. Measured on
-2 cores with `benchmarks/handoff.py` (the step of `benchmarks/judge_step.py`, settings
-interleaved): until the last reference run returned, the workers were busy 71% of the
-time at 5 ms and 86-87% at 0.5-1 ms, and a step took 1.095 s at 1 ms against 1.150 s at
-5 ms.
+2 cores with `benchmarks/handoff.py` (the step of `benchmarks/judge_step.py` repeated,
+settings interleaved): until the last reference run returned, the workers were busy 71%
+of the time at 5 ms and 86-87% at 0.5-1 ms, and a step took 1.095 s at 1 ms against
+1.150 s at 5 ms.
 """
 
 from __future__ import annotations
