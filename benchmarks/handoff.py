@@ -29,30 +29,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from judge_step import DEFAULT_DATA, FLUSH_PROBLEMS, _swap_timeouts, build_rollouts, test_pools  # noqa: E402
+from judge_step import (  # noqa: E402
+    DEFAULT_DATA, TimedExecutor, _swap_timeouts, build_rollouts, other_rollouts, prepare_flush, test_pools)
 
 from codea1.data import load_problems  # noqa: E402
 from codea1.judge import Judge, JudgeConfig  # noqa: E402
-from codea1.judge.judge import _REFERENCE_PRIORITY  # noqa: E402
 from codea1.sandbox import Executor, Limits  # noqa: E402
-
-
-class Recording:
-    """Records (done at, run wall s, reference?) of every run."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.runs = inner, []
-
-    def submit(self, job, priority=0.0):
-        future = self.inner.submit(job, priority=priority)
-        reference = priority >= _REFERENCE_PRIORITY
-        future.add_done_callback(lambda f: self.runs.append((time.perf_counter(), f.result().wall_s, reference)))
-        return future
 
 
 def busy_share(runs, start: float, end: float, workers: int) -> float:
     """Share of `workers` x [start, end] spent inside runs."""
-    inside = sum(max(0.0, min(done, end) - max(done - wall, start)) for done, wall, _ in runs)
+    inside = sum(max(0.0, min(r.done_at, end) - max(r.done_at - r.wall_s, start)) for r in runs)
     return inside / (workers * (end - start)) if end > start else 0.0
 
 
@@ -79,13 +66,11 @@ def main() -> None:
     with Executor(workers=workers, limits=limits) as executor:
         pools = test_pools(problems, executor, 1.0)
         rollouts = build_rollouts(problems, pools, "light", random.Random(args.seed))
-        used = {r.problem.id for r in rollouts}
-        others = build_rollouts([p for p in problems if p.id not in used], pools, "light",
-                                random.Random(args.seed + 1), n_problems=FLUSH_PROBLEMS)
-        recording = Recording(executor)
+        others = other_rollouts(problems, pools, "light", rollouts, args.seed)
+        recording = TimedExecutor(executor)
         judges = {s: Judge(recording, JudgeConfig(limits=limits, switch_interval_s=s)) for s in settings}
         swapped = _swap_timeouts(judges[settings[0]], rollouts)
-        _swap_timeouts(judges[settings[0]], others)
+        prepare_flush(judges[settings[0]], others)
         print(f"{len(rollouts)} problems, light tests, seed {args.seed}; {workers} workers; "
               f"candidates swapped for hanging: {swapped}; Python's default interval {sys.getswitchinterval() * 1e3:g} ms")
         stats: dict = {s: [] for s in settings}
@@ -97,7 +82,7 @@ def main() -> None:
                 judges[s].judge_step(rollouts)
                 t1 = time.perf_counter()
                 runs = list(recording.runs)
-                last_reference = max((done for done, _, ref in runs if ref), default=t0)
+                last_reference = max((r.done_at for r in runs if r.reference), default=t0)
                 stats[s].append((t1 - t0, busy_share(runs, t0, last_reference, workers),
                                  busy_share(runs, t0, t1, workers)))
     print()

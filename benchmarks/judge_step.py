@@ -42,6 +42,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
+from typing import NamedTuple
 
 from codea1.data import Problem, load_problems
 from codea1.eval.mutation import generate_mutants
@@ -157,8 +158,16 @@ class ProcessPerRun:
                          wall_s=wall)
 
 
+class RunRecord(NamedTuple):
+    reference: bool  # a reference run (else a candidate run)
+    wall_s: float
+    cpu_s: float
+    calls: int
+    done_at: float  # time.perf_counter() when it came back
+
+
 class TimedExecutor:
-    """Records every run of a step: (reference run?, wall s, CPU s, calls)."""
+    """Records every run of a step (`RunRecord`)."""
 
     def __init__(self, inner) -> None:
         self.inner, self.runs = inner, []
@@ -166,7 +175,12 @@ class TimedExecutor:
     def submit(self, job: Job, priority: float = 0.0) -> Future:
         future = self.inner.submit(job, priority=priority)
         reference = priority >= _REFERENCE_PRIORITY
-        future.add_done_callback(lambda f: self.runs.append((reference, f.result().wall_s, f.result().cpu_s, len(job.calls))))
+
+        def record(f: Future) -> None:
+            r = f.result()
+            self.runs.append(RunRecord(reference, r.wall_s, r.cpu_s, len(job.calls), time.perf_counter()))
+
+        future.add_done_callback(record)
         return future
 
 
@@ -269,6 +283,27 @@ def build_rollouts(problems: list[Problem], pools: dict[str, dict[str, list]], w
     return rollouts
 
 
+def other_rollouts(problems: list[Problem], pools: dict[str, dict[str, list]], which: str,
+                   rollouts: list[ProblemRollout], seed: int) -> list[ProblemRollout]:
+    """`FLUSH_PROBLEMS` problems not among `rollouts`, for the untimed step judged before
+    each timed one (see `measure`)."""
+    used = {r.problem.id for r in rollouts}
+    return build_rollouts([p for p in problems if p.id not in used], pools, which,
+                          random.Random(seed + 1), n_problems=FLUSH_PROBLEMS)
+
+
+def prepare_flush(judge: Judge, others: list[ProblemRollout]) -> None:
+    """Swap the hanging candidates of the untimed step; say how much it sends the workers,
+    and warn when that may leave the timed step's calls in their compile cache."""
+    _swap_timeouts(judge, others)
+    flush, capacity = sent_chars(others), _CodeCache().max_chars
+    print(f"before each timed step: an untimed step of {len(others)} other problems ({flush:,} characters of "
+          f"programs and tests; a worker's compile cache holds {capacity:,})")
+    if flush < 2 * capacity:
+        print("WARNING: the untimed step may leave this step's calls compiled in the workers: "
+              "the timed steps would be faster than a training step")
+
+
 def sent_chars(rollouts: list[ProblemRollout]) -> int:
     """Characters of distinct programs and test lines a step sends to the workers (an upper
     bound on what it adds to a worker's compile cache; calls are shorter than their lines)."""
@@ -305,9 +340,7 @@ def main() -> None:
         baseline = None if args.no_baseline else ProcessPerRun(workers, limits)
         for which in (["light", "all"] if args.tests == "both" else [args.tests]):
             rollouts = build_rollouts(problems, pools, which, random.Random(args.seed))
-            used = {r.problem.id for r in rollouts}
-            others = build_rollouts([p for p in problems if p.id not in used], pools, which,
-                                    random.Random(args.seed + 1), n_problems=FLUSH_PROBLEMS)
+            others = other_rollouts(problems, pools, which, rollouts, args.seed)
             rows.append((which, measure(rollouts, others, executor, baseline, limits, args.steps)))
     print()
     print("| tests | fork-server judge | process per run | speed-up |")
@@ -336,13 +369,7 @@ def measure(rollouts, others, executor, baseline, limits, steps) -> tuple[float,
     judge = Judge(timed, JudgeConfig(limits=limits))
     swapped = _swap_timeouts(judge, rollouts)
     print(f"candidates swapped for hanging: {swapped}")
-    _swap_timeouts(judge, others)
-    flush, capacity = sent_chars(others), _CodeCache().max_chars
-    print(f"before each timed step: an untimed step of {len(others)} other problems ({flush:,} characters of "
-          f"programs and tests; a worker's compile cache holds {capacity:,})")
-    if flush < 2 * capacity:
-        print("WARNING: the untimed step may leave this step's calls compiled in the workers: "
-              "the timed steps would be faster than a training step")
+    prepare_flush(judge, others)
     fork_times, fork_cpu, fork_runs = [], [], []
     for _ in range(steps):
         judge.judge_step(others)
@@ -358,16 +385,16 @@ def measure(rollouts, others, executor, baseline, limits, steps) -> tuple[float,
     best = fork_times.index(fork)
     runs = fork_runs[best]
     for name, reference in (("reference", True), ("candidate", False)):
-        mine = [r for r in runs if r[0] is reference]
-        walls = sorted((w for _, w, _, _ in mine), reverse=True)
-        print(f"{name} runs: {len(mine)}, {sum(c for *_, c in mine)} calls, summed wall {sum(walls):.2f} s "
-              f"(slowest {', '.join(f'{w:.2f}' for w in walls[:4])} s), summed CPU {sum(c for _, _, c, _ in mine):.2f} s")
+        mine = [r for r in runs if r.reference is reference]
+        walls = sorted((r.wall_s for r in mine), reverse=True)
+        print(f"{name} runs: {len(mine)}, {sum(r.calls for r in mine)} calls, summed wall {sum(walls):.2f} s "
+              f"(slowest {', '.join(f'{w:.2f}' for w in walls[:4])} s), summed CPU {sum(r.cpu_s for r in mine):.2f} s")
     workers = executor.n_workers
-    busy = sum(w for _, w, _, _ in runs) / (workers * fork)
+    busy = sum(r.wall_s for r in runs) / (workers * fork)
     print(f"fork-server judge : {fork:.2f} s/step (best of {steps}; all: {', '.join(f'{t:.2f}' for t in fork_times)}; "
           f"workers busy {100 * busy:.0f}% of the step)")
     print(f"  CPU a step: judge process {fork_cpu[best]:.2f} s, "
-          f"inside the sandboxed runs {sum(c for _, _, c, _ in runs):.2f} s (as the sandbox reports it)")
+          f"inside the sandboxed runs {sum(r.cpu_s for r in runs):.2f} s (as the sandbox reports it)")
     if baseline is None:
         return fork, None
     base_judge = Judge(baseline, JudgeConfig(limits=limits))
