@@ -49,7 +49,7 @@ from codea1.eval.mutation import generate_mutants
 from codea1.judge import Judge, JudgeConfig, ProblemRollout
 from codea1.judge.judge import _REFERENCE_PRIORITY
 from codea1.sandbox import CallResult, Executor, Job, Limits, RunResult
-from codea1.sandbox._worker import _CodeCache
+from codea1.sandbox._worker import RUN_MALLOC_TUNABLES, _CodeCache
 from codea1.sandbox import values as sandbox_values
 
 N_PROBLEMS, N_CODES, N_SUITES, N_ASSERTS, N_MISTAKES = 32, 8, 8, 8, 8
@@ -97,11 +97,12 @@ real_stdout.write(json.dumps(out))
 """
 
 
-# As in the executor's workers: one hash seed for all processes, so that reference and
-# candidate iterate equal sets of strings in the same order (`-I` would ignore it), and
-# large allocations on huge pages (the comparison is about the process model, not malloc).
+# As in the executor's runs: one hash seed for all processes, so that reference and
+# candidate iterate equal sets of strings in the same order (`-I` would ignore it), and the
+# runs' malloc (large allocations on huge pages, freed memory kept for the next call): the
+# comparison is about the process model, not malloc.
 _BASELINE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-                 "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+                 "GLIBC_TUNABLES": RUN_MALLOC_TUNABLES}
 
 
 class ProcessPerRun:

@@ -322,6 +322,26 @@ def test_large_allocations_of_a_run_are_marked_for_huge_pages():
     assert "hg" in flags
 
 
+_FAULTS_OF = """
+import resource
+def faults_of(n):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    b = b"x" * n
+    del b
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+"""
+
+
+def test_memory_a_call_frees_is_reused_by_the_next_call_without_new_faults(ex):
+    # glibc would unmap a freed 64 MB block and fault (and zero) it in again on the next
+    # call; a run's malloc keeps it (RUN_MMAP_MAX, RUN_TRIM_THRESHOLD in the worker).
+    r = ex.run(Job(_FAULTS_OF, ["faults_of(64 << 20)"] * 3))
+    assert r.status == "ok", r
+    first, second, third = (int(value(r, i)[1]) for i in range(3))  # (encoded: ["int", "n"])
+    assert first > 0
+    assert second * 4 <= first and third * 4 <= first, (first, second, third)
+
+
 def _rss_kb(pid: int) -> int:
     return int(open(f"/proc/{pid}/status").read().split("VmRSS:")[1].split()[0])
 

@@ -95,7 +95,8 @@ class _Worker:
             "MKL_NUM_THREADS": "1",
             # Large allocations (a big int, a stress input's list) on transparent huge
             # pages: one page fault per 2 MB instead of one per 4 kB. A mutant that builds
-            # 120 MB ints ran 3-5x faster. glibc < 2.35 ignores it.
+            # 120 MB ints ran 3-5x faster. glibc < 2.35 ignores it. (Each run also gets
+            # malloc settings of its own around its fork: see _worker.RUN_MMAP_MAX.)
             "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
         }
         debug = os.environ.get("CODEA1_SANDBOX_DEBUG")
