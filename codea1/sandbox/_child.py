@@ -216,9 +216,10 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
     flush()
     record(["P", program_ok, program_error, _nonce])
     if program_ok:
+        done = ""  # the last call's result record, written with the next record: one write
         for i in range(start_at, len(calls)):
             index = _int_text(i)
-            line('["S",' + index + "]")
+            line(done + '["S",' + index + "]")
             try:
                 value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
                 text = _dumps(encode(value))
@@ -231,6 +232,6 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
             except BaseException as e:
                 text = _dumps(["R", i, "error", _describe(e)])
             flush()
-            line(text)
-        record(["E", _nonce])  # the parent accepts nothing after a failed program's record
+            done = text + "\n"
+        line(done + _dumps(["E", _nonce]))  # the parent accepts nothing after a failed program's record
     _exit(exit_code)
