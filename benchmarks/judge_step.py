@@ -15,13 +15,14 @@ assignments and non-test lines mixed in. Two kinds of tests are measured side by
 The same `Judge` code runs twice in one process: once on `codea1.sandbox.Executor`, once
 on `ProcessPerRun`, an executor that starts `python3 -s` for every run (no isolation at
 all, so the comparison flatters the baseline). Both use as many parallel workers as
-there are CPU cores. Candidates that hang are swapped for a raising variant before
+there are CPU cores, and they alternate, one timed step each per round, so that both meet
+the same load on a shared machine. Candidates that hang are swapped for a raising variant before
 timing: a hanging call costs its time-out in any design and would only measure that.
 Before each timed step of the fork-server judge, an untimed step of 64 other problems
 stands for a training run's previous step, so that the workers' compile cache does not
 hold this step's calls (a training step's tests are new to it).
 
-Usage: python benchmarks/judge_step.py [--data ../shared/data/mbppplus.parquet] [--steps 3]
+Usage: python benchmarks/judge_step.py [--data ../shared/data/mbppplus.parquet] [--steps 5]
        [--tests light|all|both] [--light-ms 1.0] [--no-baseline] [--skip MBPP/84,...]
 Targets (2 cores): <= 3 s a step, >= 4x faster than a process per run.
 """
@@ -36,6 +37,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import threading
@@ -317,7 +319,7 @@ def sent_chars(rollouts: list[ProblemRollout]) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5, help="rounds of one timed step each way (default 5)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-baseline", action="store_true", help="skip the process-per-run comparison")
     parser.add_argument("--skip", default="", help="comma-separated problem ids to leave out (e.g. a compute-heavy one)")
@@ -344,10 +346,11 @@ def main() -> None:
             others = other_rollouts(problems, pools, which, rollouts, args.seed)
             rows.append((which, measure(rollouts, others, executor, baseline, limits, args.steps)))
     print()
-    print("| tests | fork-server judge | process per run | speed-up |")
+    print("| tests | fork-server judge | process per run | speed-up (best steps; median of rounds) |")
     print("|---|---|---|---|")
-    for which, (fork, base) in rows:
-        print(f"| {TEST_KINDS[which]} | {fork:.2f} s/step | " + (f"{base:.2f} s/step | {base / fork:.1f}x |" if base else "- | - |"))
+    for which, (fork, base, median) in rows:
+        print(f"| {TEST_KINDS[which]} | {fork:.2f} s/step | "
+              + (f"{base:.2f} s/step | {base / fork:.1f}x; {median:.1f}x |" if base else "- | - |"))
     print("targets: <= 3 s a step, >= 4x")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
@@ -355,13 +358,16 @@ def main() -> None:
 TEST_KINDS = {"light": "light (reference <= --light-ms a call)", "all": "all MBPP+ inputs (stress included)"}
 
 
-def measure(rollouts, others, executor, baseline, limits, steps) -> tuple[float, float | None]:
+def measure(rollouts, others, executor, baseline, limits, steps) -> tuple[float, float | None, float | None]:
     """Best-of-`steps` seconds per step with the fork-server executor and with `baseline`.
 
-    Before each timed step the fork-server judges `others` (other problems, untimed), as a
-    training run judged its previous step: the workers keep compiled calls (`_CodeCache`),
-    and a step repeated as is would find every call of the last one compiled, which a
-    training step, with tests never seen before, does not (measured: 10% faster steps).
+    The two alternate, one step each per round, so that both meet the same load on a
+    shared machine (its speed drifts by 10-30% within minutes); the median of the rounds'
+    ratios is printed beside the ratio of the best steps. Before each timed step the
+    fork-server judges `others` (other problems, untimed), as a training run judged its
+    previous step: the workers keep compiled calls (`_CodeCache`), and a step repeated as
+    is would find every call of the last one compiled, which a training step, with tests
+    never seen before, does not (measured: 10% faster steps).
     """
     n_tests = sum(s.count("\nassert ") for r in rollouts for row in r.tests for s in row)
     print(f"\n== {len(rollouts)} problems x {N_CODES} candidates x {N_SUITES} suites x {N_ASSERTS} asserts "
@@ -371,7 +377,9 @@ def measure(rollouts, others, executor, baseline, limits, steps) -> tuple[float,
     swapped = _swap_timeouts(judge, rollouts)
     print(f"candidates swapped for hanging: {swapped}")
     prepare_flush(judge, others)
-    fork_times, fork_cpu, fork_runs = [], [], []
+    base_judge = None if baseline is None else Judge(baseline, JudgeConfig(limits=limits))
+    fork_times, fork_cpu, fork_runs, base_times, base_cpu = [], [], [], [], []
+    results = base_results = None
     for _ in range(steps):
         judge.judge_step(others)
         timed.runs.clear()
@@ -381,6 +389,12 @@ def measure(rollouts, others, executor, baseline, limits, steps) -> tuple[float,
         fork_times.append(time.perf_counter() - t0)
         fork_cpu.append(time.process_time() - c0)
         fork_runs.append(list(timed.runs))
+        if base_judge is not None:
+            c0, k0 = time.process_time(), _children_cpu()
+            t0 = time.perf_counter()
+            base_results = base_judge.judge_step(rollouts)
+            base_times.append(time.perf_counter() - t0)
+            base_cpu.append((time.process_time() - c0, _children_cpu() - k0))
     summary(results, n_tests)
     fork = min(fork_times)
     best = fork_times.index(fork)
@@ -396,25 +410,19 @@ def measure(rollouts, others, executor, baseline, limits, steps) -> tuple[float,
           f"workers busy {100 * busy:.0f}% of the step)")
     print(f"  CPU a step: judge process {fork_cpu[best]:.2f} s, "
           f"inside the sandboxed runs {sum(r.cpu_s for r in runs):.2f} s (as the sandbox reports it)")
-    if baseline is None:
-        return fork, None
-    base_judge = Judge(baseline, JudgeConfig(limits=limits))
-    base_times, base_cpu = [], []
-    for _ in range(steps):
-        c0, k0 = time.process_time(), _children_cpu()
-        t0 = time.perf_counter()
-        base_results = base_judge.judge_step(rollouts)
-        base_times.append(time.perf_counter() - t0)
-        base_cpu.append((time.process_time() - c0, _children_cpu() - k0))
+    if base_judge is None:
+        return fork, None, None
     differ = [a.problem_id for a, b in zip(results, base_results)
               if a.code_rewards != b.code_rewards or a.test_rewards != b.test_rewards]
     base = min(base_times)
     print(f"process per run   : {base:.2f} s/step (best of {steps}; all: {', '.join(f'{t:.2f}' for t in base_times)})")
     parent_b, children_b = base_cpu[base_times.index(base)]
     print(f"  CPU a step: judge process {parent_b:.2f} s, python3 -s processes {children_b:.2f} s")
-    print(f"speed-up          : {base / fork:.1f}x")
+    ratios = sorted(b / f for f, b in zip(fork_times, base_times))
+    print(f"speed-up          : {base / fork:.1f}x (best steps); each round: "
+          f"{', '.join(f'{r:.1f}x' for r in ratios)}, median {statistics.median(ratios):.1f}x")
     print(f"identical rewards from both executors: {not differ} {differ if differ else ''}")
-    return fork, base
+    return fork, base, statistics.median(ratios)
 
 
 def _children_cpu() -> float:
