@@ -1,7 +1,7 @@
 """How Python's thread switch interval during a judge step changes the step's time.
 
 The executor's driver threads need the interpreter lock to hand a worker its next job;
-the judge's thread holds it while it parses test suites (see `codea1.handoff`). This runs
+the judge's thread holds it while it parses test suites (see `codea1.interpreter`). This runs
 the step of `benchmarks/judge_step.py` (32 MBPP+ problems, light tests) with several
 `JudgeConfig.switch_interval_s` values, the steps interleaved (A B C A B C ...) in one
 process so that the machine's noise falls on all of them alike, each after an untimed

@@ -39,8 +39,14 @@ _TICK_MS = 50
 #: A run this long gives back the jobs queued behind it (see `Worker.return_queued`).
 _RETURN_QUEUED_AFTER_S = 0.05
 _F_SETPIPE_SZ = 1031
+#: The worker's own ``GLIBC_TUNABLES`` (set by the executor): malloc marks its large
+#: allocations for transparent huge pages, one page fault per 2 MB instead of per 4 kB.
+HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb=1"
 # glibc mallopt parameters (malloc.h).
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+# The worker's own malloc between forks: glibc's defaults (the trim threshold stays fixed
+# once set, where glibc would raise it after freeing large blocks; the worker's heap is small).
+_WORKER_MMAP_MAX, _WORKER_TRIM_THRESHOLD = 65536, 128 * 1024
 #: A run's malloc: no allocation in its own mmap (0) and no heap given back below 2 GiB
 #: of free space. Memory a call frees is then reused by the next call as it is, already
 #: faulted in, where glibc would unmap every block over 32 MB on free and the kernel zero
@@ -48,7 +54,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 #: less CPU (0.20 -> 0.04 s). Memory caps count the heap as they counted the mappings.
 RUN_MMAP_MAX, RUN_TRIM_THRESHOLD = 0, 2**31 - 1
 #: The same for a process started afresh (``GLIBC_TUNABLES``; glibc < 2.35 ignores hugetlb).
-RUN_MALLOC_TUNABLES = (f"glibc.malloc.hugetlb=1:glibc.malloc.mmap_max={RUN_MMAP_MAX}"
+RUN_MALLOC_TUNABLES = (f"{HUGE_PAGES_TUNABLE}:glibc.malloc.mmap_max={RUN_MMAP_MAX}"
                        f":glibc.malloc.trim_threshold={RUN_TRIM_THRESHOLD}")
 
 
@@ -674,11 +680,6 @@ class Worker:
             seg["how"] = (f"exit code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
                           else f"signal {os.WTERMSIG(status)}")
         return seg
-
-
-# The worker's own malloc between forks: glibc's defaults (the trim threshold stays fixed
-# once set, where glibc would raise it after freeing large blocks; the worker's heap is small).
-_WORKER_MMAP_MAX, _WORKER_TRIM_THRESHOLD = 65536, 128 * 1024
 
 
 def _mallopt():

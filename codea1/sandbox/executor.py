@@ -28,6 +28,7 @@ from typing import Iterable, Sequence
 
 from codea1.interpreter import gc_paused
 from codea1.sandbox import isolation
+from codea1.sandbox._worker import HUGE_PAGES_TUNABLE
 from codea1.sandbox.types import RUN_STATUSES, CallResult, Job, Limits, RunResult
 
 log = logging.getLogger("codea1.sandbox")
@@ -97,7 +98,7 @@ class _Worker:
             # pages: one page fault per 2 MB instead of one per 4 kB. A mutant that builds
             # 120 MB ints ran 3-5x faster. glibc < 2.35 ignores it. (Each run also gets
             # malloc settings of its own around its fork: see _worker.RUN_MMAP_MAX.)
-            "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
+            "GLIBC_TUNABLES": HUGE_PAGES_TUNABLE,
         }
         debug = os.environ.get("CODEA1_SANDBOX_DEBUG")
         self.proc = subprocess.Popen(
