@@ -64,13 +64,13 @@ FLUSH_PROBLEMS = 64
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mbppplus.parquet"
 
 # The driver of one process-per-run: exec the program, evaluate each call with a
-# per-call alarm, encode values with the sandbox's own encoder (a copy of its module,
-# imported from its cached bytecode: compiling it afresh would cost each process 2.8 ms),
-# print JSON at the end.
+# per-call alarm, encode values to JSON with the sandbox's own encoder (a copy of its
+# module, imported from its cached bytecode: compiling it afresh would cost each process
+# 2.8 ms), print JSON at the end.
 _DRIVER = r"""
 import io, json, signal, sys
 sys.path.insert(0, VALUES_DIR)
-from _run_values import encode
+from _run_values import encode_json
 job = json.loads(sys.stdin.read())
 real_stdout = sys.stdout
 sys.stdout = io.StringIO()
@@ -94,13 +94,14 @@ for call in job["calls"]:
     try:
         value = eval(call, g)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        out["calls"].append({"status": "ok", "value": encode(value)})
+        out["calls"].append('{"status":"ok","value":' + encode_json(value) + "}")
     except CallTimeout:
         out["calls"].append({"status": "timeout"})
     except BaseException as e:
         signal.setitimer(signal.ITIMER_REAL, 0)
         out["calls"].append({"status": "error", "error": f"{type(e).__name__}: {e}"})
-real_stdout.write(json.dumps(out))
+calls = ",".join(c if type(c) is str else json.dumps(c) for c in out.pop("calls"))
+real_stdout.write(json.dumps(out)[:-1] + ',"calls":[' + calls + "]}")
 """
 
 

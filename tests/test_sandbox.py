@@ -403,8 +403,30 @@ def test_result_records_read_the_same_however_the_pipe_splits_them(chunk):
         parser.feed(data[k:k + chunk])
     parser.finish()
     assert parser.violation is None and parser.ended and parser.program == (True, None)
-    assert parser.results == {0: {"status": "ok", "value": ["int", "1"]},
-                              1: {"status": "error", "error": "ValueError: x"}}
+    # (an ok result stays in the child's JSON, passed on to the parent as it is)
+    results = {i: json.loads(r) if isinstance(r, str) else r for i, r in parser.results.items()}
+    assert results == {0: {"status": "ok", "value": ["int", "1"]},
+                       1: {"status": "error", "error": "ValueError: x"}}
+
+
+def test_result_records_in_other_spellings_read_as_the_harness_spelling():
+    """The harness's exact framing is read by a fast path; a record spelled otherwise (spaces,
+    non-ASCII text as UTF-8) takes the general parser and gives the same results."""
+    from codea1.sandbox._worker import _RecordParser
+
+    def read(lines: list[str]) -> dict:
+        parser = _RecordParser(0, 2, 400, "n0nce")
+        parser.feed(("\n".join(['["ready"]', '["P",true,null,"n0nce"]', *lines, '["E","n0nce"]']) + "\n").encode())
+        parser.finish()
+        assert parser.violation is None and parser.ended
+        return {i: json.loads(r) if isinstance(r, str) else r for i, r in parser.results.items()}
+
+    exact = read(['["S",0]', '["R",0,"ok",["list",[["str","\\u00e9"],["float","0x1.8p+1"]]]]',
+                  '["S",1]', '["R",1,"ok",["none"]]'])
+    spelled = read(['[ "S", 0 ]', '["R", 0, "ok", ["list", [["str", "\u00e9"], ["float", "0x1.8p+1"]]]]',
+                    '["S",1]', '["R",1,"ok", ["none"] ]'])
+    assert exact == spelled == {0: {"status": "ok", "value": ["list", [["str", "\u00e9"], ["float", "0x1.8p+1"]]]},
+                                1: {"status": "ok", "value": ["none"]}}
 
 
 @pytest.mark.parametrize("bad, why", [
@@ -412,6 +434,13 @@ def test_result_records_read_the_same_however_the_pipe_splits_them(chunk):
     (b'["S",0],["S",0]\n', "malformed"),  # two records on one line
     (b'["S",0' + b" " * 300, "over-long"),  # an unfinished line past the bound
     (b'["S",0]\n' + b"x" * 300 + b"\n", "over-long"),
+    # an ok result in the harness's exact framing whose value is no encoding, or is followed by more
+    (b'["S",0]\n["R",0,"ok",["int","x"]]\n', "malformed"),
+    (b'["S",0]\n["R",0,"ok",["int","1"]]]\n', "malformed"),
+    (b'["S",0]\n["R",0,"ok",["int","1"],1]\n', "malformed"),
+    (b'["S",0]\n["R",0,"ok",["int" "1"]]\n', "malformed"),
+    # a start record for a call past the last one
+    (b'["S",0]\n["R",0,"ok",["none"]]\n["S",1]\n["R",1,"ok",["none"]]\n["S",2]\n', "out of order"),
 ])
 def test_result_records_that_break_the_protocol_are_violations(bad, why):
     from codea1.sandbox._worker import _RecordParser

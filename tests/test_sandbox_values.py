@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
+import random
 
 import pytest
 
-from codea1.sandbox.values import EncodingError, check_value, encode, to_source, values_equal
+from codea1.sandbox.values import EncodingError, check_value, encode, encode_json, to_source, values_equal
 
 
 @pytest.mark.parametrize(
@@ -77,6 +79,54 @@ def test_encoding_refuses_cycles_and_giants():
         encode(a)
     with pytest.raises(EncodingError):
         encode(list(range(100)), max_items=10)
+
+
+def _random_value(rng: random.Random, depth: int = 0):
+    atoms = [None, True, False, 0, -7, 10**40, 1.5, -0.0, float("nan"), float("-inf"), complex(0.5, -2),
+             "", "héllo\n\"\\\x00\u2028", "\ud800", b"", b"\x00\xff", object(), type("Odd\u00e9", (), {})()]
+    if depth > 3 or rng.random() < 0.4:
+        return rng.choice(atoms)
+    n = rng.randrange(4)
+    kind = rng.choice(["list", "tuple", "set", "frozenset", "dict"])
+    hashable = [a for a in atoms if a is not None]
+    if kind == "list":
+        return [_random_value(rng, depth + 1) for _ in range(n)]
+    if kind == "tuple":
+        return tuple(_random_value(rng, depth + 1) for _ in range(n))
+    if kind in ("set", "frozenset"):
+        items = {rng.choice(hashable) for _ in range(n)} | {(rng.randrange(3), "t")} if n else set()
+        return items if kind == "set" else frozenset(items)
+    return {rng.choice(hashable): _random_value(rng, depth + 1) for _ in range(n)}
+
+
+def test_json_encoding_is_the_encoding_in_json():
+    """The child sends `encode_json(value)`; it must read back as exactly `encode(value)`
+    (sets in the same order: corrected tests and the Mistake Book render from it)."""
+    rng = random.Random(7)
+    for _ in range(3000):
+        value = _random_value(rng)
+        text = encode_json(value)
+        assert text.isascii() and "\n" not in text
+        assert json.loads(text) == encode(value), value
+    for big in ([0] * 50, {i: [i] for i in range(20)}):
+        assert json.loads(encode_json(big)) == encode(big)
+
+
+def test_json_encoding_refuses_what_encoding_refuses():
+    a: list = []
+    a.append(a)
+    d: dict = {}
+    d[1] = [d]
+    for value, limit in ((a, 10**6), (d, 10**6), (list(range(100)), 10), ({frozenset(range(20))}, 10)):
+        with pytest.raises(EncodingError):
+            encode(value, max_items=limit)
+        with pytest.raises(EncodingError):
+            encode_json(value, max_items=limit)
+    deep: list = []
+    for _ in range(150):
+        deep = [deep]
+    with pytest.raises(EncodingError):
+        encode_json(deep)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import resource
 import sys
 import types
 
-from codea1.sandbox.values import EncodingError, encode
+from codea1.sandbox.values import EncodingError, encode_json
 
 # The builtins pinned in values.py: patching ``builtins`` in the run changes nothing here.
 from codea1.sandbox.values import (  # noqa: E402
@@ -222,7 +222,7 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
             line(done + '["S",' + index + "]")
             try:
                 value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
-                text = _dumps(encode(value))
+                text = encode_json(value)
                 if str.__len__(text) > max_value:
                     text = _dumps(["R", i, "error", f"ValueTooLarge: encoded value exceeds {max_value} bytes"])
                 else:

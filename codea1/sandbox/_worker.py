@@ -16,6 +16,7 @@ import collections
 import errno
 import fcntl
 import json
+import json.scanner
 import os
 import resource
 import select
@@ -61,12 +62,34 @@ RUN_MALLOC_TUNABLES = (f"{HUGE_PAGES_TUNABLE}:glibc.malloc.mmap_max={RUN_MMAP_MA
 # --------------------------------------------------------------------------- channel
 
 
+def _dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
+
+
 def send(fd: int, msg: dict) -> None:
-    data = json.dumps(msg, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    _send_text(fd, _dumps(msg))
+
+
+def _send_text(fd: int, text: str) -> None:
+    data = text.encode("ascii")
     buf = memoryview(_HEADER.pack(len(data)) + data)
     while buf:
         n = os.write(fd, buf)
         buf = buf[n:]
+
+
+def send_result(fd: int, msg_id, result: dict) -> None:
+    """Send ``{"result": result, "id": msg_id}``, where ``result["calls"]`` may hold call
+    results already in JSON (the `_RecordParser`'s, spliced in as they are: encoding every
+    value again cost the worker more than reading it)."""
+    calls = result.get("calls")
+    if calls is None:
+        _send_text(fd, _dumps({"result": result, "id": msg_id}))
+        return
+    rest = _dumps({k: v for k, v in result.items() if k != "calls"})
+    items = ",".join(c if type(c) is str else _dumps(c) for c in calls)
+    _send_text(fd, '{"id":' + _dumps(msg_id) + ',"result":' + rest[:-1] + (',' if len(rest) > 2 else '')
+               + '"calls":[' + items + ']}}')
 
 
 class _Inbox:
@@ -399,7 +422,7 @@ class Worker:
                     self.kill_everything(None)
                 except Exception:
                     pass
-            send(self.chan_out, {"result": result, "id": msg.get("id")})
+            send_result(self.chan_out, msg.get("id"), result)
 
     def return_queued(self) -> None:
         """Give back the jobs queued here while the current run is long (a job queued behind
@@ -791,14 +814,41 @@ class _RecordParser:
                     self.violation = "over-long result record"
                     return
                 try:
-                    # the call-start record, exactly as the harness writes it, needs no parser
-                    rec = ["S", self.next_call] if line == b'["S",%d]' % self.next_call else json.loads(line)
-                    self.step(rec)
+                    if not self.call_record(line):
+                        self.step(json.loads(line))
                 except Exception as e:  # any surprise in untrusted input is the candidate's failure
                     self.violation = f"malformed result record ({type(e).__name__}: {str(e)[:200]})"
                     return
         if len(self.buf) > self.max_line:
             self.violation = "over-long result record"
+
+    def call_record(self, line: bytes) -> bool:
+        """Take a call's start record or ok-result record written exactly as the harness
+        writes them, without the general parser (they are nearly all the records); False
+        for any other line, which `step` then judges. An ok value is checked here and kept as
+        the child's JSON text, which `send_result` passes on as it is."""
+        i = self.call_started
+        if i is None:
+            if self.program is None or self.ended or self.next_call >= self.n or line != b'["S",%d]' % self.next_call:
+                return False
+            self.call_started = self.next_call
+            self.call_started_at = time.monotonic()
+            return True
+        head = b'["R",%d,"ok",' % i
+        if not (line.startswith(head) and line.endswith(b"]")):
+            return False
+        try:
+            text = line[len(head):-1].decode("ascii")
+            value, end = _scan_json(text, 0)
+        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+            return False  # (the general path finds what is wrong)
+        if end != len(text):
+            return False
+        check_value(value)
+        self.results[i] = '{"status":"ok","value":' + text + "}"
+        self.call_started = None
+        self.next_call = i + 1
+        return True
 
     def finish(self) -> None:
         if self.buf and not self.violation:
@@ -824,7 +874,8 @@ class _RecordParser:
                 self.ended = True  # nothing may follow a failed program
             return
         if tag == "S":
-            if len(rec) != 2 or type(rec[1]) is not int or rec[1] != self.next_call or self.call_started is not None:
+            if (len(rec) != 2 or type(rec[1]) is not int or rec[1] != self.next_call or rec[1] >= self.n
+                    or self.call_started is not None):
                 raise ValueError("call-start record out of order")
             self.call_started = rec[1]
             self.call_started_at = time.monotonic()
@@ -849,6 +900,10 @@ class _RecordParser:
             self.ended = True
             return
         raise ValueError(f"unknown record tag {tag!r}")
+
+
+#: json's C scanner: one JSON value at an index of a str, as ``json.loads`` reads it.
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())
 
 
 def _drain(fd: int, cap: int = 1 << 20) -> bytes | None:

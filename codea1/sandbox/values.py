@@ -69,12 +69,23 @@ def _type_name(value: Any) -> str:
     return f"{module}.{qualname}" if module != "builtins" else qualname
 
 
+def _enter(active: set, value: Any) -> int:
+    """Mark a container as being encoded (a container met again inside itself is a cycle)."""
+    key = id(value)
+    if key in active:
+        raise EncodingError("value contains itself (cycle)")
+    active.add(key)
+    return key
+
+
+def _refuse(budget: list) -> None:
+    raise EncodingError("value too large to encode" if budget[0] < 0 else "value nested too deeply to encode")
+
+
 def _encode(value: Any, depth: int, budget: list, active: set) -> Value:
     budget[0] -= 1
-    if budget[0] < 0:
-        raise EncodingError("value too large to encode")
-    if depth > _MAX_DEPTH:
-        raise EncodingError("value nested too deeply to encode")
+    if budget[0] < 0 or depth > _MAX_DEPTH:
+        _refuse(budget)
     t = type(value)
     if value is None:
         return ["none"]
@@ -91,10 +102,7 @@ def _encode(value: Any, depth: int, budget: list, active: set) -> Value:
     if t is bytes:
         return ["bytes", bytes.hex(value)]
     if t in (list, tuple, set, frozenset, dict):
-        key = id(value)
-        if key in active:
-            raise EncodingError("value contains itself (cycle)")
-        active.add(key)
+        key = _enter(active, value)
         try:
             if t is dict:
                 items = [
@@ -121,6 +129,74 @@ def _encode(value: Any, depth: int, budget: list, active: set) -> Value:
 
 def _sort_key(v: Value) -> str:
     return repr(v)
+
+
+try:
+    from _json import encode_basestring_ascii as _quote
+except ImportError:  # pragma: no cover - CPython always has _json
+    from json.encoder import py_encode_basestring_ascii as _quote
+_join = ",".join
+
+
+def encode_json(value: Any, max_items: int = 1_000_000) -> str:
+    """The JSON text (ASCII, no spaces) of ``encode(value)``, built in one pass.
+
+    The child sends every call's value as JSON; building the lists first and then their
+    text took about twice as long. Same rules, budget and errors as ``encode``; sets are
+    ordered as ``encode`` orders them.
+    """
+    budget = [max_items]
+    return _encode_json(value, 0, budget, set())
+
+
+def _encode_json(value: Any, depth: int, budget: list, active: set) -> str:
+    budget[0] -= 1  # (the twin of `_encode`, node for node)
+    if budget[0] < 0 or depth > _MAX_DEPTH:
+        _refuse(budget)
+    t = type(value)
+    if value is None:
+        return '["none"]'
+    if t is bool:
+        return '["bool",true]' if value is True else '["bool",false]'
+    if t is int:
+        return '["int","' + int.__repr__(value) + '"]'
+    if t is float:
+        return '["float","' + float.hex(value) + '"]'
+    if t is complex:
+        return ('["complex","' + float.hex(complex.real.__get__(value)) + '","'
+                + float.hex(complex.imag.__get__(value)) + '"]')
+    if t is str:
+        return '["str",' + _quote(value) + "]"
+    if t is bytes:
+        return '["bytes","' + bytes.hex(value) + '"]'
+    if t in (list, tuple, set, frozenset, dict):
+        key = _enter(active, value)
+        try:
+            if t is list or t is tuple:
+                it = list.__iter__(value) if t is list else tuple.__iter__(value)
+                return ('["' + t.__name__ + '",['
+                        + _join([_encode_json(x, depth + 1, budget, active) for x in it]) + "]]")
+            if t is dict:
+                return '["dict",[' + _join([
+                    "[" + _encode_json(k, depth + 1, budget, active) + "," + _encode_json(v, depth + 1, budget, active) + "]"
+                    for k, v in dict.items(value)
+                ]) + "]]"
+            it = set.__iter__(value) if t is set else frozenset.__iter__(value)
+            encoded = [_encode(x, depth + 1, budget, active) for x in it]
+            encoded.sort(key=_sort_key)
+            return '["' + t.__name__ + '",' + _plain_json(encoded) + "]"
+        finally:
+            active.discard(key)
+    return '["unsupported",' + _quote(_type_name(value)) + "]"
+
+
+def _plain_json(v: Any) -> str:
+    """JSON of an encoding (lists, text, booleans)."""
+    if type(v) is str:
+        return _quote(v)
+    if type(v) is list:
+        return "[" + _join([_plain_json(x) for x in v]) + "]"
+    return "true" if v is True else "false"
 
 
 def check_value(v: Any, depth: int = 0) -> Value:
