@@ -129,6 +129,90 @@ def test_json_encoding_refuses_what_encoding_refuses():
         encode_json(deep)
 
 
+def _checked_then_equal(a, b) -> bool:
+    """`values_equal` as it was first written: both checked, then compared (the oracle)."""
+    from codea1.sandbox.values import _floats_close, _match_unordered
+
+    def eq(a, b):
+        tag = a[0]
+        if tag != b[0] or tag == "unsupported":
+            return False
+        if tag == "none":
+            return True
+        if tag in ("bool", "str", "bytes"):
+            return a[1] == b[1] and type(a[1]) is type(b[1])
+        if tag == "int":
+            return int(a[1]) == int(b[1])
+        if tag == "float":
+            return _floats_close(float.fromhex(a[1]), float.fromhex(b[1]))
+        if tag == "complex":
+            return (_floats_close(float.fromhex(a[1]), float.fromhex(b[1]))
+                    and _floats_close(float.fromhex(a[2]), float.fromhex(b[2])))
+        if tag in ("list", "tuple"):
+            return len(a[1]) == len(b[1]) and all(eq(x, y) for x, y in zip(a[1], b[1]))
+        if tag in ("set", "frozenset"):
+            return _match_unordered(a[1], b[1], eq)
+        return _match_unordered(a[1], b[1], lambda p, q: eq(p[0], q[0]) and eq(p[1], q[1]))
+
+    try:
+        check_value(a)
+        check_value(b)
+    except ValueError:
+        return False
+    return eq(a, b)
+
+
+def _mutants(enc, rng: random.Random):
+    """Encodings near `enc`, most of them malformed (a field too many or too few, a payload
+    of the wrong kind, a wrong tag, junk text), made at one random node."""
+    import copy
+
+    out = []
+    for _ in range(6):
+        v = copy.deepcopy(enc)
+        node = v
+        while type(node) is list and len(node) == 2 and type(node[1]) is list and node[1] and rng.random() < 0.6:
+            node = rng.choice(node[1])
+            if node[0:1] and type(node[0]) is list and len(node) == 2:  # a dict pair: step into key or value
+                node = rng.choice(node)
+        if type(node) is not list or not node:
+            continue
+        how = rng.randrange(7)
+        if how == 0:
+            node.append(["none"])
+        elif how == 1 and len(node) > 1:
+            node.pop()
+        elif how == 2 and len(node) > 1:
+            node[1] = rng.choice([1, None, True, "zz", ["int", "1"], "0x1p99999", [["int", "1"]]])
+        elif how == 3:
+            node[0] = rng.choice(["int", "float", "str", "bytes", "list", "set", "dict", "bool", "what", 3])
+        elif how == 4 and len(node) > 1 and type(node[1]) is str:
+            node[1] = node[1] + rng.choice(["x", "1", "p", " ", "_0"])
+        elif how == 5:
+            for _ in range(110):
+                v = ["list", [v]]
+        else:
+            node.clear()
+        out.append(v)
+    return out
+
+
+def test_values_equal_checks_and_compares_in_one_walk_as_it_did_in_three():
+    """`values_equal` now checks both encodings while comparing them; on well-formed and
+    malformed encodings alike it must decide as checking both first and comparing did."""
+    rng = random.Random(11)
+    pairs = 0
+    for _ in range(1500):
+        a = encode(_random_value(rng))
+        b = encode(_random_value(rng)) if rng.random() < 0.3 else json.loads(json.dumps(a))
+        candidates = [a, b, *_mutants(a, rng), *_mutants(b, rng)]
+        for x in candidates:
+            for y in (a, b, x, *rng.sample(candidates, 2)):
+                assert values_equal(x, y) == _checked_then_equal(x, y), (x, y)
+                pairs += 1
+    assert pairs > 20000
+
+
 @pytest.mark.parametrize(
     "bad",
     [[], ["int"], ["int", 3], ["float", "zz"], ["float", "0x1p99999"], ["list", "x"], ["dict", [[["int", "1"]]]],

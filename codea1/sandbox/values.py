@@ -293,44 +293,65 @@ def values_equal(a: Value, b: Value) -> bool:
 
     ``int`` never equals ``float`` and ``True`` never equals ``1`` (types must match);
     NaN equals NaN; sets and dict keys are matched regardless of order; ``unsupported``
-    equals nothing. Malformed encodings compare unequal rather than raising.
+    equals nothing. Malformed encodings (what ``check_value`` refuses) compare unequal
+    rather than raising.
     """
     try:
-        _check_value(a)
-        _check_value(b)
-        return _equal(a, b)
+        return _equal(a, b, 0)
     except (ValueError, TypeError, IndexError, RecursionError, OverflowError):
         return False
 
 
-def _equal(a: Value, b: Value) -> bool:
-    if type(a) is not list or type(b) is not list or not a or not b:
+def _equal(a: Value, b: Value, depth: int) -> bool:
+    """Equal, and both well-formed as ``check_value`` sees it, in one walk.
+
+    (Every value of a step is compared here, many twice: checking both sides first and then
+    comparing walked each value three times.) True needs every node of both sides visited:
+    a node's shape is checked where it is compared, and an unequal pair is False anyway.
+    """
+    if depth > _MAX_DEPTH + 1 or type(a) is not list or type(b) is not list or not a or not b:
         return False
     tag = a[0]
-    if tag != b[0] or tag == "unsupported":
+    n = len(a)
+    if type(tag) is not str or type(b[0]) is not str or tag != b[0] or n != len(b):
         return False
     if tag == "none":
-        return True
-    if tag in ("bool", "str", "bytes"):
-        return a[1] == b[1] and type(a[1]) is type(b[1])
-    if tag == "int":
-        return int(a[1]) == int(b[1])
-    if tag == "float":
-        return _floats_close(float.fromhex(a[1]), float.fromhex(b[1]))
-    if tag == "complex":
-        return _floats_close(float.fromhex(a[1]), float.fromhex(b[1])) and _floats_close(
-            float.fromhex(a[2]), float.fromhex(b[2])
-        )
-    if tag in ("list", "tuple"):
-        xs, ys = a[1], b[1]
-        return len(xs) == len(ys) and all(_equal(x, y) for x, y in zip(xs, ys))
-    if tag in ("set", "frozenset"):
-        return _match_unordered(a[1], b[1], _equal)
-    if tag == "dict":
-        return _match_unordered(
-            a[1], b[1], lambda p, q: _equal(p[0], q[0]) and _equal(p[1], q[1])
-        )
+        return n == 1
+    if n == 2:
+        x, y = a[1], b[1]
+        if tag in ("list", "tuple"):
+            return (type(x) is list and type(y) is list and len(x) == len(y)
+                    and all(_equal(p, q, depth + 1) for p, q in zip(x, y)))
+        if tag in ("set", "frozenset"):
+            return type(x) is list and type(y) is list and _match_unordered(x, y, lambda p, q: _equal(p, q, depth + 1))
+        if tag == "dict":
+            return type(x) is list and type(y) is list and _match_unordered(x, y, lambda p, q: _pair_equal(p, q, depth + 1))
+        if tag == "bool":
+            return type(x) is bool and type(y) is bool and x == y
+        if type(x) is not str or type(y) is not str:
+            return False
+        if tag == "str":
+            return x == y
+        if tag == "int":
+            return int(x) == int(y)
+        if tag == "float":
+            return _floats_close(float.fromhex(x), float.fromhex(y))
+        if tag == "bytes":
+            return x == y and bytes.fromhex(x) is not None
+        return False  # unsupported (equals nothing) or an unknown tag
+    if tag == "complex" and n == 3:
+        parts = (a[1], a[2], b[1], b[2])
+        if not all(type(part) is str for part in parts):
+            return False
+        re_a, im_a, re_b, im_b = (float.fromhex(part) for part in parts)
+        return _floats_close(re_a, re_b) and _floats_close(im_a, im_b)
     return False
+
+
+def _pair_equal(p: Value, q: Value, depth: int) -> bool:
+    """Two dict items ``[key, value]``, each equal."""
+    return (type(p) is list and type(q) is list and len(p) == 2 and len(q) == 2
+            and _equal(p[0], q[0], depth) and _equal(p[1], q[1], depth))
 
 
 def _match_unordered(xs: list, ys: list, eq) -> bool:
