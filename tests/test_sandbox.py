@@ -409,6 +409,31 @@ def test_result_records_read_the_same_however_the_pipe_splits_them(chunk):
                        1: {"status": "error", "error": "ValueError: x"}}
 
 
+def test_worker_inbox_reads_messages_larger_than_one_read():
+    """The worker reads its channel 64 KiB at a time; a job of several hundred KiB, split
+    over many reads and arriving with the next message, still comes out whole and in order."""
+    from codea1.sandbox._worker import _HEADER, _READ_SIZE, _Inbox
+
+    r, w = os.pipe()
+    try:
+        inbox = _Inbox(r)
+        big = {"id": 1, "job": {"calls": [f"f({i})" * 10 for i in range(10_000)]}}
+        small = {"id": 2, "job": {"calls": []}}
+        data = b"".join(_HEADER.pack(len(p)) + p for p in (json.dumps(m).encode() for m in (big, small)))
+        assert len(data) > 5 * _READ_SIZE
+        sent = 0
+        while sent < len(data):  # the pipe holds 64 KiB: write a piece, let the inbox read it
+            sent += os.write(w, data[sent:sent + _READ_SIZE])
+            inbox.pump()
+        os.close(w)
+        w = -1
+        assert inbox.next() == big and inbox.next() == small and inbox.next() is None
+    finally:
+        os.close(r)
+        if w != -1:
+            os.close(w)
+
+
 def test_result_records_in_other_spellings_read_as_the_harness_spelling():
     """The harness's exact framing is read by a fast path; a record spelled otherwise (spaces,
     non-ASCII text as UTF-8) takes the general parser and gives the same results."""
