@@ -250,8 +250,14 @@ def test_code_cache_keeps_recent_code_within_its_bound():
     assert cache.get("x" * 16, "<call>", "eval") is not cache.get("x" * 16, "<call>", "eval")  # too long to keep
     for i in range(10):
         cache.get(f"g({i}, {i})", "<call>", "eval")
-    assert cache.chars <= 40 and len(cache.codes) == 5
-    assert ("eval", "g(9, 9)") in cache.codes and ("eval", "f(1, 2, 3)") not in cache.codes  # oldest out
+        assert cache.chars <= 40
+    assert ("eval", "g(9, 9)") in cache and ("eval", "f(1, 2, 3)") not in cache  # oldest out
+    # what is used stays: a code in the old generation moves to the young one when used
+    kept = cache.get("g(8, 8)", "<call>", "eval")
+    for i in range(10, 13):
+        cache.get(f"g({i}, {i})", "<call>", "eval")
+    assert cache.get("g(8, 8)", "<call>", "eval") is kept and ("eval", "g(9, 9)") not in cache
+    assert cache.chars <= 40 and 3 <= len(cache) <= 5
 
 
 def test_a_job_queued_behind_a_long_run_goes_to_an_idle_worker():
