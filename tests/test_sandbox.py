@@ -260,6 +260,25 @@ def test_code_cache_keeps_recent_code_within_its_bound():
     assert cache.chars <= 40 and 3 <= len(cache) <= 5
 
 
+def test_large_jobs_queued_behind_runs_with_large_results_do_not_stall():
+    """The parent writes a worker its next job while a run is in progress, and reads the
+    run's result only once that job is written. A job larger than the pipe behind a short
+    run whose result is larger than the pipe: the worker must read the job while it sends
+    the result, or each side would wait for the other for ever."""
+    big_value = "def f():\n    return 'x' * 300_000\n"
+    padding = "#" + "p" * 120 + "\n"
+    with Executor(workers=1, limits=FAST, preload=()) as e:
+        e.run(Job("x = 1\n", ["x"]))
+        futures = []
+        with e._cv:  # all queued at once: each job is written while the run before it is going
+            for i in range(4):
+                futures.append(e.submit(Job(big_value + padding * 4000, ["f()", f"{i}"])))
+        results = [f.result(timeout=60) for f in futures]
+    assert [r.status for r in results] == ["ok"] * 4
+    assert all(len(r.calls[0].value[1]) == 300_000 for r in results)
+    assert [values_equal(value(r, 1), encode(i)) for i, r in enumerate(results)] == [True] * 4
+
+
 def test_a_job_queued_behind_a_long_run_goes_to_an_idle_worker():
     # Each worker holds the next job while it runs one. When the run is long, the job it
     # holds comes back to the queue and an idle worker runs it, instead of waiting.

@@ -69,30 +69,41 @@ def _dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
 
 
-def send(fd: int, msg: dict) -> None:
-    _send_text(fd, _dumps(msg))
+def send(fd: int, msg: dict, inbox: "_Inbox | None" = None) -> None:
+    _send_text(fd, _dumps(msg), inbox)
 
 
-def _send_text(fd: int, text: str) -> None:
+def _send_text(fd: int, text: str, inbox: "_Inbox | None" = None) -> None:
+    """Write a message; with `inbox`, on a non-blocking channel, read the parent's
+    messages while the channel is full. (The parent may be writing its next job meanwhile,
+    and it reads nothing until that is written: a large job and a large result would
+    otherwise each wait for the other.)"""
     data = text.encode("ascii")
     buf = memoryview(_HEADER.pack(len(data)) + data)
     while buf:
-        n = os.write(fd, buf)
+        try:
+            n = os.write(fd, buf)
+        except BlockingIOError:
+            readable = [inbox.fd] if inbox is not None and not inbox.closed else []
+            ready, _, _ = select.select(readable, [fd], [])
+            if ready:
+                inbox.pump()  # type: ignore[union-attr]
+            continue
         buf = buf[n:]
 
 
-def send_result(fd: int, msg_id, result: dict) -> None:
+def send_result(fd: int, msg_id, result: dict, inbox: "_Inbox | None" = None) -> None:
     """Send ``{"result": result, "id": msg_id}``, where ``result["calls"]`` may hold call
     results already in JSON (the `_RecordParser`'s, spliced in as they are: encoding every
     value again cost the worker more than reading it)."""
     calls = result.get("calls")
     if calls is None:
-        _send_text(fd, _dumps({"result": result, "id": msg_id}))
+        _send_text(fd, _dumps({"result": result, "id": msg_id}), inbox)
         return
     rest = _dumps({k: v for k, v in result.items() if k != "calls"})
     items = ",".join(c if type(c) is str else _dumps(c) for c in calls)
     _send_text(fd, '{"id":' + _dumps(msg_id) + ',"result":' + rest[:-1] + (',' if len(rest) > 2 else '')
-               + '"calls":[' + items + ']}}')
+               + '"calls":[' + items + ']}}', inbox)
 
 
 class _Inbox:
@@ -413,6 +424,7 @@ class Worker:
             "uid": self.uid,
         })
         self.inbox = _Inbox(self.chan_in)
+        os.set_blocking(self.chan_out, False)  # (sends read the inbox while the channel is full)
         while True:
             msg = self.inbox.next()
             if msg is None:
@@ -428,7 +440,7 @@ class Worker:
                     self.kill_everything(None)
                 except Exception:
                     pass
-            send_result(self.chan_out, msg.get("id"), result)
+            send_result(self.chan_out, msg.get("id"), result, self.inbox)
 
     def return_queued(self) -> None:
         """Give back the jobs queued here while the current run is long (a job queued behind
@@ -438,7 +450,7 @@ class Worker:
         assert inbox is not None
         inbox.pump()
         while inbox.messages:
-            send(self.chan_out, {"returned": inbox.messages.popleft().get("id")})
+            send(self.chan_out, {"returned": inbox.messages.popleft().get("id")}, inbox)
 
     def warm_up(self, job: dict) -> None:
         """Import a preload module into the warm state the first time a job mentions it, so
@@ -608,6 +620,21 @@ class Worker:
             os.close(fd)
         nonce = os.urandom(8).hex()
         plan = dict(plan, nonce=nonce, result_fd=10 + int.from_bytes(os.urandom(2), "little") % 180)
+        # Everything that needs no pid is made before the fork: while the child lives, each
+        # page the worker writes is copied (and most runs end within milliseconds).
+        seg = {"ready": False, "program": None, "results": {}, "ended": False, "in_call": None,
+               "kill": None, "violation": None, "status": None, "cpu": 0.0, "exit_code": None,
+               "oom": False, "how": ""}
+        parser = _RecordParser(start, len(calls), lim["max_value_bytes"] + _RECORD_SLACK, nonce)
+        for fd in (r_out, r_err, r_res):
+            os.set_blocking(fd, False)
+        poller = select.poll()
+        for fd in (r_out, r_err):
+            poller.register(fd, select.POLLIN)
+        inbox = self.inbox
+        watch_inbox = inbox is not None and not inbox.closed
+        open_fds = {r_out, r_err, r_res}
+        exited = inbox_polled = False
         mallopt = self.mallopt
         if mallopt is not None:  # the child inherits the run's malloc; the worker keeps its own
             mallopt(_M_MMAP_MAX, RUN_MMAP_MAX)
@@ -623,24 +650,11 @@ class Worker:
             mallopt(_M_TRIM_THRESHOLD, _WORKER_TRIM_THRESHOLD)
         for fd in high:
             os.close(fd)
-        seg = {"ready": False, "program": None, "results": {}, "ended": False, "in_call": None,
-               "kill": None, "violation": None, "status": None, "cpu": 0.0, "exit_code": None,
-               "oom": False, "how": ""}
-        parser = _RecordParser(start, len(calls), lim["max_value_bytes"] + _RECORD_SLACK, nonce)
-        for fd in (r_out, r_err, r_res):
-            os.set_blocking(fd, False)
         pidfd = os.pidfd_open(pid)
-        # Result records are read lazily (on a tick, at exit, before any kill decision), so
-        # a short run costs the worker a single wake-up: the child's exit.
-        poller = select.poll()
-        for fd in (r_out, r_err, pidfd):
-            poller.register(fd, select.POLLIN)
-        inbox = self.inbox
-        watch_inbox = inbox is not None and not inbox.closed
-        if watch_inbox:
-            poller.register(inbox.fd, select.POLLIN)
-        open_fds = {r_out, r_err, r_res}
-        exited = False
+        # Result records are read lazily (on a tick, at exit, before any kill decision), and
+        # the parent's next job only once the run is long (see `return_queued`): a short run
+        # costs the worker a single wake-up, the child's exit.
+        poller.register(pidfd, select.POLLIN)
         while True:
             if seg["kill"] == "output":
                 # stop before reading more records: the call in progress is the flooder
@@ -662,6 +676,9 @@ class Worker:
             if exited or seg["kill"]:
                 break
             if watch_inbox and now - self.run_started >= _RETURN_QUEUED_AFTER_S:
+                if not inbox_polled:  # from now on, a job queued here is given back as it comes
+                    poller.register(inbox.fd, select.POLLIN)
+                    inbox_polled = True
                 self.return_queued()
             wait_ms = min(_TICK_MS, max(1, int((limit_at - now) * 1000) + 1))
             for fd, ev in poller.poll(wait_ms):
