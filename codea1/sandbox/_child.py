@@ -15,7 +15,7 @@ import resource
 import sys
 import types
 
-from codea1.sandbox.values import EncodingError, encode_json
+from codea1.sandbox.values import EncodingError, encode_json, plain_json
 
 # The builtins pinned in values.py: patching ``builtins`` in the run changes nothing here.
 from codea1.sandbox.values import (  # noqa: E402
@@ -25,33 +25,6 @@ from codea1.sandbox.values import (  # noqa: E402
 SETUP_FAILED_EXIT = 121
 #: Sources longer than this are compiled inside the run (under its limits), not the worker.
 MAX_PRECOMPILE_CHARS = 1 << 20
-
-
-try:
-    from _json import encode_basestring_ascii as _quote
-except ImportError:  # pragma: no cover - CPython always has _json
-    from json.encoder import py_encode_basestring_ascii as _quote
-
-_join = ",".join
-
-
-def dumps(x) -> str:
-    """JSON of a record (None, bool, int, str and lists of them) without the json module's
-    Python code, which looks names up in ``builtins`` that a run may have patched."""
-    if x is None:
-        return "null"
-    if x is True:
-        return "true"
-    if x is False:
-        return "false"
-    t = type(x)
-    if t is str:
-        return _quote(x)
-    if t is int:
-        return int.__repr__(x)
-    if t is list:
-        return "[" + _join([dumps(v) for v in x]) + "]"
-    raise TypeError(f"cannot serialise {t!r} in a result record")
 
 
 def _describe(exc: BaseException) -> str:
@@ -156,7 +129,7 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
     out_fd, err_fd, res_fd = fds
     # Keep private references: a candidate that patches os/json/builtins later cannot
     # change what this function calls.
-    _write, _exit, _dumps, _int_text = os.write, os._exit, dumps, int.__repr__
+    _write, _exit, _dumps, _int_text = os.write, os._exit, plain_json, int.__repr__
     # The result pipe sits at a per-run random fd, and the program/end records carry a
     # per-run nonce: a record blindly forged by the candidate is rejected. (Code in this
     # interpreter that digs the nonce out of memory can still forge `program_ok`; call

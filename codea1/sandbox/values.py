@@ -184,19 +184,30 @@ def _encode_json(value: Any, depth: int, budget: list, active: set) -> str:
             it = set.__iter__(value) if t is set else frozenset.__iter__(value)
             encoded = [_encode(x, depth + 1, budget, active) for x in it]
             encoded.sort(key=_sort_key)
-            return '["' + t.__name__ + '",' + _plain_json(encoded) + "]"
+            return '["' + t.__name__ + '",' + plain_json(encoded) + "]"
         finally:
             active.discard(key)
     return '["unsupported",' + _quote(_type_name(value)) + "]"
 
 
-def _plain_json(v: Any) -> str:
-    """JSON of an encoding (lists, text, booleans)."""
-    if type(v) is str:
-        return _quote(v)
-    if type(v) is list:
-        return "[" + _join([_plain_json(x) for x in v]) + "]"
-    return "true" if v is True else "false"
+def plain_json(x: Any) -> str:
+    """JSON of plain data (None, bool, int, str and lists of them): the child's records and
+    an encoding's items, without the json module's Python code, which looks names up in
+    ``builtins`` that a run may have patched."""
+    if x is None:
+        return "null"
+    if x is True:
+        return "true"
+    if x is False:
+        return "false"
+    t = type(x)
+    if t is str:
+        return _quote(x)
+    if t is int:
+        return int.__repr__(x)
+    if t is list:
+        return "[" + _join([plain_json(v) for v in x]) + "]"
+    raise TypeError(f"cannot serialise {t!r} in a result record")
 
 
 def check_value(v: Any, depth: int = 0) -> Value:
