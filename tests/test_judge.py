@@ -87,21 +87,22 @@ def test_a_step_is_scored_exactly_per_the_spec(judge):
     (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD, BAD], [[SUITE, "assert add(0, 0) == 0"]] * 2, mb)])
     assert r.usable and r.code_valid == [True, True]
     bad_suite = r.suites[1][0]
-    assert (bad_suite.valid, bad_suite.invalid) == (1, 5)
+    # the reference: valid counts every kept test, the two corrected ones too (they also count as invalid)
+    assert (bad_suite.valid, bad_suite.invalid) == (3, 5)
     assert bad_suite.invalid_kinds == {WRONG_EXPECTATION: 2, DUPLICATE: 1, REFERENCE_RAISED: 1, UNPARSABLE: 1}
     assert [t.kind for t in bad_suite.tests] == [None, WRONG_EXPECTATION, DUPLICATE, WRONG_EXPECTATION, REFERENCE_RAISED, UNPARSABLE]
     assert [t.passed for t in bad_suite.tests] == [True, False, None, True, None, None]
     assert bad_suite.tests[1].normalized == "assert add(1, 9) == 10"  # corrected by the reference
     assert "TypeError" in bad_suite.tests[4].reason
-    # by hand: valid_ratio = min(1/8, 1 - 5/8); kept F/T: gen pass 2/3, gen fail 1/8;
+    # by hand: valid_ratio = min(3/8, 1 - 5/8); kept F/T: gen pass 2/3, gen fail 1/8;
     # BAD fails the Mistake Book test (3 - 7): mb pass 0
-    assert bad_suite.valid_ratio == pytest.approx(1 / 8)
+    assert bad_suite.valid_ratio == pytest.approx(3 / 8)
     assert bad_suite.gen_pass_rate == pytest.approx(2 / 3)
     assert bad_suite.gen_fail_rate == pytest.approx(1 / 8)
     assert bad_suite.mb_pass_rate == 0.0
     assert bad_suite.pass_score == pytest.approx((0 + 2 / 3) / 2)
     assert bad_suite.attack == pytest.approx((1 / 8 - 1 + 1) / 2)
-    assert r.test_rewards[1][0] == pytest.approx(0.5 * 1 / 8 + 0.5 * 1 / 16)
+    assert r.test_rewards[1][0] == pytest.approx(0.5 * 3 / 8 + 0.5 * 1 / 16)
     # second suite: one valid test, passed; only 1 valid of G=8
     assert r.suites[1][1].pass_score == pytest.approx((0 + 1) / 2)
     assert r.code_rewards[1] == pytest.approx(((1 / 3) + 0.5) / 2)
@@ -232,14 +233,30 @@ def test_sandbox_failures_are_never_scored(executor):
     assert r.code_rewards == [0.0] and not r.mistake_update()
 
 
-def test_mistake_update_counts_each_failing_candidate_once(judge):
+def test_strict_validity_pays_no_validity_for_a_wrong_expectation(executor):
+    """judge.strict_validity: the project's alternative to item 1 (a corrected test counts only as invalid)."""
+    judge = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, strict_validity=True))
+    (r,) = judge.judge_step([ProblemRollout(ADD, [BAD], [[SUITE]])])
+    suite = r.suites[0][0]
+    assert (suite.valid, suite.invalid) == (1, 5)
+    assert suite.valid_ratio == pytest.approx(1 / 8)  # min(1/8, 1 - 5/8)
+    assert suite.gen_pass_rate == pytest.approx(2 / 3)  # the corrected tests still run
+
+
+def test_mistake_update_counts_each_failing_candidate_and_suite(judge):
     wrong = "def add(a, b):\n    return 0\n"
     suites = ["assert add(1, 2) == 3\nassert add(2, 2) == 4", "assert add(1, 2) == 3"]
     mb = ["assert add(0, 0) == 0", "assert add(5, 5) == 10"]
     (r,) = judge.judge_step([ProblemRollout(ADD, [wrong, wrong, GOOD, "oops("], [suites] * 4, mb)])
     update = r.mistake_update()
-    assert dict(update.failed) == {"assert add(1, 2) == 3": 2, "assert add(2, 2) == 4": 2}
+    # add(1, 2) fails both wrong candidates in both of their suites: 2 x 2 (candidate, suite) pairs
+    assert dict(update.failed) == {"assert add(1, 2) == 3": 4, "assert add(2, 2) == 4": 2}
+    assert list(update.failed) == ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]  # in test order
     assert dict(update.passed) == {"assert add(0, 0) == 0": 3, "assert add(5, 5) == 10": 1}
+    # mistakes.once_per_candidate: the project's alternative, once per failing candidate
+    once = r.mistake_update(once_per_candidate=True)
+    assert dict(once.failed) == {"assert add(1, 2) == 3": 2, "assert add(2, 2) == 4": 2}
+    assert once.passed == update.passed
 
 
 def test_rollout_shape_is_checked():

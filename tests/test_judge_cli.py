@@ -33,8 +33,8 @@ def test_cli_json_has_the_documented_keys(tmp_path):
     record = json.loads(result.output)
     assert {"code_valid", "code_reward", "test_reward", "valid_ratio", "tests"} <= set(record)
     assert record["code_valid"] is True
-    assert record["valid_ratio"] == pytest.approx(1 / 8)
-    assert record["test_reward"] == pytest.approx(0.5 * 1 / 8 + 0.5 * 1 / 16)
+    assert record["valid_ratio"] == pytest.approx(3 / 8)  # 3 kept (2 corrected), 5 invalid
+    assert record["test_reward"] == pytest.approx(0.5 * 3 / 8 + 0.5 * 1 / 16)
     assert record["code_reward"] == pytest.approx(1 / 3)
     assert len(record["tests"]) == 6
     for t in record["tests"]:
@@ -43,7 +43,7 @@ def test_cli_json_has_the_documented_keys(tmp_path):
     assert [t["passed"] for t in record["tests"]] == [True, None, None, None, None, None]
     assert record["tests"][1]["used_passed"] is False
     table = CliRunner().invoke(_cli(), args + ["--alpha", "0.3"])
-    assert table.exit_code == 0 and "test reward" in table.output and "valid_ratio 0.125" in table.output
+    assert table.exit_code == 0 and "test reward" in table.output and "valid_ratio 0.375" in table.output
     missing = CliRunner().invoke(_cli(), ["--problem", str(tmp_path / "nope.json")] + args[2:])
     assert missing.exit_code == 2 and "cannot read" in missing.output
     (tmp_path / "bad.json").write_text('{"id": "x"}')

@@ -27,6 +27,22 @@ def freqs(book, pid):
     return {e.test: e.frequency for e in book.entries(pid)}
 
 
+def test_two_copies_of_a_problem_in_one_step_each_count(book):
+    """Item 7 of the fidelity table: a step holding a problem twice loses neither update."""
+    book.apply_step(1, {"p": upd(failed={"old": 3})})
+    first = upd(failed={"t": 2, "u": 1}, passed={"old": 1})
+    second = upd(failed={"t": 1}, passed={"old": 1})
+    summary = book.apply_step(2, [("p", first), ("q", upd(failed={"x": 1})), ("p", second)])
+    assert freqs(book, "p") == {"old": 1, "t": 3, "u": 1}  # 3 - 1 - 1; 2 + 1; 1
+    assert freqs(book, "q") == {"x": 1}
+    assert (summary.problems, summary.added, summary.decreased) == (2, 3, 1)
+    with pytest.raises(ValueError, match="positive ints"):  # checked before the counts are added
+        book.apply_step(3, [("p", upd(failed={"t": 2})), ("p", MistakeUpdate(Counter({"t": -1})))])
+    with pytest.raises(TypeError, match="pairs"):
+        book.apply_step(3, ["p"])
+    assert upd(failed={"a": 1}) + upd(failed={"a": 2}, passed={"b": 1}) == upd(failed={"a": 3}, passed={"b": 1})
+
+
 def test_failed_tests_enter_and_gain_once_per_failing_candidate(book):
     book.apply_step(1, {"p": upd(failed={"t1": 3, "t2": 1})})
     assert freqs(book, "p") == {"t1": 3, "t2": 1}

@@ -119,4 +119,15 @@ def test_nonprintable_share():
     assert nonprintable_share("") == 0.0
     assert nonprintable_share("assert f(1) == 2\n\tx\r\n") == 0.0
     assert nonprintable_share("ab\x00\x07") == pytest.approx(0.5)  # 2 of 4 characters
-    assert nonprintable_share("é漢\u200b") == pytest.approx(1 / 3)  # zero-width space is not printable
+    # the reference's rule: not in ASCII string.printable, so every non-ASCII character counts
+    assert nonprintable_share("é漢\u200b") == pytest.approx(1.0)
+    assert nonprintable_share("ab\x0b\x0c") == 0.0  # vertical tab and form feed are in string.printable
+    assert nonprintable_share("x = 'café'") == pytest.approx(1 / 10)
+
+
+def test_nonprintable_share_unicode_alternative():
+    """judge.unicode_printable: what str.isprintable refuses (line breaks and tabs allowed)."""
+    assert nonprintable_share("é漢\u200b", unicode_printable=True) == pytest.approx(1 / 3)  # zero-width space
+    assert nonprintable_share("ab\x00\x07", unicode_printable=True) == pytest.approx(0.5)
+    assert nonprintable_share("ab\x0b\x0c", unicode_printable=True) == pytest.approx(0.5)
+    assert nonprintable_share("a\n\tb\r\n", unicode_printable=True) == 0.0

@@ -64,6 +64,12 @@ DUPLICATE = "duplicate"
 INVALID_KINDS = (UNPARSABLE, REFERENCE_RAISED, WRONG_EXPECTATION, DUPLICATE)
 
 
+#: The `JudgeConfig` fields that choose between the reference's semantics and the project's
+#: alternatives; the trainer's `judge.*` keys of the same names set them.
+REFERENCE_SWITCHES = ("strict_validity", "strict_lines", "strict_operator", "strict_tests", "exact_types",
+                      "float_rtol", "float_atol", "unicode_printable")
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     """The judge's knobs, with the reference implementation's defaults.
@@ -81,6 +87,18 @@ class JudgeConfig:
     `switch_interval_s`: Python's thread switch interval while a step runs, so that the
     executor's threads feed the workers while the judge parses (`codea1.interpreter`); None
     leaves the interval alone.
+
+    The reference implementation's semantics are the defaults; each of the following
+    switches turns on one of the project's stricter alternatives (the fidelity table of
+    docs/ARCHITECTURE.md says what each changes and why one would flip it):
+    `strict_validity` (a wrong expectation earns no validity), `strict_lines` (every
+    statement of a test block that is not a test is an invalid test), `strict_operator`
+    (an assert comparing with anything but a single `==` is invalid), `strict_tests` (see
+    above: a test may use only the function, safe builtins and modules), `exact_types`
+    (values must have the same type: `2 != 2.0`, a Counter is no dict), `float_rtol` /
+    `float_atol` (float tolerance; 0 is Python's exact `==`) and `unicode_printable` (the
+    non-printable penalty counts what `str.isprintable` refuses instead of what is not in
+    ASCII `string.printable`).
     """
 
     alpha: float = 0.5
@@ -88,6 +106,13 @@ class JudgeConfig:
     nonprintable_penalty: bool = True
     require_entry_point: bool = True
     strict_tests: bool = True
+    strict_validity: bool = False
+    strict_lines: bool = False
+    strict_operator: bool = False
+    exact_types: bool = False
+    float_rtol: float = 0.0
+    float_atol: float = 0.0
+    unicode_printable: bool = False
     limits: Limits = field(default_factory=Limits)
     reference_limits: Limits | None = None
     golden_limits: Limits = field(
@@ -100,6 +125,10 @@ class JudgeConfig:
             raise ValueError(f"JudgeConfig.alpha must lie in [0, 1], got {self.alpha}")
         if isinstance(self.suite_size, bool) or not isinstance(self.suite_size, int) or self.suite_size < 1:
             raise ValueError(f"JudgeConfig.suite_size must be a positive int, got {self.suite_size!r}")
+        for name in ("float_rtol", "float_atol"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(f"JudgeConfig.{name} must be a number in [0, 1), got {value!r}")
         if self.resume_rounds < 0:
             raise ValueError(f"JudgeConfig.resume_rounds must be >= 0, got {self.resume_rounds}")
         if self.switch_interval_s is not None and not (
@@ -213,11 +242,15 @@ class ProblemJudgement:
     def usable(self) -> bool:
         return self.infra_error is None and self.reference_error is None
 
-    def mistake_update(self) -> MistakeUpdate:
+    def mistake_update(self, once_per_candidate: bool = False) -> MistakeUpdate:
         """The Mistake Book change this problem asks for (empty when not usable).
 
-        Per valid candidate: each distinct corrected generated test it failed counts once
-        in `failed`; each Mistake Book test it passed counts once in `passed`.
+        Per valid candidate: each corrected generated test it failed counts once for every
+        suite in which it failed (the reference: a test that breaks a candidate in five
+        suites gains five); with `once_per_candidate` (`mistakes.once_per_candidate`),
+        once per candidate however many suites hold it. Each Mistake Book test it passed
+        counts once in `passed`. Counts are built in candidate, suite and test order, so
+        the update does not depend on hashing (PYTHONHASHSEED).
         """
         update = MistakeUpdate()
         if not self.usable:
@@ -225,13 +258,17 @@ class ProblemJudgement:
         for i, valid in enumerate(self.code_valid):
             if not valid:
                 continue
-            failed = {
-                t.normalized
+            failed_by_suite = [
+                # (a suite runs a call once: a repeat is a duplicate, never used)
+                list(dict.fromkeys(
+                    t.normalized for t in suite.tests if t.used and t.passed is False and t.normalized is not None))
                 for suite in self.suites[i]
-                for t in suite.tests
-                if t.used and t.passed is False and t.normalized is not None
-            }
-            update.failed.update(failed)
+            ]
+            if once_per_candidate:
+                update.failed.update(list(dict.fromkeys(test for tests in failed_by_suite for test in tests)))
+            else:
+                for tests in failed_by_suite:
+                    update.failed.update(tests)
             passed = self.mistakes_passed[i] or []
             update.passed.update(test for test, ok in zip(self.mistakes, passed) if ok)
         return update
@@ -491,8 +528,9 @@ class Judge:
             passed, failure = outcome_of.get(t.call, (False, "not run")) if candidate_ok else (None, None)
             if passed is not None:
                 kept_passed.append(passed)
+            if right or not self.config.strict_validity:
+                valid += 1  # (the reference counts every kept test, a corrected one too)
             if right:
-                valid += 1
                 outcomes.append(TestOutcome(t.source, corrected, t.call, True, True, passed=passed, failure=failure))
             else:
                 kinds[WRONG_EXPECTATION] += 1
@@ -503,7 +541,8 @@ class Judge:
                     TestOutcome(t.source, corrected, t.call, False, True, WRONG_EXPECTATION, reason, passed, failure)
                 )
         invalid = sum(kinds.values())
-        nonprintable = nonprintable_share(suite.raw) if self.config.nonprintable_penalty else 0.0
+        nonprintable = (nonprintable_share(suite.raw, self.config.unicode_printable)
+                        if self.config.nonprintable_penalty else 0.0)
         g = self.config.suite_size
         if candidate_ok:
             s = score_suite(valid, invalid, kept_passed, mb_passed, g)

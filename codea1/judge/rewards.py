@@ -4,15 +4,18 @@ Kept apart from the sandbox plumbing so that each branch of the spec
 (../shared/CODE_A1_SPEC.md, "Rewards") can be checked on hand-computed numbers.
 
 Vocabulary for one (candidate code, test suite) pair:
-- *valid*: tests with no defect (parsed, the reference ran them, the model's expected
-  value was right, not a repeat);
-- *invalid*: parse failures + reference exceptions + wrong expectations + duplicates;
-- *kept*: the tests run on the candidate, i.e. the valid ones plus the wrong-expectation
-  ones in their corrected form (the spec uses them, but pays no validity for them).
+- *kept*: the tests run on the candidate, each in its corrected form: the reference ran
+  them and they do not repeat an earlier call of the suite (a test whose written
+  expectation was wrong is kept too);
+- *valid*: the reference counts every kept test (`judge.strict_validity` leaves out the
+  wrong-expectation ones);
+- *invalid*: parse failures + reference exceptions + wrong expectations + duplicates
+  (so a wrong expectation counts once here and, by default, once in *valid*).
 """
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -91,14 +94,24 @@ def test_reward(code_valid: bool, ratio: float, attack: float, alpha: float = 0.
     return base - nonprintable
 
 
-def nonprintable_share(text: str) -> float:
-    """Share of characters of `text` that are not printable (line breaks and tabs are fine).
+def nonprintable_share(text: str, unicode_printable: bool = False) -> float:
+    """Share of characters of `text` that are not printable.
 
-    It penalises test completions that drift into control characters or binary noise.
+    The reference's rule: a character is printable when it is in Python's ASCII
+    `string.printable` (so every non-ASCII character counts). With `unicode_printable`
+    (`judge.unicode_printable`), the project's alternative: what `str.isprintable` accepts,
+    plus line breaks and tabs. It penalises test completions that drift into control
+    characters or binary noise.
     """
     if not text:
         return 0.0
-    if text.replace("\n", "").replace("\r", "").replace("\t", "").isprintable():
-        return 0.0  # the usual case, without a Python-level loop
-    bad = sum(1 for ch in text if not ch.isprintable() and ch not in "\n\r\t")
-    return bad / len(text)
+    if unicode_printable:
+        if text.replace("\n", "").replace("\r", "").replace("\t", "").isprintable():
+            return 0.0  # the usual case, without a Python-level loop
+        bad = sum(1 for ch in text if not ch.isprintable() and ch not in "\n\r\t")
+        return bad / len(text)
+    # (what is left once every printable character is deleted, in C)
+    return len(text.translate(_DELETE_PRINTABLE)) / len(text)
+
+
+_DELETE_PRINTABLE = {ord(ch): None for ch in string.printable}

@@ -7,9 +7,11 @@ book exactly before or after the step, never in between), readers such as
 a consistent copy with SQLite's backup API.
 
 Update rule, per problem and step: every generated test a valid candidate failed gains 1
-per failing candidate (new tests enter with that count); every Mistake Book test a
-candidate passed loses 1 per passing candidate; a test at 0 or below is removed. The net
-change is applied, so the order of gains and losses within a step does not matter.
+for every (candidate, suite) pair in which it failed (new tests enter with that count; the
+judge's `mistake_update` counts them); every Mistake Book test a candidate passed loses 1
+per passing candidate; a test at 0 or below is removed. The net change is applied, so the
+order of gains and losses within a step does not matter, and two copies of a problem in
+one step each add their counts.
 Retrieval returns the most frequent tests first; ties go to the test that entered first.
 """
 
@@ -67,6 +69,12 @@ class MistakeUpdate:
 
     def __bool__(self) -> bool:
         return bool(self.failed) or bool(self.passed)
+
+    def __add__(self, other: "MistakeUpdate") -> "MistakeUpdate":
+        """Both updates' counts (two copies of a problem in one step: each one counts)."""
+        if not isinstance(other, MistakeUpdate):
+            return NotImplemented
+        return MistakeUpdate(self.failed + other.failed, self.passed + other.passed)
 
 
 @dataclass(frozen=True)
@@ -251,8 +259,14 @@ class MistakeBook:
         return _ReadTransaction(self._conn)
 
     # -- writing ----------------------------------------------------------------------
-    def apply_step(self, step: int, updates: Mapping[str, MistakeUpdate]) -> StepSummary:
-        """Apply one training step's updates (problem id -> update) in one transaction.
+    def apply_step(
+        self, step: int, updates: Mapping[str, MistakeUpdate] | Iterable[tuple[str, MistakeUpdate]],
+    ) -> StepSummary:
+        """Apply one training step's updates in one transaction.
+
+        `updates` maps problem ids to updates, or lists `(problem id, update)` pairs in
+        which a problem may occur more than once (a step that holds two copies of a
+        problem): the counts of all its updates are added, so none is lost.
 
         Refuses a step not after the last one applied: applying a step twice would count
         its failures twice (a resumed run restores the book from its checkpoint instead).
@@ -261,13 +275,20 @@ class MistakeBook:
             raise PermissionError(f"{self.path}: opened read-only")
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"step must be an int, got {step!r}")
-        for pid, update in updates.items():
+        pairs = updates.items() if isinstance(updates, Mapping) else updates
+        merged: dict[str, MistakeUpdate] = {}
+        for pair in pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise TypeError(f"updates must be (problem id, MistakeUpdate) pairs, got {pair!r}")
+            pid, update = pair
             if not isinstance(pid, str) or not isinstance(update, MistakeUpdate):
                 raise TypeError(f"updates must map problem ids (str) to MistakeUpdate, got {pid!r}: {update!r}")
             for name, counter in (("failed", update.failed), ("passed", update.passed)):
                 for test, n in counter.items():
                     if not isinstance(test, str) or isinstance(n, bool) or not isinstance(n, int) or n <= 0:
                         raise ValueError(f"problem {pid!r}: {name} counts must be positive ints, got {test!r}: {n!r}")
+            merged[pid] = merged[pid] + update if pid in merged else update
+        updates = merged
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -62,11 +62,23 @@ class JudgeSection(_Strict):
     timeout_s: float = Field(10.0, gt=0, description="wall time of one sandbox job")
     call_timeout_s: float = Field(3.0, gt=0, description="wall time of one test call")
     memory_mb: int = Field(1024, ge=64)
+    # The reference's semantics by default; each switch is one of the project's stricter
+    # alternatives (docs/ARCHITECTURE.md, "Fidelity to the reference").
+    strict_validity: bool = Field(False, description="a test whose written expectation was wrong earns no validity")
+    strict_lines: bool = Field(False, description="non-test statements of a test block count as invalid tests")
+    strict_operator: bool = Field(False, description="an assert comparing with anything but one `==` is invalid")
+    strict_tests: bool = Field(True, description="tests may use only the function, safe builtins and modules")
+    exact_types: bool = Field(False, description="values must have the same type (2 != 2.0, Counter != dict)")
+    float_rtol: float = Field(0.0, ge=0.0, lt=1.0, description="relative float tolerance (0: exact ==)")
+    float_atol: float = Field(0.0, ge=0.0, lt=1.0, description="absolute float tolerance (0: exact ==)")
+    unicode_printable: bool = Field(False, description="non-printable = refused by str.isprintable, not non-ASCII")
 
 
 class MistakeConfig(_Strict):
     enabled: bool = True
     top_k: int | None = Field(None, ge=1, description="tests replayed per problem; null = suite_size")
+    once_per_candidate: bool = Field(
+        False, description="a failed test gains 1 per failing candidate, not per (candidate, suite) pair")
 
 
 class ValidationConfig(_Strict):

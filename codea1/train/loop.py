@@ -207,10 +207,12 @@ class Trainer:
         self.judge = None
         if cfg.mode != "golden":
             from codea1.judge import Judge, JudgeConfig
+            from codea1.judge.judge import REFERENCE_SWITCHES
 
             self.judge = Judge(self.executor, JudgeConfig(
                 alpha=cfg.judge.alpha, suite_size=cfg.judge.suite_size,
-                nonprintable_penalty=cfg.judge.nonprintable_penalty, limits=self.limits))
+                nonprintable_penalty=cfg.judge.nonprintable_penalty, limits=self.limits,
+                **cfg.judge.model_dump(include=set(REFERENCE_SWITCHES))))
         self.book = MistakeBook(self.run_dir / BOOK_FILE)
         self.step = 0
         self.progress = progress
@@ -352,7 +354,9 @@ class Trainer:
         # 5. Mistake Book (the commit point: from here on the step always completes)
         mistake_metrics: dict[str, Any] = {}
         if cfg.mode != "golden" and cfg.mistakes.enabled:
-            updates = {p.id: j.mistake_update() for p, j in zip(problems, judgements)}
+            # (pairs, not a dict: two copies of a problem in one step each count)
+            updates = [(p.id, j.mistake_update(cfg.mistakes.once_per_candidate))
+                       for p, j in zip(problems, judgements)]
             summary = self.book.apply_step(step, updates)
             stats = self.book.stats()
             mistake_metrics = {
