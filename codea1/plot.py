@@ -1,9 +1,13 @@
-"""`codea1 plot RUN_DIR`: a training run's metrics as PNG figures.
+"""`codea1 plot RUN_DIR [RUN_DIR ...]`: training runs' metrics as PNG figures.
 
 Reads ``RUN_DIR/metrics.jsonl`` (one JSON object per step, written by the training loop)
 and draws whichever of the known curves the run logged: code and test rewards; pass,
 attack and valid rates; the Mistake Book's size; evaluation scores (keys ``eval/...`` or
-``val/...``); and every numeric metric on one overview sheet. The figures go to ``RUN_DIR/plots/``.
+``val/...``); and every numeric metric on one overview sheet. Raw points are drawn faint
+with an exponential moving average (EMA, TensorBoard's debiased smoothing) over them, so a
+trend shows through step-to-step noise. Several runs (an a1 run and a golden run, say) are
+overlaid in one set of figures. `learning_summary` says whether a curve rose: the mean of the
+last quarter of steps against the first, each with a bootstrap 95% interval.
 """
 
 from __future__ import annotations
@@ -90,50 +94,170 @@ def read_metrics(run_dir: Path) -> Metrics:
     return Metrics(series, path)
 
 
-def _draw(ax, metrics: Metrics, keys: list[str]) -> None:
+def ema(values: list[float], smoothing: float) -> list[float]:
+    """TensorBoard's smoothing: an exponential moving average whose start is debiased (the
+    first point is itself, not pulled towards 0). `smoothing` 0 returns the values."""
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+    out: list[float] = []
+    acc, weight = 0.0, 0.0
+    for value in values:
+        acc = smoothing * acc + (1.0 - smoothing) * value
+        weight = smoothing * weight + (1.0 - smoothing)
+        out.append(acc / weight)
+    return out
+
+
+@dataclass
+class Trend:
+    """A metric's mean over the first and the last quarter of a run's steps, each with a
+    bootstrap 95% interval, and the interval of their difference (last - first)."""
+
+    key: str
+    steps: int
+    first: tuple[float, float, float]  # mean, low, high
+    last: tuple[float, float, float]
+    delta: tuple[float, float, float]
+
+    @property
+    def rose(self) -> bool:
+        """The last quarter is higher than the first beyond resampling noise."""
+        return self.delta[1] > 0.0
+
+
+def _bootstrap_mean(rng, values, n_boot: int):
+    import numpy as np
+
+    values = np.asarray(values, dtype=float)
+    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
+    return means
+
+
+def learning_summary(metrics: Metrics, keys: list[str], fraction: float = 0.25,
+                     n_boot: int = 4000, seed: int = 0) -> list[Trend]:
+    """First-quarter vs last-quarter means of each key the run logged at least 8 times.
+    The interval is a percentile bootstrap over the quarter's steps (steps resampled
+    independently; consecutive steps are correlated, so read it as a lower bound on the noise)."""
+    import numpy as np
+
+    if not 0.0 < fraction <= 0.5:
+        raise ValueError(f"fraction must be in (0, 0.5], got {fraction}")
+    trends = []
     for key in keys:
-        points = metrics.series[key]
-        xs, ys = zip(*points)
-        (line,) = ax.plot(xs, ys, marker="o" if len(points) <= 30 else None, markersize=3, label=key)
-        std = dict(metrics.series.get(STD_OF.get(key, ""), []))
-        if std and all(x in std for x in xs):
-            lo = [y - std[x] for x, y in zip(xs, ys)]
-            hi = [y + std[x] for x, y in zip(xs, ys)]
-            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+        points = metrics.series.get(key, [])
+        if len(points) < 8:
+            continue
+        values = [v for _, v in sorted(points)]
+        k = max(2, int(len(values) * fraction))
+        rng = np.random.default_rng(seed)
+        a, b = _bootstrap_mean(rng, values[:k], n_boot), _bootstrap_mean(rng, values[-k:], n_boot)
+
+        def interval(samples, centre):
+            lo, hi = np.percentile(samples, [2.5, 97.5])
+            return (float(centre), float(lo), float(hi))
+
+        first, last = float(np.mean(values[:k])), float(np.mean(values[-k:]))
+        trends.append(Trend(key, len(values), interval(a, first), interval(b, last),
+                            interval(b - a, last - first)))
+    return trends
+
+
+# What a user asks of a run that should learn: these, first quarter against last.
+SUMMARY_KEYS = ("code/reward_mean", "test/reward_mean", "judge/valid_ratio", "judge/pass_rate",
+                "judge/attack_rate", "code_reward", "test_reward", "valid_ratio")
+
+
+def format_summary(trends: list[Trend]) -> str:
+    lines = [f"{'metric':<22} {'steps':>5}  {'first quarter':>22}  {'last quarter':>22}  {'change':>24}"]
+    for t in trends:
+        def cell(m):
+            return f"{m[0]:.3f} [{m[1]:.3f}, {m[2]:.3f}]"
+
+        verdict = "rose" if t.rose else ("fell" if t.delta[2] < 0 else "within noise")
+        lines.append(f"{t.key:<22} {t.steps:>5}  {cell(t.first):>22}  {cell(t.last):>22}  "
+                     f"{t.delta[0]:+.3f} [{t.delta[1]:+.3f}, {t.delta[2]:+.3f}] {verdict}")
+    return "\n".join(lines)
+
+
+def _draw(ax, runs: list[tuple[str, Metrics]], keys: list[str], smoothing: float) -> None:
+    """Each (run, key) series: raw points faint, its EMA solid in the same colour."""
+    labelled = 0
+    for name, metrics in runs:
+        for key in keys:
+            points = metrics.series.get(key)
+            if not points:
+                continue
+            xs, ys = zip(*points)
+            label = key if len(runs) == 1 else (name if len(keys) == 1 else f"{name}: {key}")
+            faint = smoothing > 0 and len(points) > 2
+            (line,) = ax.plot(xs, ys, marker="o" if len(points) <= 30 else None, markersize=3,
+                              alpha=0.3 if faint else 1.0, label=None if faint else label)
+            if faint:
+                ax.plot(xs, ema(list(ys), smoothing), color=line.get_color(), linewidth=1.8,
+                        label=f"{label} (EMA {smoothing:g})")
+            std = dict(metrics.series.get(STD_OF.get(key, ""), []))
+            if len(runs) == 1 and std and all(x in std for x in xs):
+                lo = [y - std[x] for x, y in zip(xs, ys)]
+                hi = [y + std[x] for x, y in zip(xs, ys)]
+                ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, linewidth=0)
+            labelled += 1
     from matplotlib.ticker import MaxNLocator
 
     ax.set_xlabel("step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.grid(alpha=0.3)
-    if len(keys) > 1:
-        ax.legend(fontsize=8)
+    if labelled > 1 or smoothing > 0:
+        ax.legend(fontsize=7)
 
 
-def _panels(plt, metrics: Metrics, keys: list[str], title: str):
+def _panels(plt, runs, keys: list[str], title: str, smoothing: float):
     """One small panel per metric (their scales differ)."""
     cols = min(4, len(keys))
     rows = math.ceil(len(keys) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.6 * rows + 0.4), squeeze=False)
     for ax, key in zip(axes.flat, keys):
-        _draw(ax, metrics, [key])
+        _draw(ax, runs, [key], smoothing)
         ax.set_title(key, fontsize=9)
         ax.tick_params(labelsize=7)
+        legend = ax.get_legend()
+        if legend is not None and len(runs) == 1:
+            legend.remove()  # one series a panel: its title names it
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
     fig.suptitle(title)
     return fig
 
 
-def make_plots(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
-    """Draw the run's figures; returns the PNG files written."""
+def run_names(run_dirs: list[Path]) -> list[str]:
+    """Short, distinct legend names: the directory names, or their paths where names clash."""
+    names = [Path(d).name or str(d) for d in run_dirs]
+    if len(set(names)) < len(names):
+        names = [str(d) for d in run_dirs]
+    return names
+
+
+def make_plots(run_dirs: Path | list[Path], out_dir: Path | None = None,
+               smoothing: float = 0.6) -> list[Path]:
+    """Draw the figures of one run, or of several runs overlaid; returns the PNGs written.
+    Every run's metrics are read (and any error raised) before anything is written."""
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"--smooth must be in [0, 1), got {smoothing}")
+    dirs = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(d) for d in run_dirs]
+    if not dirs:
+        raise ValueError("no run directory given")
+    runs = list(zip(run_names(dirs), [read_metrics(d) for d in dirs]))
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+    elif len(dirs) == 1:
+        out_dir = dirs[0] / "plots"
+    else:  # an overlay belongs to no single run: beside the first, named after the others
+        out_dir = dirs[0] / "plots" / ("vs-" + "-".join(n.replace("/", "_") for n, _ in runs[1:]))
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    run_dir = Path(run_dir)
-    metrics = read_metrics(run_dir)
-    out_dir = Path(out_dir) if out_dir is not None else run_dir / "plots"
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
 
@@ -144,37 +268,54 @@ def make_plots(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         plt.close(fig)
         written.append(target)
 
+    def logged(key: str) -> bool:
+        return any(m.has(key) for _, m in runs)
+
     for stem, title, ylabel, wanted in FIGURES:
-        keys = [k for k in wanted if metrics.has(k)]
+        keys = [k for k in wanted if logged(k)]
         if not keys:
             continue
-        fig, ax = plt.subplots(figsize=(7, 4))
-        _draw(ax, metrics, keys)
-        ax.set_title(title)
-        ax.set_ylabel(ylabel)
+        if len(runs) == 1:
+            fig, ax = plt.subplots(figsize=(7, 4))
+            _draw(ax, runs, keys, smoothing)
+            ax.set_title(title)
+            ax.set_ylabel(ylabel)
+        else:  # several runs: one panel per metric, the runs overlaid in each
+            fig = _panels(plt, runs, keys, title, smoothing)
         save(fig, stem)
 
-    eval_keys = sorted(k for k in metrics.series if k.startswith(EVAL_PREFIXES))
+    eval_keys = sorted({k for _, m in runs for k in m.series if k.startswith(EVAL_PREFIXES)})
     if eval_keys:
-        save(_panels(plt, metrics, eval_keys, "Evaluation scores"), "eval")
+        save(_panels(plt, runs, eval_keys, "Evaluation scores", smoothing), "eval")
 
-    fig = _panels(plt, metrics, sorted(metrics.series), "All metrics")
-    save(fig, "all_metrics")
+    all_keys = sorted({k for _, m in runs for k in m.series})
+    save(_panels(plt, runs, all_keys, "All metrics", smoothing), "all_metrics")
     return written
 
 
 def plot_command(
-    run_dir: Path = typer.Argument(..., help="Training run directory (holds metrics.jsonl)."),
-    out: Path | None = typer.Option(None, "--out", help="Where to write the PNGs (default RUN_DIR/plots)."),
+    run_dirs: list[Path] = typer.Argument(..., help="Training run directories (each holds metrics.jsonl); several are overlaid."),
+    out: Path | None = typer.Option(None, "--out", help="Where to write the PNGs (default RUN_DIR/plots; for several runs RUN_DIR/plots/vs-OTHERS)."),
+    smooth: float = typer.Option(0.6, "--smooth", min=0.0, max=0.99,
+                                 help="EMA smoothing of the curves drawn over the raw points, 0 to 0.99 (0 = raw only)."),
+    summary: bool = typer.Option(True, "--summary/--no-summary",
+                                 help="Print first- vs last-quarter means with bootstrap 95% intervals for the reward and rate curves."),
 ) -> None:
-    """Draw a training run's rewards, rates, Mistake Book size and evaluation scores as PNGs."""
+    """Draw training runs' rewards, rates, Mistake Book size and evaluation scores as PNGs."""
     from rich.console import Console
 
     console = Console(soft_wrap=True)  # paths stay whole, copy-pasteable
     try:
-        written = make_plots(run_dir, out)
+        written = make_plots(run_dirs, out, smoothing=smooth)
     except MetricsError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     for path in written:
         console.print(f"wrote {path}")
+    if summary:
+        for name, run_dir in zip(run_names(run_dirs), run_dirs):
+            trends = learning_summary(read_metrics(run_dir), list(SUMMARY_KEYS))
+            if trends:
+                console.print(f"\n{name}: first vs last quarter of steps (mean [bootstrap 95% interval])",
+                              markup=False, highlight=False)
+                console.print(format_summary(trends), markup=False, highlight=False)

@@ -101,3 +101,61 @@ def test_training_loop_metric_names_are_recognised(tmp_path):
     ])
     names = sorted(p.name for p in make_plots(run))
     assert names == ["all_metrics.png", "eval.png", "mistake_book.png", "rates.png", "rewards.png"]
+
+
+def test_ema_is_debiased_and_hand_computed():
+    from codea1.plot import ema
+
+    # smoothing 0.5: acc = 0.5, 1.5, 1.75 over weights 0.5, 0.75, 0.875
+    # acc: 0.5, 1.25, 1.125; weight: 0.5, 0.75, 0.875
+    assert ema([1.0, 2.0, 1.0], 0.5) == pytest.approx([1.0, 1.25 / 0.75, 1.125 / 0.875])
+    assert ema([3.0, 4.0], 0.0) == [3.0, 4.0]
+    assert ema([5.0] * 20, 0.9) == pytest.approx([5.0] * 20)  # a constant stays itself from the first point
+    with pytest.raises(ValueError, match="smoothing"):
+        ema([1.0], 1.0)
+
+
+def test_learning_summary_tells_a_rise_from_noise():
+    import random
+
+    from codea1.plot import Metrics, learning_summary
+
+    rnd = random.Random(0)
+    rising = [(s, 0.2 + 0.01 * s + rnd.uniform(-0.05, 0.05)) for s in range(1, 41)]
+    flat = [(s, 0.5 + rnd.uniform(-0.05, 0.05)) for s in range(1, 41)]
+    m = Metrics({"code/reward_mean": rising, "judge/valid_ratio": flat, "judge/pass_rate": rising[:5]}, path=None)
+    trends = {t.key: t for t in learning_summary(m, ["code/reward_mean", "judge/valid_ratio", "judge/pass_rate"])}
+    assert set(trends) == {"code/reward_mean", "judge/valid_ratio"}  # 5 points are too few to judge
+    up = trends["code/reward_mean"]
+    first = sum(v for _, v in rising[:10]) / 10
+    last = sum(v for _, v in rising[-10:]) / 10
+    assert up.first[0] == pytest.approx(first) and up.last[0] == pytest.approx(last)
+    assert up.first[1] < first < up.first[2] and up.rose
+    assert up.delta[0] == pytest.approx(last - first)
+    level = trends["judge/valid_ratio"]
+    assert not level.rose and level.delta[1] < 0 < level.delta[2]
+
+
+def test_two_runs_are_overlaid_in_one_set_of_figures(tmp_path):
+    from typer.testing import CliRunner
+    import typer
+
+    from codea1.plot import plot_command
+
+    a1, golden = tmp_path / "a1", tmp_path / "golden"
+    write_metrics(a1, rows(12))
+    write_metrics(golden, [{"step": s, "code_reward": 0.05 * s, "pass_rate": 0.4} for s in range(1, 13)])
+    written = make_plots([a1, golden])
+    assert {p.parent for p in written} == {a1 / "plots" / "vs-golden"}
+    assert sorted(p.name for p in written) == ["all_metrics.png", "eval.png", "mistake_book.png",
+                                               "rates.png", "rewards.png"]
+    assert all(is_png(p) for p in written)
+    app = typer.Typer()
+    app.command()(plot_command)
+    result = CliRunner().invoke(app, [str(a1), str(golden), "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "cmp" / "rewards.png").is_file()
+    assert "first vs last quarter" in result.output and "code_reward" in result.output
+    # a missing second run fails before anything is written
+    bad = CliRunner().invoke(app, [str(a1), str(tmp_path / "nope"), "--out", str(tmp_path / "never")])
+    assert bad.exit_code == 2 and not (tmp_path / "never").exists()
