@@ -37,7 +37,7 @@ SUITE = (
     "assert add(1, 9) == 10\n"         # duplicate call
     "assert add(2, 2) == 5\n"          # wrong expectation (4), still used
     "assert add('a', 1) == 'a1'\n"     # reference raises
-    "print(1)\n"                       # unparsable
+    "print(1)\n"                       # not a test: ignored (judge.strict_lines: unparsable)
     "```\n"
 )
 
@@ -88,13 +88,13 @@ def test_a_step_is_scored_exactly_per_the_spec(judge):
     assert r.usable and r.code_valid == [True, True]
     bad_suite = r.suites[1][0]
     # the reference: valid counts every kept test, the two corrected ones too (they also count as invalid)
-    assert (bad_suite.valid, bad_suite.invalid) == (3, 5)
-    assert bad_suite.invalid_kinds == {WRONG_EXPECTATION: 2, DUPLICATE: 1, REFERENCE_RAISED: 1, UNPARSABLE: 1}
-    assert [t.kind for t in bad_suite.tests] == [None, WRONG_EXPECTATION, DUPLICATE, WRONG_EXPECTATION, REFERENCE_RAISED, UNPARSABLE]
-    assert [t.passed for t in bad_suite.tests] == [True, False, None, True, None, None]
+    assert (bad_suite.valid, bad_suite.invalid) == (3, 4)
+    assert bad_suite.invalid_kinds == {WRONG_EXPECTATION: 2, DUPLICATE: 1, REFERENCE_RAISED: 1}
+    assert [t.kind for t in bad_suite.tests] == [None, WRONG_EXPECTATION, DUPLICATE, WRONG_EXPECTATION, REFERENCE_RAISED]
+    assert [t.passed for t in bad_suite.tests] == [True, False, None, True, None]
     assert bad_suite.tests[1].normalized == "assert add(1, 9) == 10"  # corrected by the reference
     assert "TypeError" in bad_suite.tests[4].reason
-    # by hand: valid_ratio = min(3/8, 1 - 5/8); kept F/T: gen pass 2/3, gen fail 1/8;
+    # by hand: valid_ratio = min(3/8, 1 - 4/8); kept F/T: gen pass 2/3, gen fail 1/8;
     # BAD fails the Mistake Book test (3 - 7): mb pass 0
     assert bad_suite.valid_ratio == pytest.approx(3 / 8)
     assert bad_suite.gen_pass_rate == pytest.approx(2 / 3)
@@ -192,7 +192,7 @@ def test_only_mistake_book_tests_and_nothing_at_all(judge):
     (r,) = judge.judge_step([ProblemRollout(ADD, [BAD], [["no tests here", "```python\n```"]], mb)])
     s = r.suites[0][0]
     assert s.mb_pass_rate == pytest.approx(0.5) and s.pass_score == pytest.approx(0.5) and s.attack == 0.0
-    assert s.invalid_kinds == {UNPARSABLE: 1}  # the prose line
+    assert s.invalid == 0  # no python block and no line starting with `assert`: no test at all
     assert r.suites[0][1].invalid == 0 and r.suites[0][1].valid_ratio == 0.0
     (r,) = judge.judge_step([ProblemRollout(ADD, [BAD], [["```python\n```"]])])
     assert (r.suites[0][0].pass_score, r.suites[0][0].attack, r.code_rewards[0], r.test_rewards[0][0]) == (0, 0, 0, 0)
@@ -238,9 +238,25 @@ def test_strict_validity_pays_no_validity_for_a_wrong_expectation(executor):
     judge = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, strict_validity=True))
     (r,) = judge.judge_step([ProblemRollout(ADD, [BAD], [[SUITE]])])
     suite = r.suites[0][0]
-    assert (suite.valid, suite.invalid) == (1, 5)
-    assert suite.valid_ratio == pytest.approx(1 / 8)  # min(1/8, 1 - 5/8)
+    assert (suite.valid, suite.invalid) == (1, 4)
+    assert suite.valid_ratio == pytest.approx(1 / 8)  # min(1/8, 1 - 4/8)
     assert suite.gen_pass_rate == pytest.approx(2 / 3)  # the corrected tests still run
+
+
+def test_strict_lines_and_strict_operator_count_what_the_reference_ignores(executor):
+    """judge.strict_lines / judge.strict_operator: the project's readings of items 2 and 3."""
+    suite = "```python\nprint(1)\nassert add(1, 2) != 4\nassert add(2, 2) == 4\n```"
+    reference = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    lines = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, strict_lines=True))
+    operator = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, strict_operator=True))
+    (r,) = reference.judge_step([ProblemRollout(ADD, [GOOD], [[suite]])])
+    s = r.suites[0][0]  # `!= 4` reads as `== 4`: a wrong expectation, corrected to 3, kept
+    assert (s.valid, s.invalid, s.invalid_kinds) == (2, 1, {WRONG_EXPECTATION: 1})
+    assert s.tests[0].normalized == "assert add(1, 2) == 3"
+    (r,) = lines.judge_step([ProblemRollout(ADD, [GOOD], [[suite]])])
+    assert r.suites[0][0].invalid_kinds == {UNPARSABLE: 1, WRONG_EXPECTATION: 1}
+    (r,) = operator.judge_step([ProblemRollout(ADD, [GOOD], [[suite]])])
+    assert (r.suites[0][0].valid, r.suites[0][0].invalid_kinds) == (1, {UNPARSABLE: 1})
 
 
 def test_mistake_update_counts_each_failing_candidate_and_suite(judge):

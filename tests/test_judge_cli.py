@@ -33,14 +33,14 @@ def test_cli_json_has_the_documented_keys(tmp_path):
     record = json.loads(result.output)
     assert {"code_valid", "code_reward", "test_reward", "valid_ratio", "tests"} <= set(record)
     assert record["code_valid"] is True
-    assert record["valid_ratio"] == pytest.approx(3 / 8)  # 3 kept (2 corrected), 5 invalid
+    assert record["valid_ratio"] == pytest.approx(3 / 8)  # 3 kept (2 corrected), 4 invalid
     assert record["test_reward"] == pytest.approx(0.5 * 3 / 8 + 0.5 * 1 / 16)
     assert record["code_reward"] == pytest.approx(1 / 3)
-    assert len(record["tests"]) == 6
+    assert len(record["tests"]) == 5  # (the print line is no test)
     for t in record["tests"]:
         assert {"source", "normalized", "valid", "reason", "passed"} <= set(t)
         assert t["passed"] is None or t["valid"]
-    assert [t["passed"] for t in record["tests"]] == [True, None, None, None, None, None]
+    assert [t["passed"] for t in record["tests"]] == [True, None, None, None, None]
     assert record["tests"][1]["used_passed"] is False
     table = CliRunner().invoke(_cli(), args + ["--alpha", "0.3"])
     assert table.exit_code == 0 and "test reward" in table.output and "valid_ratio 0.375" in table.output

@@ -89,18 +89,20 @@ def _same(cached, whole):
     assert [t.expected_literal for t in cached] == [t.expected_literal for t in whole]
 
 
-@pytest.mark.parametrize("strict", [False, True])
-def test_cached_parsing_equals_parsing_whole_on_random_suites(strict, monkeypatch):
+@pytest.mark.parametrize("strict, reference", [(False, False), (True, False), (False, True), (True, True)])
+def test_cached_parsing_equals_parsing_whole_on_random_suites(strict, reference, monkeypatch):
+    """`reference`: the reference's reading (non-tests ignored, any operator reads as ==)."""
     monkeypatch.setattr("codea1.judge.parse.MAX_TEST_NODES", 25)  # so that random suites reach it
-    rng = random.Random(1234 + strict)
-    cache = LineCache("f", strict=strict)
+    rng = random.Random(1234 + strict + 2 * reference)
+    reading = {"ignore_non_tests": reference, "any_operator": reference}
+    cache = LineCache("f", strict=strict, **reading)
     for _ in range(3000):
         lines = [rng.choice(LINES) for _ in range(rng.randint(1, 10))]
         source = "".join(line + rng.choice(["\n", "\n", "\n", "\r\n", "\r"]) for line in lines)
         if rng.random() < 0.2:
             source = source.rstrip("\r\n")
-        whole = parse_tests(source, "f", strict=strict)
-        cached = parse_tests(source, "f", strict=strict, cache=cache)
+        whole = parse_tests(source, "f", strict=strict, **reading)
+        cached = parse_tests(source, "f", strict=strict, cache=cache, **reading)
         _same(cached, whole)
     assert cache.hits > cache.misses  # the cache was used, not bypassed
 

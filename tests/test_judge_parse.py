@@ -268,3 +268,80 @@ def test_only_substitution_is_held_to_the_size_limit(monkeypatch):
     assert "assignment too large" in assignment.reason and "whose assignment was not a valid one" in test.reason
     (grown,) = parse_tests("x = [1, 2, 3, 4, 5, 6, 7]\ny = [x, x, x]\nassert f(y) == 1\n", "f")
     assert "too large after substituting" in grown.reason
+
+
+# -- the reference's reading of a test completion (fidelity items 2 and 3) -------------------
+
+from codea1.judge.parse import completion_cache, parse_completion  # noqa: E402
+
+BLOCK = (
+    "Here are the tests:\n```python\n"
+    "import math\n"
+    "print('testing f')\n"                      # ignored
+    "def helper(x):\n    return x\n"            # ignored
+    "for i in range(3):\n    assert f(i) == i\n"  # ignored
+    "assert f(1) == 1\n"                        # test
+    "assert f(2)\n"                             # no comparison: ignored
+    "assert 3 == f(3)\n"                        # no call on the left: ignored
+    "this is prose inside the block\n"          # does not parse: ignored
+    "x = [1, 2]\n"
+    "assert f(x) != 5\n"                        # CALL == EXPECTED: f([1, 2]) == 5
+    "assert f(4) < 9 < 10\n"                    # chained: f(4) == 9
+    "assert f(5) in (5, 6)\n"                   # f(5) == (5, 6)
+    "assert f(6) is None\n"                     # f(6) == None
+    "assert f(7) not in [1]\n"                  # f(7) == [1]
+    "```\n"
+)
+
+
+def test_non_test_lines_of_a_python_block_are_ignored():
+    tests = parse_completion(BLOCK, "f")
+    assert all(t.ok for t in tests)  # nothing invalid: the non-tests are neither valid nor invalid
+    assert [t.call for t in tests] == ["f(1)", "f([1, 2])", "f(4)", "f(5)", "f(6)", "f(7)"]
+    # judge.strict_lines: the project's reading, every non-test statement an invalid test
+    strict = parse_completion(BLOCK, "f", strict_lines=True)
+    reasons = [t.reason for t in strict if not t.ok]
+    assert len(reasons) == 6  # print, def, for, `assert f(2)`, `assert 3 == f(3)`, prose
+    assert any("does not parse" in r for r in reasons) and any("function definition" in r for r in reasons)
+    assert [t.call for t in strict if t.ok] == ["f(1)", "f([1, 2])", "f(4)", "f(5)", "f(6)", "f(7)"]
+
+
+def test_other_operators_read_as_call_equals_expected():
+    tests = parse_completion(BLOCK, "f")
+    assert [t.normalized for t in tests[1:]] == [
+        "assert f([1, 2]) == 5", "assert f(4) == 9", "assert f(5) == (5, 6)", "assert f(6) == None",
+        "assert f(7) == [1]",
+    ]
+    assert tests[3].expected_literal == ((5, 6),)
+    # judge.strict_operator: only `==` reads as a test; the others are invalid with the operator named
+    strict = parse_completion(BLOCK, "f", strict_operator=True)
+    assert [t.call for t in strict if t.ok] == ["f(1)"]
+    assert [t.reason for t in strict if not t.ok] == [
+        "comparison with `!=`; expected `assert CALL == EXPECTED`", "chained comparison; expected `assert CALL == EXPECTED`",
+        "comparison with `in`; expected `assert CALL == EXPECTED`", "comparison with `is`; expected `assert CALL == EXPECTED`",
+        "comparison with `not in`; expected `assert CALL == EXPECTED`",
+    ]
+
+
+def test_without_a_python_block_the_assert_lines_are_the_tests():
+    text = (
+        "I would test:\nassert f(1) == 1\n  assert f(2) >= 2\nassert f(3\nassert f(4)\n"
+        "assert 5 == f(5)\nprint(f(6))\nx = 3\nassert f(x) == 3\n```\nassert f(7) == 7\n```\n"
+    )
+    tests = parse_completion(text, "f")
+    # every line starting with `assert` is one test; one that cannot be read as a test is invalid
+    assert [t.line for t in tests] == [2, 3, 4, 5, 6, 9, 11]
+    assert [t.call for t in tests] == ["f(1)", "f(2)", None, None, None, "f(x)", "f(7)"]
+    assert "does not parse" in tests[2].reason and "no comparison" in tests[3].reason
+    assert "not a call" in tests[4].reason
+
+
+def test_the_completion_cache_matches_its_reading():
+    cache = completion_cache("f")
+    assert parse_completion(BLOCK, "f", cache=cache) == parse_completion(BLOCK, "f")
+    assert parse_completion(BLOCK, "f", cache=cache) == parse_completion(BLOCK, "f")  # from the cache
+    with pytest.raises(ValueError, match="LineCache was made for"):
+        parse_completion(BLOCK, "f", strict_lines=True, cache=cache)
+    lines = completion_cache("f", strict_lines=True, strict_operator=True)
+    assert (parse_completion(BLOCK, "f", strict_lines=True, strict_operator=True, cache=lines)
+            == parse_completion(BLOCK, "f", strict_lines=True, strict_operator=True))

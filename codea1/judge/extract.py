@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["code_blocks", "extract_code", "extract_test_source"]
+__all__ = ["code_blocks", "extract_code", "extract_test_source", "python_test_source"]
 
 # An opening fence at the start of a line: ``` or more backticks, an optional language tag.
 _FENCE_OPEN = re.compile(r"^[ \t]*(?P<ticks>`{3,})[ \t]*(?P<lang>[^\s`]*)[^\n]*$", re.MULTILINE)
@@ -56,6 +56,15 @@ def extract_test_source(text: str) -> str:
     blocks = code_blocks(text)
     python = [body for lang, body in blocks if lang in _PYTHON_TAGS]
     chosen = python or [body for _, body in blocks]
-    if chosen:
-        return "\n".join(body.rstrip("\n") for body in chosen) + "\n"
-    return text
+    return _joined(chosen) if chosen else text
+
+
+def python_test_source(text: str) -> str | None:
+    """All ```python blocks of a completion joined (the reference reads its tests from
+    them), or None when it has none."""
+    python = [body for lang, body in code_blocks(text) if lang in _PYTHON_TAGS]
+    return _joined(python) if python else None
+
+
+def _joined(bodies: list[str]) -> str:
+    return "\n".join(body.rstrip("\n") for body in bodies) + "\n"

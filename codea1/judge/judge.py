@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
 from codea1.interpreter import HANDOFF_INTERVAL_S, gc_paused, quick_handoff
-from codea1.judge.extract import extract_code, extract_test_source
-from codea1.judge.parse import LineCache, ParsedTest, normalize_assert, parse_tests
+from codea1.judge.extract import extract_code
+from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, parse_completion, parse_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.mistakes.book import MistakeUpdate
 from codea1.sandbox import CallResult, Job, Limits, RunResult, encode, to_source, values_equal
@@ -367,14 +367,16 @@ class Judge:
     def _plan(self, rollout: ProblemRollout) -> _Plan:
         problem = rollout.problem
         entry = problem.entry_point
-        options = {"strict": self.config.strict_tests, "require_entry_point": self.config.require_entry_point}
+        config = self.config
+        options = {"strict": config.strict_tests, "require_entry_point": config.require_entry_point}
+        reading = {"strict_lines": config.strict_lines, "strict_operator": config.strict_operator}
         # the suites of a problem repeat each other's lines: each distinct line is parsed once
-        options["cache"] = LineCache(entry, **options)
+        cache = completion_cache(entry, **options, **reading)
         suites: list[list[_Suite]] = []
         for suite_texts in rollout.tests:
             row = []
             for raw in suite_texts:
-                parsed = parse_tests(extract_test_source(raw), entry, **options)
+                parsed = parse_completion(raw, entry, **options, **reading, cache=cache)
                 seen: set[str] = set()
                 duplicate = []
                 for t in parsed:
@@ -391,7 +393,7 @@ class Judge:
                 mb_skipped.append((k, f"beyond the first {g} tests: a step replays at most G of a problem's book"))
                 continue
             # stored tests passed these checks when they entered; one that does not now is skipped
-            parsed = parse_tests(test, entry, **options)
+            parsed = parse_tests(test, entry, **options)  # (stored as `assert CALL == LITERAL`)
             if len(parsed) == 1 and parsed[0].call is not None:
                 mb_calls.append((k, test, parsed[0].call))
             elif len(parsed) != 1:

@@ -24,7 +24,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LineCache", "ParsedTest", "parse_tests", "normalize_assert", "MAX_TEST_NODES"]
+from codea1.judge.extract import extract_test_source, python_test_source
+
+__all__ = ["LineCache", "ParsedTest", "completion_cache", "parse_completion", "parse_tests", "normalize_assert",
+           "MAX_TEST_NODES"]
 
 # An assignment bigger than this, or a test that substitution makes bigger than this, is
 # refused: chained assignments (`b = [a, a]; c = [b, b]; ...`) would otherwise grow
@@ -340,11 +343,13 @@ def _import_expr(module: str, attr: str | None = None, submodule: bool = False) 
 
 class _Parser:
     def __init__(self, source: str, entry_point: str | None, strict: bool = False, require_entry: bool = True,
-                 cache: "LineCache | None" = None) -> None:
+                 cache: "LineCache | None" = None, ignore_non_tests: bool = False, any_operator: bool = False) -> None:
         self.source = source
         self.entry_point = entry_point
         self.strict = strict
         self.require_entry = require_entry and entry_point is not None
+        self.ignore_non_tests = ignore_non_tests
+        self.any_operator = any_operator
         self.cache = cache
         self.env = _Env()
         self.tests: list[ParsedTest] = []
@@ -353,10 +358,12 @@ class _Parser:
     # -- statements -----------------------------------------------------------------
     def statement(self, node: ast.stmt, text: str, line: int) -> None:
         if isinstance(node, ast.Assert):
-            self.tests.append(self.assert_(node, text, line))
+            test = self.assert_(node, text, line)
+            if test is not None:
+                self.tests.append(test)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             reason = self.assign(node)
-            if reason is not None:
+            if reason is not None and not self.ignore_non_tests:
                 self.tests.append(ParsedTest(text, line, reason=reason))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self.import_(node)
@@ -367,20 +374,29 @@ class _Parser:
         else:
             if isinstance(node, ast.AugAssign):  # the name no longer holds what was substituted
                 self._refuse([n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)])
-            self.tests.append(ParsedTest(text, line, reason=f"not a test: {_describe(node)} statement"))
+            if not self.ignore_non_tests:
+                self.tests.append(ParsedTest(text, line, reason=f"not a test: {_describe(node)} statement"))
 
-    def assert_(self, node: ast.Assert, text: str, line: int) -> ParsedTest:
-        """One assert statement as a test."""
+    def assert_(self, node: ast.Assert, text: str, line: int) -> ParsedTest | None:
+        """One assert statement as a test; None when it is to be ignored (`ignore_non_tests`:
+        an assert that is not a comparison with a call on its left is not a test)."""
         test = node.test
         if not isinstance(test, ast.Compare):
+            if self.ignore_non_tests:
+                return None
             return ParsedTest(text, line, reason="not of the form `assert CALL == EXPECTED` (no comparison)")
-        if len(test.ops) != 1:
-            return ParsedTest(text, line, reason="chained comparison; expected `assert CALL == EXPECTED`")
-        if not isinstance(test.ops[0], ast.Eq):
-            op = _OPERATORS.get(type(test.ops[0]), type(test.ops[0]).__name__)
-            return ParsedTest(text, line, reason=f"comparison with `{op}`; expected `assert CALL == EXPECTED`")
+        if self.ignore_non_tests and not isinstance(test.left, ast.Call):
+            return None
+        if not self.any_operator:
+            if len(test.ops) != 1:
+                return ParsedTest(text, line, reason="chained comparison; expected `assert CALL == EXPECTED`")
+            if not isinstance(test.ops[0], ast.Eq):
+                op = _OPERATORS.get(type(test.ops[0]), type(test.ops[0]).__name__)
+                return ParsedTest(text, line, reason=f"comparison with `{op}`; expected `assert CALL == EXPECTED`")
         if not isinstance(test.left, ast.Call):
-            return ParsedTest(text, line, reason="left side of `==` is not a call expression")
+            first = "==" if isinstance(test.ops[0], ast.Eq) else _OPERATORS.get(type(test.ops[0]), "the operator")
+            return ParsedTest(text, line, reason=f"left side of `{first}` is not a call expression")
+        # (any operator, chained too, reads as `CALL == EXPECTED` with the first right-hand side)
         left, right = test.left, test.comparators[0]
         if not self.env.values and not self.env.refused:
             # Nothing to substitute (the common case): skip the walks.
@@ -609,7 +625,8 @@ class _Parser:
             if parsed is None:
                 chunk = "".join(lines[begin : starts[k + 1]]).strip()
                 error = _syntax_error(chunk)
-                self.tests.append(ParsedTest(chunk, begin + 1, reason=f"does not parse: {error}"))
+                if not self.ignore_non_tests:  # (prose in a test block: neither valid nor invalid)
+                    self.tests.append(ParsedTest(chunk, begin + 1, reason=f"does not parse: {error}"))
                 k += 1
                 continue
             self.lines = _split_lines(chunk)
@@ -694,8 +711,9 @@ class LineCache:
     the parser's warning filter (see `_Parser.run`).
     """
 
-    def __init__(self, entry_point: str | None, strict: bool = False, require_entry_point: bool = True) -> None:
-        self.options = (entry_point, strict, require_entry_point)
+    def __init__(self, entry_point: str | None, strict: bool = False, require_entry_point: bool = True,
+                 ignore_non_tests: bool = False, any_operator: bool = False) -> None:
+        self.options = (entry_point, strict, require_entry_point, ignore_non_tests, any_operator)
         self._lines: dict[str, _Line | None] = {}
         self.hits = 0
         self.misses = 0
@@ -777,7 +795,7 @@ class LineCache:
             line._tests_at[number] = tests
         return tests
 
-    def assert_result(self, item: _LineItem) -> ParsedTest:
+    def assert_result(self, item: _LineItem) -> ParsedTest | None:
         """An assert line's test where none of the names it loads is bound or refused,
         computed once on a parser with nothing bound: `_Parser.assert_` gives such a test
         the same verdict whether or not other names are bound, and changes no tree."""
@@ -787,8 +805,8 @@ class LineCache:
         return item.test
 
     def _helper(self, lines: list[str]) -> "_Parser":
-        entry_point, strict, require_entry = self.options
-        helper = _Parser("", entry_point, strict, require_entry)
+        entry_point, strict, require_entry, ignore_non_tests, any_operator = self.options
+        helper = _Parser("", entry_point, strict, require_entry, None, ignore_non_tests, any_operator)
         helper.lines = lines
         return helper
 
@@ -850,7 +868,7 @@ def _describe(node: ast.stmt) -> str:
 
 def parse_tests(
     source: str, entry_point: str | None = None, *, strict: bool = False, require_entry_point: bool = True,
-    cache: LineCache | None = None,
+    cache: LineCache | None = None, ignore_non_tests: bool = False, any_operator: bool = False,
 ) -> list[ParsedTest]:
     """Every test-like statement of `source` (test code, already out of its fences), in order.
 
@@ -860,21 +878,69 @@ def parse_tests(
 
     With `strict`, a test may only build data: besides the function under test it may use
     side-effect-free builtins (`SAFE_BUILTINS`), modules of `SAFE_MODULES` and names it
-    binds itself, no `_private` attribute and no `:=`. All tests of a problem run one after
-    another in one process, so without this a test could rebind the candidate's globals
-    (`f(globals().update(helper=None) or 1)`) and make *other* tests fail: a reward hack.
+    binds itself, no `_private` attribute and no `:=` (the project's allow-list; without
+    it, the judge runs each suite's calls apart from the others: see `codea1.judge.judge`).
+
+    `ignore_non_tests` (the reference's reading of a python block): a statement that is
+    not a test (print, def, loops, prose that does not parse, an assert that is not a
+    comparison with a call on its left) is skipped, neither valid nor invalid; otherwise
+    each one is an invalid test with its reason. `any_operator` (the reference): an assert
+    comparing with another operator (`!=`, `<`, `in`, `is`, chained) reads as
+    `CALL == EXPECTED` with its left call and first right-hand side; otherwise it is invalid.
 
     `cache` (a `LineCache` made with the same options) shares the parsing of repeated
     lines between calls: the judge keeps one per problem for all its suites.
     """
-    if cache is not None and cache.options != (entry_point, strict, require_entry_point):
+    options = (entry_point, strict, require_entry_point, ignore_non_tests, any_operator)
+    if cache is not None and cache.options != options:
         raise ValueError(
-            f"parse_tests: the LineCache was made for (entry_point, strict, require_entry_point) = "
-            f"{cache.options}, not {(entry_point, strict, require_entry_point)}"
+            "parse_tests: the LineCache was made for (entry_point, strict, require_entry_point, ignore_non_tests, "
+            f"any_operator) = {cache.options}, not {options}"
         )
     if source[:1] in (" ", "\t") or "\n " in source or "\n\t" in source:  # else dedent changes nothing
         source = textwrap.dedent(source)
-    return _Parser(source, entry_point, strict, require_entry_point, cache).run()
+    return _Parser(source, entry_point, strict, require_entry_point, cache, ignore_non_tests, any_operator).run()
+
+
+def parse_completion(
+    text: str, entry_point: str | None = None, *, strict: bool = False, require_entry_point: bool = True,
+    strict_lines: bool = False, strict_operator: bool = False, cache: LineCache | None = None,
+) -> list[ParsedTest]:
+    """The tests of a raw test completion, read as the reference reads them.
+
+    From its ```python blocks: every statement, with the non-tests ignored
+    (`ignore_non_tests`). Without a python block: each line that starts with `assert` is
+    one test, and one that cannot be read as a test is invalid. `strict_lines` (the
+    project's alternative, `judge.strict_lines`): all python blocks, else all fenced
+    blocks, else the whole text, with every non-test statement an invalid test.
+    `strict_operator` (`judge.strict_operator`): only `assert CALL == EXPECTED` reads as a
+    test. `cache` must be made with the options this reading uses (`completion_cache`).
+    """
+    any_operator = not strict_operator
+    if strict_lines:
+        return parse_tests(extract_test_source(text), entry_point, strict=strict,
+                           require_entry_point=require_entry_point, cache=cache, any_operator=any_operator)
+    source = python_test_source(text)
+    if source is not None:
+        return parse_tests(source, entry_point, strict=strict, require_entry_point=require_entry_point,
+                           cache=cache, ignore_non_tests=True, any_operator=any_operator)
+    tests = []
+    for number, line in enumerate(_split_lines(text), 1):
+        line = line.strip()
+        if not line.startswith("assert"):
+            continue
+        # (each line on its own, nothing substituted; a line that does not parse is invalid)
+        for test in parse_tests(line, entry_point, strict=strict, require_entry_point=require_entry_point,
+                                any_operator=any_operator):
+            tests.append(test.at(number))
+    return tests
+
+
+def completion_cache(entry_point: str | None, *, strict: bool = False, require_entry_point: bool = True,
+                     strict_lines: bool = False, strict_operator: bool = False) -> LineCache:
+    """The `LineCache` for `parse_completion` with these options (python blocks' reading)."""
+    return LineCache(entry_point, strict, require_entry_point, ignore_non_tests=not strict_lines,
+                     any_operator=not strict_operator)
 
 
 # Builtins a test may call or name under `strict`: they build or inspect data and leave the
