@@ -176,6 +176,7 @@ class Worker:
         self.last_maxrss_mb = 0.0
         self.scratch_dirty = True
         self.host_tmp: str | None = None
+        self.view: isolation.View | None = None  # what of the host the runs see (None: no root of their own)
         self.mallopt = _mallopt()
 
     def lost(self, name: str, why: str) -> None:
@@ -214,7 +215,8 @@ class Worker:
                 os.makedirs(ROOT_DIR, 0o755, exist_ok=True)
                 isolation.mount("tmpfs", ROOT_DIR, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
                                 f"size={self.cfg.get('scratch_mb', 1024)}m,mode=755")
-                isolation.build_root(ROOT_DIR, SCRATCH_IN_ROOT.lstrip("/"), tuple(self.cfg.get("hide", ())))
+                self.view = isolation.current_view(self.cfg.get("hide", ()))
+                isolation.build_root(ROOT_DIR, self.view, SCRATCH_IN_ROOT.lstrip("/"))
                 self.root = ROOT_DIR
                 self.scratch_host = ROOT_DIR + SCRATCH_IN_ROOT
                 self.scratch_child = SCRATCH_IN_ROOT
@@ -422,6 +424,7 @@ class Worker:
             "protections": self.protections,
             "preload_errors": self.preload_errors,
             "uid": self.uid,
+            "view": self.view._asdict() if self.view is not None else None,
         })
         self.inbox = _Inbox(self.chan_in)
         os.set_blocking(self.chan_out, False)  # (sends read the inbox while the channel is full)

@@ -71,7 +71,8 @@ class _Worker:
             "uid": _UID_BASE + (os.getpid() % 100_000) * 64 + index % 64,
             "preload": list(preload),
             "isolate": isolate,
-            "hide": [_PACKAGE_ROOT, os.getcwd()],  # the repository and the caller's directory
+            # The checkout, the caller's directory, home, /tmp: never in a run's view.
+            "hide": [path for _, path in isolation.places_to_hide(_PACKAGE_ROOT)],
         }
         if isolate and os.geteuid() == 0:
             for ctl in ("memory", "pids"):
