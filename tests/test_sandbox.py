@@ -179,7 +179,11 @@ def test_cli_check_passes_on_this_machine():
 
     res = CliRunner().invoke(app, ["check"], terminal_width=200)
     assert res.exit_code == 0, res.output
-    assert "FAIL" not in res.output and res.output.count("PASS") >= 15
+    assert "FAIL" not in res.output and "UNPROVEN" not in res.output and res.output.count("PASS") >= 15 + 3
+    for place in ("checkout", "current", "home directory", "/tmp"):
+        assert place in res.output  # a canary row each (the cwd may share the checkout's, wrapped)
+    assert "A run sees, read-only: " in res.output and res.stderr == ""
+    assert not [n for n in os.listdir(".") if n.startswith(".codea1-canary-")]  # removed again
 
 
 def test_submit_runs_higher_priority_first_and_returns_futures():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import textwrap
 import threading
 import time
@@ -274,6 +275,13 @@ def test_escapes_to_host_files(ex, host, tmp_path):
     target.mkdir()
     os.chmod(target, 0o777)
     repo_file = os.path.abspath(__file__)
+    checkout = os.path.dirname(os.path.dirname(repo_file))
+    # The checkout's other files, and the venv's files besides its packages, wherever it is
+    # (inside the checkout in the README's layout).
+    others = [os.path.join(checkout, n) for n in ("README.md", "pyproject.toml", ".git/HEAD", ".git")]
+    if sys.prefix != sys.base_prefix:
+        others += [os.path.join(sys.prefix, "bin", "activate"), os.path.join(sys.prefix, "bin", "pip")]
+    others += [os.path.join(os.path.expanduser("~"), n) for n in (".bashrc", ".profile")]
     prog = f"""
 import os
 wrote, read = [], []
@@ -292,6 +300,7 @@ for p in ({repo_file!r}, '/etc/shadow', '/proc/1/environ', '/proc/self/environ',
         read.append(p)
     except OSError:
         pass
+read += [p for p in {others!r} if os.path.lexists(p)]
 open('mine.txt', 'w').write('scratch is fine')
 print(wrote, read, os.listdir('/'))
 """
@@ -301,6 +310,32 @@ print(wrote, read, os.listdir('/'))
     assert values_equal(val(r), encode("scratch is fine"))
     assert not (target / "x").exists() and not os.path.exists("/tmp/codea1-escape")
     assert not os.path.exists("/codea1-escape") and not os.path.exists("/root/codea1-escape")
+
+
+def test_the_package_is_hidden_and_the_harness_needs_nothing_from_it(ex, host):
+    """The checkout (the codea1 package root: on PYTHONPATH or an editable install) is not
+    in a run's view; the worker imported the harness before forking, so every path of a
+    run (a program that raises and prints its traceback, values of every kind, numpy, a
+    call that fails, a call that runs into its timeout) still works."""
+    need(ex, "mount-namespace", "read-only-root")
+    import codea1.sandbox._child as child
+
+    prog = ("import sys, os\nimport numpy as np\n"
+            "files = [m.__file__ for n, m in list(sys.modules.items())\n"
+            "         if n.startswith('codea1') and getattr(m, '__file__', None)]\n")
+    calls = ["len(files) > 3", "[f for f in files if os.path.exists(f)]",
+             f"os.path.exists({os.path.dirname(child.__file__)!r})",
+             "({1, 2}, frozenset('a'), {'k': (1.5, b'x', None)}, complex(1, 2), 10**30)",
+             "np.arange(4).tolist()", "1/0", "__import__('time').sleep(5)", "'after'"]
+    r = ex.run(Job(prog, calls))
+    assert r.program_ok, r.stderr
+    assert [c.status for c in r.calls] == ["ok"] * 5 + ["error", "timeout", "ok"], r.calls
+    assert values_equal(val(r, 0), encode(True))
+    assert values_equal(val(r, 1), encode([])) and values_equal(val(r, 2), encode(False))
+    assert values_equal(val(r, 3), encode(({1, 2}, frozenset("a"), {"k": (1.5, b"x", None)}, complex(1, 2), 10**30)))
+    assert values_equal(val(r, 4), encode([0, 1, 2, 3])) and values_equal(val(r, 7), encode("after"))
+    r = ex.run(Job("raise ValueError('shown')\n"))
+    assert r.program_error == "ValueError: shown" and "Traceback" in r.stderr and "ValueError: shown" in r.stderr
 
 
 def test_escapes_to_network(ex, host):

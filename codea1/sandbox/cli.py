@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -50,13 +51,15 @@ def run_command(
 
 @app.command("check")
 def check_command() -> None:
-    """Self-test: which protections hold on this machine (exit 1 if any fails)."""
+    """Self-test: which protections hold on this machine, one attack per class, and canary
+    files in the checkout, the current directory, home and /tmp that runs must not see
+    (exit 1 if anything fails, with one line on stderr per visible canary)."""
     from rich.console import Console
     from rich.table import Table
 
     from codea1.sandbox import Executor
     from codea1.sandbox.isolation import PROTECTIONS
-    from codea1.sandbox.selfcheck import run_checks
+    from codea1.sandbox.selfcheck import check_canaries, run_checks
 
     console = Console()
     with Executor(workers=1) as ex:
@@ -68,7 +71,13 @@ def check_command() -> None:
             state = ex.protections.get(name, "LOST: not reported")
             prot.add_row(name, "[green]holds[/]" if state is True else f"[red]{state}[/]", what)
         console.print(prot)
+        view = (ex._all[0].hello or {}).get("view") if ex._all else None
+        if view:
+            console.print("A run sees, read-only: " + ", ".join(view["binds"])
+                          + (f"; covered inside them: {', '.join(view['masks'])}" if view["masks"] else ""),
+                          soft_wrap=True, highlight=False)
         results = run_checks(ex)
+        canaries = check_canaries(ex)
     table = Table(title="Attacks (one per class of SANDBOX.md); host = nothing left running, memory back")
     for col in ("check", "class", "verdict", "run status", "host", "what it shows"):
         table.add_column(col)
@@ -78,7 +87,20 @@ def check_command() -> None:
         table.add_row(c.name, c.attack, "[green]PASS[/]" if ok else "[red]FAIL[/]", r.status,
                       "[green]unharmed[/]" if not harm else f"[red]{'; '.join(harm)}[/]", c.explain)
     console.print(table)
+    hidden = Table(title="Host directories runs must not see (a canary file planted in each, removed after)")
+    for col in ("place", "directory", "verdict", "what the run could do"):
+        hidden.add_column(col)
+    for c in canaries:
+        failed += c.visible or c.problem is not None
+        verdict = ("[red]FAIL[/]" if c.visible else "[green]PASS[/]") if c.problem is None else "[red]UNPROVEN[/]"
+        hidden.add_row(c.place, os.path.dirname(c.path), verdict, c.problem or (", ".join(c.seen) if c.seen else "nothing: not there"))
+    console.print(hidden)
     lost = [k for k, v in ex.protections.items() if v is not True]
     if lost:
         console.print(f"[yellow]lost protections: {', '.join(lost)}[/]")
+    for c in canaries:
+        if c.visible:
+            typer.echo(f"error: sandboxed code can see {c.path} ({c.place}: {', '.join(c.seen)})", err=True)
+        elif c.problem:
+            typer.echo(f"error: could not check {c.path} ({c.place}): {c.problem}", err=True)
     raise typer.Exit(1 if failed else 0)

@@ -164,14 +164,7 @@ def places_to_hide(package_root: str, cwd: str | None = None) -> list[tuple[str,
     except KeyError:
         pass
     out += [("/tmp", "/tmp"), ("temporary directory", tempfile.gettempdir()), ("/var/tmp", "/var/tmp")]
-    seen: set[str] = set()
-    unique = []
-    for what, path in out:
-        real = os.path.realpath(path)
-        if real not in seen:
-            seen.add(real)
-            unique.append((what, real))
-    return unique
+    return [(what, os.path.realpath(path)) for what, path in out]
 
 
 def _within(path: str, top: str) -> bool:
@@ -244,10 +237,10 @@ def plan_view(base_prefix: str, prefix: str, executable: str, sys_path: list[str
     every symlink on the way to it; a virtual environment's ``pyvenv.cfg`` (a ``python``
     started by the run reads it to find the venv's packages: it names only the base
     interpreter); and each directory of ``sys.path``. A ``sys.path`` entry that is a hidden
-    directory or holds one (the checkout on ``PYTHONPATH`` or of an editable install: the
-    worker has imported what it needs before any run) is left out, and one inside a hidden
-    directory is kept only if it is a package directory (``site-packages``), alone: not the
-    venv's ``bin/``, not the checkout around it.
+    directory, holds one or lies inside one (the checkout on ``PYTHONPATH`` or of an
+    editable install: the worker has imported what it needs before any run) is left out,
+    unless it is a package directory (``site-packages``, ``dist-packages``): that one is
+    bound alone, not the venv's ``bin/``, not the checkout around it.
     """
     hidden_real = sorted({os.path.realpath(h) for h in hidden if h and os.path.realpath(h) != "/"})
     links: dict[str, str] = {}
@@ -265,10 +258,9 @@ def plan_view(base_prefix: str, prefix: str, executable: str, sys_path: list[str
         if not entry or not os.path.isabs(entry) or not os.path.exists(entry):
             continue
         real = os.path.realpath(entry)
-        if any(_within(h, real) for h in hidden_real):
-            continue  # the checkout itself, or a directory that holds a hidden one
-        if any(_within(real, h) for h in hidden_real) and os.path.basename(real) not in PACKAGE_DIR_NAMES:
-            continue
+        if os.path.basename(real) not in PACKAGE_DIR_NAMES and any(
+                _within(h, real) or _within(real, h) for h in hidden_real):
+            continue  # the checkout itself, a directory that holds a hidden one, or one inside
         named.append(entry)
     needed = sorted({_resolve(os.path.abspath(p), links) for p in named})
     needed = [p for p in needed if os.path.exists(p)]

@@ -158,3 +158,104 @@ def _settled_harm(before, ex: Executor) -> list[str]:
         if not harm or time.monotonic() > deadline:
             return harm
         time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------- canaries
+
+#: The places ``codea1 sandbox check`` plants a canary file in (kinds of ``places_to_hide``).
+CANARY_PLACES = ("checkout", "current directory", "home directory", "/tmp")
+
+_PROBE = """
+import errno, os
+
+def probe(p):
+    how = []
+    try:
+        os.stat(p)
+        how.append('stat')
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.ENOTDIR):
+            how.append('denied')  # there, but a directory on the way is not searchable
+    try:
+        with open(p) as f:
+            if f.read(200):
+                how.append('read')
+    except OSError:
+        pass
+    try:
+        if os.path.basename(p) in os.listdir(os.path.dirname(p)):
+            how.append('listed')
+    except OSError:
+        pass
+    return ' '.join(how)
+"""
+
+
+@dataclass
+class Canary:
+    """One planted canary and what sandboxed code could do with it."""
+
+    place: str  # e.g. "checkout, current directory"
+    path: str  # the canary file
+    seen: list[str]  # how the run saw it ("stat", "read", "listed", "denied"); empty: hidden
+    problem: str | None = None  # why it proves nothing (not planted, the probe failed)
+
+    @property
+    def visible(self) -> bool:
+        return bool(self.seen)
+
+
+def canary_places(package_root: str | None = None) -> list[tuple[str, str]]:
+    """(what, directory) for each canary: the checkout, the current directory, the home
+    directory and /tmp, one canary per distinct directory (its names joined)."""
+    from codea1.sandbox.executor import _PACKAGE_ROOT
+    from codea1.sandbox.isolation import places_to_hide
+
+    merged: dict[str, list[str]] = {}
+    for what, path in places_to_hide(package_root or _PACKAGE_ROOT):
+        if what in CANARY_PLACES:
+            merged.setdefault(path, []).append(what)
+    return [(", ".join(dict.fromkeys(names)), path) for path, names in merged.items()]
+
+
+def check_canaries(executor: Executor, places: list[tuple[str, str]] | None = None) -> list[Canary]:
+    """Plant a canary file in each place, let sandboxed code try to stat, read and list
+    it, and remove the canaries again (whatever happens). A canary the run saw is a leak;
+    one that could not be planted, or a probe that did not finish, proves nothing."""
+    token = os.urandom(8).hex()
+    planted: list[Canary] = []
+    out: list[Canary] = []
+    try:
+        for what, directory in places if places is not None else canary_places():
+            path = os.path.join(directory, f".codea1-canary-{token}")
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    os.write(fd, f"codea1 sandbox canary {token}\n".encode())
+                finally:
+                    os.close(fd)
+            except OSError as e:
+                out.append(Canary(what, path, [], f"cannot plant a canary here: {e.strerror or e}"))
+                continue
+            canary = Canary(what, path, [])
+            planted.append(canary)
+            out.append(canary)
+        if planted:
+            limits = Limits(timeout_s=10.0, call_timeout_s=5.0, memory_mb=256, max_procs=16)
+            r = executor.run(Job(_PROBE, [f"probe({c.path!r})" for c in planted], limits))
+            for i, c in enumerate(planted):
+                seen = _call_value(r, i)
+                if isinstance(seen, list) and len(seen) == 2 and seen[0] == "str" and isinstance(seen[1], str):
+                    c.seen = seen[1].split()
+                else:
+                    call = r.calls[i] if len(r.calls) > i else None
+                    why = (call.error if call is not None else None) or r.program_error or r.infra_error or r.status
+                    c.problem = f"the probe run failed: {why}"
+    finally:
+        for c in planted:
+            try:
+                os.unlink(c.path)
+            except FileNotFoundError:
+                pass
+    return out
+
