@@ -36,9 +36,10 @@ PROTECTIONS: dict[str, str] = {
     "fork-server": "warm worker forks a child per run (no interpreter start-up per run)",
     "pid-namespace": "run cannot see or signal host processes; all its processes are killed after it",
     "net-namespace": "no network access",
-    "mount-namespace": "private mount table (host /tmp, /root, /home, the repo are hidden)",
+    "mount-namespace": "private mount table (the run's view has no checkout, home, /tmp: see read-only-root)",
     "ipc-uts-namespace": "no host SysV IPC; own hostname",
-    "read-only-root": "filesystem is a read-only view of only what Python needs plus a private scratch dir",
+    "read-only-root": "filesystem is a read-only view of only what Python needs (system dirs, the interpreter's lib, "
+                      "sys.path's package dirs) plus a private scratch dir, wherever the venv lives",
     "unprivileged-uid": "run executes as an unprivileged uid (cannot write host files, ptrace, chroot back)",
     "memory-cgroup": "hard memory cap charged per run (cgroup v1 memory)",
     "pids-cgroup": "hard process/thread cap per run (cgroup v1 pids)",
