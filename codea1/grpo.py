@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -64,6 +64,12 @@ class GRPOConfig(BaseModel):
     warmup_steps: int = Field(10, ge=0, description="training steps of linear warm-up")
     min_lr_ratio: float = Field(0.0, ge=0, le=1, description="cosine floor as a share of lr")
     grad_clip: float = Field(1.0, gt=0, description="max global grad norm")
+    rollout_is: Literal["none", "tis"] = Field(
+        "none",
+        description="correction for a rollout engine (vLLM) sampling from slightly other "
+        "probabilities than the trainer's: 'tis' multiplies each token's policy-gradient loss by "
+        "min(exp(trainer old log-prob - engine log-prob), rollout_is_cap); 'none' as the paper")
+    rollout_is_cap: float = Field(2.0, gt=0, description="cap of the truncated importance weight")
 
     @model_validator(mode="after")
     def _check_betas(self) -> "GRPOConfig":
@@ -162,17 +168,21 @@ def k3_kl(logp: "torch.Tensor", ref_logp: "torch.Tensor", clamp: float = 10.0) -
 def grpo_token_loss(
     logp: "torch.Tensor", old_logp: "torch.Tensor", ref_logp: "torch.Tensor | None",
     advantages: "torch.Tensor", mask: "torch.Tensor", cfg: GRPOConfig, n_tokens: float | None = None,
+    is_weight: "torch.Tensor | None" = None,
 ) -> tuple["torch.Tensor", dict[str, float]]:
     """Token-mean clipped surrogate plus kl_coef * token-mean k3 KL (no entropy bonus).
 
     All tensors share one shape (per response token); `advantages` is the sequence's
-    advantage broadcast to its tokens. Returns the loss and summed statistics (to be
-    divided by the token count by the caller).
+    advantage broadcast to its tokens. `is_weight` (truncated importance sampling, see
+    `codea1.engines.correction`) multiplies each token's surrogate. Returns the loss and
+    summed statistics (to be divided by the token count by the caller).
     """
     import torch
 
     mask = mask.to(logp.dtype)
     pg, clipped = clipped_surrogate(logp, old_logp, advantages, cfg.clip_low, cfg.clip_high)
+    if is_weight is not None:
+        pg = pg * is_weight
     loss = token_mean(pg, mask, n_tokens)
     stats = {
         "pg_loss_sum": float((pg.detach() * mask).sum()),
@@ -234,6 +244,7 @@ class Trajectory:
     prompt_ids: list[int]
     completion_ids: list[int]
     advantage: float
+    rollout_logprobs: list[float] | None = None  # the rollout engine's, where it reports them
 
 
 @dataclass
@@ -407,6 +418,7 @@ def split_mini_batches(n: int, mini_batches: int) -> list[list[int]]:
 def update_policy(
     model, optimizer: "torch.optim.Optimizer", seqs: Sequence[Trajectory], cfg: GRPOConfig,
     old_logps: Sequence["torch.Tensor"], ref_logps: Sequence["torch.Tensor"] | None,
+    is_weights: Sequence["torch.Tensor"] | None = None,
 ) -> UpdateStats:
     """One GRPO update: `ppo_epochs` passes over mini-batches of the sequences.
 
@@ -416,6 +428,7 @@ def update_policy(
     state). Each mini-batch is packed into micro-batches; their losses are divided by
     the mini-batch's total token count, so the accumulated gradient is the mini-batch's
     token-mean exactly. Gradients are clipped to `grad_clip` before each optimiser step.
+    `is_weights[i]`: per-token importance weights of sequence i (`grpo.rollout_is`).
     """
     import torch
 
@@ -435,9 +448,10 @@ def update_policy(
                 glob = [members[j] for j in mb.members]
                 old = torch.cat([old_logps[g] for g in glob])
                 ref = torch.cat([ref_logps[g] for g in glob]) if ref_logps is not None else None
+                isw = torch.cat([is_weights[g] for g in glob]) if is_weights is not None else None
                 logp = sequence_logprobs(model, mb)
                 mask = torch.ones_like(logp)
-                loss, st = grpo_token_loss(logp, old, ref, mb.advantages, mask, cfg, n_tokens)
+                loss, st = grpo_token_loss(logp, old, ref, mb.advantages, mask, cfg, n_tokens, isw)
                 loss.backward()
                 mb_loss += float(loss.detach())
                 stats.forward_tokens += int(mb.input_ids.shape[1])

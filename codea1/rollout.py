@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from codea1.models import Policies
 
 Message = Mapping[str, str]
-Prompt = Union[Sequence[Message], str]
+Prompt = Union[Sequence[Message], str, Sequence[int]]  # chat messages, raw text or token ids
 
 # --- prompts (the reference implementation's wording, see CODE_A1_SPEC.md) -------------------
 
@@ -119,6 +119,8 @@ class Sample:
 
     `completion_ids` includes the final EOS token when `finished` (the update trains the
     model to stop); `text` is the decoded completion without special tokens.
+    `logprobs`: the sampler's log-probability of each completion token where the rollout
+    engine reports them (vLLM), checked against the trainer's (`codea1.engines.correction`).
     """
 
     prompt_ids: list[int]
@@ -127,6 +129,7 @@ class Sample:
     truncated: bool
     finished: bool
     prompt_truncated: bool = False
+    logprobs: list[float] | None = None
 
 
 @dataclass
@@ -174,18 +177,22 @@ def stop_token_ids(tokenizer, model=None) -> set[int]:
 
 
 def encode_prompts(tokenizer, prompts: Sequence[Prompt]) -> list[list[int]]:
-    """Token ids of each prompt: chat messages through the chat template, strings as they are."""
+    """Token ids of each prompt: chat messages through the chat template, strings as they
+    are, token ids (a list of ints, as the rollout engines take them) unchanged."""
     encoded: list[list[int]] = []
     for i, prompt in enumerate(prompts):
         if isinstance(prompt, str):
             ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        elif isinstance(prompt, Sequence) and prompt and all(isinstance(t, int) for t in prompt):
+            ids = list(prompt)
         elif isinstance(prompt, Sequence) and all(isinstance(m, Mapping) for m in prompt) and prompt:
             text = tokenizer.apply_chat_template(
                 [dict(m) for m in prompt], add_generation_prompt=True, tokenize=False
             )
             ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         else:
-            raise ValueError(f"prompt {i}: expected a list of chat messages or a string, got {prompt!r:.80}")
+            raise ValueError(f"prompt {i}: expected a list of chat messages, a string or token ids, "
+                             f"got {prompt!r:.80}")
         if not ids:
             raise ValueError(f"prompt {i}: encodes to no tokens")
         encoded.append(list(ids))
@@ -199,6 +206,31 @@ def _context_length(model) -> int | None:
         if isinstance(value, int) and value > 0:
             return value
     return None
+
+
+def fit_prompts(encoded: Sequence[list[int]], cfg: SamplingConfig, context: int | None,
+                stats: GenerationStats) -> tuple[list[list[int]], list[bool]]:
+    """Cut prompts from the left to `max_prompt_tokens` and to fit `context` with the
+    completion's `max_new_tokens`; returns the ids and which prompts were cut.
+
+    Every rollout engine applies this one rule, so all see the same prompts.
+    """
+    limit = cfg.max_prompt_tokens
+    if limit is None:
+        limit = max(1, context - cfg.max_new_tokens) if context else None
+    if context and limit:
+        limit = min(limit, max(1, context - cfg.max_new_tokens))
+    prompt_ids: list[list[int]] = []
+    cut: list[bool] = []
+    for ids in encoded:
+        if limit is not None and len(ids) > limit:
+            stats.prompt_tokens_dropped += len(ids) - limit
+            ids = ids[len(ids) - limit:]
+            cut.append(True)
+        else:
+            cut.append(False)
+        prompt_ids.append(list(ids))
+    return prompt_ids, cut
 
 
 def sample_next(logits: "torch.Tensor", temperature: float, top_p: float,
@@ -449,22 +481,7 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
 
     with policies.role(role) as model:
         device = next(model.parameters()).device
-        context = _context_length(model)
-        limit = cfg.max_prompt_tokens
-        if limit is None:
-            limit = max(1, context - cfg.max_new_tokens) if context else None
-        if context and limit:
-            limit = min(limit, max(1, context - cfg.max_new_tokens))
-        prompt_ids: list[list[int]] = []
-        cut: list[bool] = []
-        for ids in encoded:
-            if limit is not None and len(ids) > limit:
-                stats.prompt_tokens_dropped += len(ids) - limit
-                ids = ids[len(ids) - limit:]
-                cut.append(True)
-            else:
-                cut.append(False)
-            prompt_ids.append(ids)
+        prompt_ids, cut = fit_prompts(encoded, cfg, _context_length(model), stats)
         stats.prompts += len(prompts)
         stats.prompts_truncated += sum(cut)
         if generator is None and cfg.seed is not None:

@@ -84,8 +84,9 @@ def scripted(monkeypatch, tiny):
     by_question = [(p.question.strip(), p) for p in tiny["problems"]]
     counts = {"junk": 0}
 
-    def problem_of(messages):
-        text = messages[-1]["content"]
+    def problem_of(prompt, tok):
+        # the loop hands the rollout engine token ids; other callers chat messages
+        text = tok.decode(prompt) if isinstance(prompt[0], int) else prompt[-1]["content"]
         for q, p in by_question:
             if q[:200] in text:
                 return p
@@ -97,7 +98,7 @@ def scripted(monkeypatch, tiny):
         tok = policies.tokenizer
         eos = tok.convert_tokens_to_ids("<|im_end|>")
         for prompt, group in zip(prompts, out):
-            p = problem_of(prompt)
+            p = problem_of(prompt, tok)
             for s in group:
                 pick = int(torch.randint(0, 8, (1,), generator=generator))
                 if role == "code":

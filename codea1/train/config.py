@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from codea1.engines.base import VLLMConfig
 from codea1.grpo import GRPOConfig
 from codea1.models import ModelConfig
 from codea1.rollout import SamplingConfig
@@ -39,6 +40,10 @@ class RolloutConfig(_Strict):
     code: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     test: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     white_box: bool = Field(True, description="show the test model the candidate's code")
+    engine: Literal["auto", "hf", "vllm"] = Field(
+        "auto", description="who samples the rollouts: hf (codea1's sampler, any device), vllm "
+        "(CUDA, the codea1[vllm] extra), auto (vllm when installed and on CUDA, else hf)")
+    vllm: VLLMConfig = VLLMConfig()
 
 
 class DataConfig(_Strict):

@@ -191,6 +191,13 @@ class Trainer:
         self.train_problems, self.heldout = load_training_data(cfg)
         self.sampler = ProblemSampler(len(self.train_problems), cfg.seed, cfg.data.shuffle)
         self.policies = policies if policies is not None else load_policies(cfg.model)
+        from codea1.engines import make_engine
+
+        self.engine = make_engine(cfg.rollout.engine, self.policies, cfg.rollout.vllm)
+        if cfg.grpo.rollout_is != "none" and not self.engine.reports_logprobs:
+            warnings.warn(f"grpo.rollout_is={cfg.grpo.rollout_is!r} has no effect with the "
+                          f"{self.engine.name} rollout engine, which samples with the trainer's own "
+                          "weights and reports no log-probs", stacklevel=2)
         self.update_roles = ("shared",) if cfg.mode == "selfplay" else (
             ("code",) if cfg.mode == "golden" else ROLES)
         self.optimizers = {}
@@ -265,6 +272,8 @@ class Trainer:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.book.close()
+        with contextlib.suppress(Exception):
+            self.engine.close()
         self._executor_cm.__exit__(None, None, None)
 
     # ------------------------------------------------------------------ phases
@@ -278,12 +287,12 @@ class Trainer:
             raise StopRequested(self.stop.reason)
 
     def _generate(self, role: str, prompts, n: int, sampling, gen_stats):
-        from codea1.rollout import GenerationInterrupted, generate
+        from codea1.rollout import GenerationInterrupted, encode_prompts
 
         try:
-            return generate(self.policies, role, prompts, n=n, sampling=sampling,
-                            generator=self.rollout_gen, stats=gen_stats,
-                            should_stop=lambda: self.stop.requested)
+            return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
+                                        sampling=sampling, generator=self.rollout_gen, stats=gen_stats,
+                                        should_stop=lambda: self.stop.requested)
         except GenerationInterrupted:
             # nothing of this step is committed yet: abandon it like any stop before commit
             raise StopRequested(self.stop.reason) from None
@@ -371,7 +380,9 @@ class Trainer:
         batches = self._select(problems, code_samples, code_rewards, test_samples, test_rewards,
                                judgements)
         self._last_batches = batches  # kept for inspection (benchmarks/train_step.py)
+        self.engine.release_memory()
         update_metrics = self._update(batches)
+        self.engine.weights_changed(self.update_roles)
         times["update"] = time.perf_counter() - t
         self.step = step
 
@@ -471,7 +482,8 @@ class Trainer:
                 continue
             code.groups_kept += 1
             for ci, s in enumerate(code_samples[pi]):
-                code.trajectories.append(Trajectory(s.prompt_ids, s.completion_ids, float(adv[pi, ci])))
+                code.trajectories.append(Trajectory(s.prompt_ids, s.completion_ids, float(adv[pi, ci]),
+                                                    s.logprobs))
 
         test = RoleBatch()
         if test_rewards is not None:
@@ -486,7 +498,8 @@ class Trainer:
                     test.groups_kept += 1
                     tadv = group_advantages(test_rewards[pi, ci], g.adv_eps, g.std_unbiased)
                     for ti, s in enumerate(test_samples[pi][ci]):
-                        test.trajectories.append(Trajectory(s.prompt_ids, s.completion_ids, float(tadv[ti])))
+                        test.trajectories.append(Trajectory(s.prompt_ids, s.completion_ids, float(tadv[ti]),
+                                                            s.logprobs))
         if self.cfg.mode == "selfplay":
             merged = RoleBatch(code.trajectories + test.trajectories,
                                code.groups_total + test.groups_total, code.groups_kept + test.groups_kept)
@@ -513,8 +526,9 @@ class Trainer:
                 if g.kl_coef > 0:
                     with self.policies.reference() as ref_model:
                         ref = trajectory_logprobs(ref_model, seqs, g.micro_batch_tokens, g.pack_sequences)
+                is_weights = self._check_rollout_logprobs(key, old, seqs, metrics)
                 with self.policies.role(role) as model:
-                    stats = update_policy(model, self.optimizers[key], seqs, g, old, ref)
+                    stats = update_policy(model, self.optimizers[key], seqs, g, old, ref, is_weights)
                 metrics.update(stats.as_dict(f"update/{key}"))
             else:
                 metrics[f"update/{key}/sequences"] = 0
@@ -523,6 +537,31 @@ class Trainer:
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
                 self.schedulers[key].step()
         return metrics
+
+    def _check_rollout_logprobs(self, key: str, old, seqs, metrics: dict[str, Any]):
+        """Log the engine-vs-trainer log-prob mismatch; the TIS weights when asked for, else None.
+
+        `rollout/logp_mismatch` is over the tokens of every role updated so far this step.
+        """
+        from codea1.engines.correction import logp_mismatch, tis_weights
+
+        rollout = [t.rollout_logprobs for t in seqs]
+        found = logp_mismatch(old, rollout)
+        if not found.tokens:
+            return None
+        metrics[f"rollout/{key}_logp_mismatch"] = found.mean_abs
+        metrics[f"rollout/{key}_logp_mismatch_tokens"] = found.tokens
+        tokens = sum(v for k, v in metrics.items() if k.endswith("_logp_mismatch_tokens"))
+        metrics["rollout/logp_mismatch"] = sum(
+            metrics[k.removesuffix("_tokens")] * v for k, v in metrics.items()
+            if k.endswith("_logp_mismatch_tokens")) / tokens
+        if self.cfg.grpo.rollout_is != "tis":
+            return None
+        weights = tis_weights(old, rollout, self.cfg.grpo.rollout_is_cap)
+        flat = [w for row in weights for w in row.tolist()]
+        metrics[f"update/{key}/is_weight_mean"] = sum(flat) / len(flat)
+        metrics[f"update/{key}/is_capped_frac"] = sum(w >= self.cfg.grpo.rollout_is_cap for w in flat) / len(flat)
+        return weights
 
     # ------------------------------------------------------------------ samples
 

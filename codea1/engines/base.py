@@ -1,0 +1,127 @@
+"""The rollout engine interface, its vLLM settings, and which engine a run gets.
+
+A rollout engine samples completions for a role (`code` or `test`) from prompts given as
+token ids and returns `codea1.rollout.Sample`s: completion ids (with the final EOS when
+the completion ended), finished/truncated flags and, where the engine reports them, the
+sampler's per-token log-probabilities. The trainer tells the engine when weights change
+(`weights_changed`) and when it needs the accelerator's memory back (`release_memory`);
+the engine decides how to follow (nothing for `hf`, adapter reload or weight push and
+sleep/wake for `vllm`).
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib.util
+from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    import torch
+
+    from codea1.models import Policies
+    from codea1.rollout import GenerationStats, Sample, SamplingConfig
+
+ENGINE_NAMES = ("auto", "hf", "vllm")
+VLLM_EXTRA_HINT = "pip install 'codea1[vllm]'"
+
+
+class EngineUnavailable(RuntimeError):
+    """The rollout engine asked for cannot run here; the message says why and what to do."""
+
+
+class VLLMConfig(BaseModel):
+    """Settings of the vLLM rollout engine (used when `rollout.engine` resolves to vllm)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1,
+        description="share of the GPU's memory vLLM takes for weights and KV cache; the rest "
+        "is training's (the engine shares the GPU with the trainer)")
+    tensor_parallel_size: int = Field(
+        1, ge=1, description="GPUs one engine spans; above 1 the run must be launched with torchrun")
+    sleep_level: Literal["auto", 0, 1, 2] = Field(
+        "auto",
+        description="how the engine sleeps during the update: 0 never, 1 weights to CPU and KV "
+        "cache freed, 2 everything freed (full/selfplay only: their weights are pushed anyway); "
+        "auto: 1 for LoRA modes, 2 for full")
+    max_model_len: int | None = Field(
+        None, ge=1, description="longest prompt + completion the engine takes; null = the model's context")
+    enforce_eager: bool = Field(False, description="no CUDA graphs (slower, starts faster)")
+    adapter_dir: str | None = Field(
+        None,
+        description="directory where LoRA adapters are written for the engine after each update "
+        "(RAM-backed is best); null = /dev/shm where it exists, else the temp directory")
+    seed: int = Field(0, description="the engine's own seed (each request also carries a seed drawn "
+                      "from the run's rollout random stream)")
+
+
+def vllm_installed() -> bool:
+    """True when the `vllm` package can be imported (without importing it)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def resolve_engine(name: str, device: "torch.device | str") -> Literal["hf", "vllm"]:
+    """The engine `name` stands for on `device`: `auto` is vllm when installed and on CUDA."""
+    import torch
+
+    kind = torch.device(device).type
+    if name == "auto":
+        return "vllm" if kind == "cuda" and vllm_installed() else "hf"
+    if name == "hf":
+        return "hf"
+    if name == "vllm":
+        if not vllm_installed():
+            raise EngineUnavailable(
+                f"rollout.engine=vllm: vLLM is not installed; install it on a CUDA machine with "
+                f"{VLLM_EXTRA_HINT}, or use rollout.engine=hf")
+        if kind != "cuda":
+            raise EngineUnavailable(
+                f"rollout.engine=vllm: vLLM needs a CUDA GPU but the model is on {kind!r}; "
+                "use rollout.engine=hf (or auto)")
+        return "vllm"
+    raise ValueError(f"rollout.engine {name!r}: expected one of {', '.join(ENGINE_NAMES)}")
+
+
+class RolloutEngine(abc.ABC):
+    """Samples completions for a role; keeps its copy of the weights in step with training."""
+
+    name: str = ""
+    #: True when `Sample.logprobs` is filled (what `rollout/logp_mismatch` and TIS need)
+    reports_logprobs: bool = False
+
+    @abc.abstractmethod
+    def generate(self, role: str, prompt_ids: Sequence[Sequence[int]], n: int = 1,
+                 sampling: "SamplingConfig | None" = None, *,
+                 generator: "torch.Generator | None" = None,
+                 stats: "GenerationStats | None" = None,
+                 should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
+        """`n` samples per prompt with `role`'s current weights, per prompt in order.
+
+        Prompts longer than the sampling config allows are cut from the left
+        (`codea1.rollout.fit_prompts`). Raises `GenerationInterrupted` when `should_stop`
+        returns true (how often it is polled depends on the engine).
+        """
+
+    def weights_changed(self, keys: Iterable[str]) -> None:
+        """The weight sets `keys` (`code`, `test` or `shared`) were just updated."""
+
+    def release_memory(self) -> None:
+        """Training is about to run: give back what accelerator memory the engine can."""
+
+    def close(self) -> None:
+        """Free the engine (and any files it wrote)."""
+
+
+def make_engine(name: str, policies: "Policies", vllm_cfg: VLLMConfig | None = None) -> RolloutEngine:
+    """The engine `name` (auto/hf/vllm) resolves to for these policies."""
+    resolved = resolve_engine(name, policies.device)
+    if resolved == "vllm":
+        from codea1.engines.vllm_engine import VLLMEngine
+
+        return VLLMEngine(policies, vllm_cfg or VLLMConfig())
+    from codea1.engines.hf_engine import HFEngine
+
+    return HFEngine(policies)

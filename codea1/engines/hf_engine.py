@@ -1,0 +1,38 @@
+"""The `hf` rollout engine: codea1's own batched sampler on the training model itself.
+
+It samples with the very weights the trainer updates, so nothing needs syncing and there
+is no second copy of the model; it reports no per-token log-probabilities (the update
+recomputes them with the same weights).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from codea1.engines.base import RolloutEngine
+
+if TYPE_CHECKING:
+    import torch
+
+    from codea1.models import Policies
+    from codea1.rollout import GenerationStats, Sample, SamplingConfig
+
+
+class HFEngine(RolloutEngine):
+    """`codea1.rollout.generate` behind the `RolloutEngine` interface."""
+
+    name = "hf"
+    reports_logprobs = False
+
+    def __init__(self, policies: "Policies") -> None:
+        self.policies = policies
+
+    def generate(self, role: str, prompt_ids: Sequence[Sequence[int]], n: int = 1,
+                 sampling: "SamplingConfig | None" = None, *,
+                 generator: "torch.Generator | None" = None,
+                 stats: "GenerationStats | None" = None,
+                 should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
+        from codea1.rollout import generate
+
+        return generate(self.policies, role, [list(p) for p in prompt_ids], n=n, sampling=sampling,
+                        generator=generator, stats=stats, should_stop=should_stop)

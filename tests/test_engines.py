@@ -1,0 +1,385 @@
+"""Rollout engines on CPU: the hf wrapper, and the vLLM engine against a stand-in `vllm`.
+
+vLLM cannot run here (no GPU); `fake_vllm` has vLLM 0.30.0's call signatures and the
+behaviours a weight-sync mistake would hide behind (no reload without load_inplace,
+prefix caches keyed by LoRA name, weights freed by sleep level 2). Each check compares
+the engine's per-token log-probs with the trainer's recomputation, which is what
+`rollout/logp_mismatch` does in a run: a routing or sync mistake shows up as a gap.
+"""
+
+from __future__ import annotations
+
+import math
+
+import fake_vllm
+import pytest
+import torch
+
+from codea1.engines import EngineUnavailable, VLLMConfig, make_engine, resolve_engine
+from codea1.engines.adapters import export_adapter
+from codea1.engines.correction import logp_mismatch, tis_weights
+from codea1.engines.hf_engine import HFEngine
+from codea1.grpo import GRPOConfig, Trajectory, grpo_token_loss, trajectory_logprobs, update_policy
+from codea1.rollout import GenerationStats, SamplingConfig, encode_prompts, generate
+
+torch.set_num_threads(1)
+SAMPLING = SamplingConfig(max_new_tokens=5, temperature=1.0)
+TEXTS = ["def f(x):\n", "assert f(2) == 3\n", "Write a function.\n"]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from codea1.models import tiny_test_model
+
+    return tiny_test_model(tmp_path_factory.mktemp("engines") / "model")
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    return fake_vllm.install(monkeypatch)
+
+
+def _policies(tiny_dir, mode, **kw):
+    from codea1.models import load_policies
+
+    return load_policies(name=str(tiny_dir), mode=mode, dtype="float32", device="cpu", lora_r=4, **kw)
+
+
+def _perturb(policies, role, seed, scale):
+    """Stand-in for an optimiser step: move `role`'s trainable weights."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in policies.trainable_parameters(role):
+            p.add_(torch.randn(p.shape, generator=g) * scale)
+
+
+def _prompts(policies):
+    return encode_prompts(policies.tokenizer, TEXTS)
+
+
+def _gap(policies, role, groups) -> float:
+    """Mean |trainer - engine| log-prob of the samples, trainer = `role`'s current weights."""
+    seqs = [Trajectory(s.prompt_ids, s.completion_ids, 0.0, s.logprobs) for g in groups for s in g]
+    with policies.role(role) as model:
+        old = trajectory_logprobs(model, seqs, 4096)
+    return logp_mismatch(old, [t.rollout_logprobs for t in seqs]).mean_abs
+
+
+def _vllm(policies, tmp_path, **cfg):
+    from codea1.engines.vllm_engine import VLLMEngine
+
+    return VLLMEngine(policies, VLLMConfig(adapter_dir=str(tmp_path), **cfg))
+
+
+# --- which engine ------------------------------------------------------------------------------
+
+
+def test_engine_choice_and_clear_errors(monkeypatch, fake):
+    assert resolve_engine("auto", "cpu") == "hf"
+    assert resolve_engine("auto", "cuda") == "vllm"          # installed (the fake) and CUDA
+    assert resolve_engine("hf", "cuda") == "hf"
+    with pytest.raises(EngineUnavailable, match="needs a CUDA GPU") as err:
+        resolve_engine("vllm", "cpu")
+    assert "\n" not in str(err.value)
+    monkeypatch.delitem(__import__("sys").modules, "vllm")
+    monkeypatch.setattr("codea1.engines.base.vllm_installed", lambda: False)
+    assert resolve_engine("auto", "cuda") == "hf"
+    with pytest.raises(EngineUnavailable, match=r"not installed.*codea1\[vllm\]") as err:
+        resolve_engine("vllm", "cuda")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="rollout.engine 'vlm'"):
+        resolve_engine("vlm", "cpu")
+
+
+def test_importing_a_missing_vllm_is_one_clear_line(monkeypatch):
+    from codea1.engines.vllm_engine import import_vllm
+
+    monkeypatch.setitem(__import__("sys").modules, "vllm", None)   # import vllm -> ImportError
+    with pytest.raises(EngineUnavailable, match=r"codea1\[vllm\].*rollout.engine=hf"):
+        import_vllm()
+
+
+def test_hf_engine_is_todays_sampler(tiny_dir):
+    pol = _policies(tiny_dir, "lora-shared")
+    engine = make_engine("auto", pol)
+    assert isinstance(engine, HFEngine) and not engine.reports_logprobs
+    ids = _prompts(pol)
+    a = engine.generate("code", ids, n=2, sampling=SAMPLING, generator=torch.Generator().manual_seed(3))
+    b = generate(pol, "code", TEXTS, n=2, sampling=SAMPLING, generator=torch.Generator().manual_seed(3))
+    assert [[s.completion_ids for s in g] for g in a] == [[s.completion_ids for s in g] for g in b]
+    assert all(s.logprobs is None for g in a for s in g)
+
+
+# --- lora-shared: one engine, one adapter per role ---------------------------------------------
+
+
+def test_lora_shared_one_engine_routes_each_role_to_its_adapter(fake, tiny_dir, tmp_path):
+    pol = _policies(tiny_dir, "lora-shared")
+    _perturb(pol, "code", 1, 0.5)
+    _perturb(pol, "test", 2, 0.5)
+    engine = _vllm(pol, tmp_path)
+    llm = engine.llm
+    args = llm.init_args
+    assert (args["enable_lora"], args["max_loras"], args["max_lora_rank"]) == (True, 2, 8)  # r=4 -> 8
+    assert args["enable_sleep_mode"] and args["logprobs_mode"] == "raw_logprobs"
+    assert args["skip_tokenizer_init"] and args["dtype"] == "float32" and args["model"] == str(tiny_dir)
+    ids = _prompts(pol)
+    gen = torch.Generator().manual_seed(0)
+    code = engine.generate("code", ids, n=3, sampling=SAMPLING, generator=gen)
+    test = engine.generate("test", ids, n=3, sampling=SAMPLING, generator=gen)
+    routed = [(c["lora"].lora_name, c["lora"].lora_int_id, c["lora"].load_inplace) for c in llm.calls]
+    assert routed == [("code", 1, False)] * 3 + [("test", 2, False)] * 3
+    assert all(c["params"].n == 3 and c["params"].logprobs == 0 for c in llm.calls)
+    assert [len(g) for g in code] == [3, 3, 3]
+    # each role's samples carry that role's log-probs; the other role's weights disagree
+    assert _gap(pol, "code", code) < 1e-4 and _gap(pol, "test", test) < 1e-4
+    assert _gap(pol, "test", code) > 1e-2 and _gap(pol, "code", test) > 1e-2
+    # the same random stream gives the same samples (seeds drawn from the generator)
+    again = _vllm(pol, tmp_path).generate("code", ids, n=3, sampling=SAMPLING,
+                                          generator=torch.Generator().manual_seed(0))
+    assert [[s.completion_ids for s in g] for g in again] == [[s.completion_ids for s in g] for g in code]
+
+
+def test_lora_adapter_is_reloaded_in_place_after_an_update(fake, tiny_dir, tmp_path):
+    pol = _policies(tiny_dir, "lora-shared")
+    _perturb(pol, "code", 1, 0.5)
+    engine = _vllm(pol, tmp_path)
+    llm = engine.llm
+    ids = _prompts(pol)
+    engine.generate("code", ids, n=2, sampling=SAMPLING)
+    loads = len(llm.lora_loads)
+    resets = llm.prefix_resets
+
+    engine.release_memory()                        # the trainer's update runs now
+    assert llm.sleeps == [1] and llm.asleep
+    _perturb(pol, "code", 7, 0.5)                  # the update changed the code adapter
+    engine.weights_changed(["code"])
+    fresh = engine.generate("code", ids, n=2, sampling=SAMPLING)
+    assert llm.wakes == [None]
+    new = [(r.lora_name, r.lora_int_id, r.load_inplace) for r in llm.lora_loads[loads:]]
+    assert new == [("code", 1, True)]               # reloaded in place, from the RAM-backed path
+    assert llm.prefix_resets == resets + 1
+    assert _gap(pol, "code", fresh) < 1e-4
+    saved = engine._adapter_path("code") / "adapter_model.safetensors"
+    assert saved.is_file() and str(saved).startswith(str(tmp_path))
+
+
+def test_a_missed_sync_shows_up_as_logp_mismatch(fake, tiny_dir, tmp_path, monkeypatch):
+    pol = _policies(tiny_dir, "lora-shared")
+    _perturb(pol, "code", 1, 0.5)
+    engine = _vllm(pol, tmp_path, sleep_level=0)
+    ids = _prompts(pol)
+    engine.generate("code", ids, n=2, sampling=SAMPLING)
+    _perturb(pol, "code", 8, 0.5)
+    stale = engine.generate("code", ids, n=2, sampling=SAMPLING)   # nobody said the weights changed
+    assert _gap(pol, "code", stale) > 1e-2
+    # a sync without the prefix-cache reset: the cached prompt still answers with old weights
+    monkeypatch.setattr(engine.llm, "reset_prefix_cache", lambda *a, **k: True)
+    engine.weights_changed(["code"])
+    cached = engine.generate("code", ids, n=2, sampling=SAMPLING)
+    assert _gap(pol, "code", cached) > 1e-3
+    assert engine.llm.sleeps == []                                   # sleep_level 0: never sleeps
+
+
+def test_selfplay_lora_shares_one_adapter(fake, tiny_dir, tmp_path):
+    pol = _policies(tiny_dir, "selfplay")
+    _perturb(pol, "code", 4, 0.5)
+    engine = _vllm(pol, tmp_path)
+    ids = _prompts(pol)
+    c = engine.generate("code", ids[:1], n=2, sampling=SAMPLING)
+    t = engine.generate("test", ids[:1], n=2, sampling=SAMPLING)
+    assert {call["lora"].lora_name for call in engine.llm.calls} == {"shared"}
+    assert _gap(pol, "code", c) < 1e-4 and _gap(pol, "test", t) < 1e-4
+
+
+def test_lora_modes_refuse_sleep_level_2(fake, tiny_dir, tmp_path):
+    with pytest.raises(ValueError, match="sleep_level=2"):
+        _vllm(_policies(tiny_dir, "lora-shared"), tmp_path, sleep_level=2)
+
+
+# --- full: the active role's weights are pushed into the engine --------------------------------
+
+
+def test_full_mode_pushes_the_active_roles_weights_and_sleeps_during_the_update(fake, tiny_dir, tmp_path):
+    pol = _policies(tiny_dir, "full")
+    _perturb(pol, "test", 5, 0.05)                 # the two roles now hold different weights
+    engine = _vllm(pol, tmp_path)
+    llm = engine.llm
+    assert "enable_lora" not in llm.init_args and engine.sleep_level == 2
+    ids = _prompts(pol)
+    code = engine.generate("code", ids, n=2, sampling=SAMPLING)
+    test = engine.generate("test", ids, n=2, sampling=SAMPLING)
+    assert _gap(pol, "code", code) < 1e-4 and _gap(pol, "test", test) < 1e-4
+    names = {n for n, _ in pol.module("code").named_parameters()}
+    assert llm.weight_loads == [names, names]       # the whole model, once per role switch
+    assert llm.prefix_resets == 2
+    engine.generate("test", ids, n=1, sampling=SAMPLING)
+    assert len(llm.weight_loads) == 2               # same role, unchanged: nothing pushed
+
+    engine.release_memory()
+    assert llm.sleeps == [2]                         # level 2: the engine's weights are gone
+    _perturb(pol, "code", 6, 0.05)
+    engine.weights_changed(["code", "test"])
+    code2 = engine.generate("code", ids, n=2, sampling=SAMPLING)
+    assert llm.wakes == [["weights"], ["kv_cache"]]  # weights first, loaded, then the KV cache
+    assert all(math.isfinite(x) for g in code2 for s in g for x in s.logprobs)
+    assert _gap(pol, "code", code2) < 1e-4
+
+
+# --- conversion to Sample ----------------------------------------------------------------------
+
+
+def test_vllm_outputs_become_samples_with_eos_kept_and_truncation_flagged(tiny_dir):
+    from codea1.engines.vllm_engine import samples_from_outputs
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    body = tok("def f", add_special_tokens=False)["input_ids"]
+    lp = lambda ids, vals: [{t: fake_vllm.Logprob(v)} for t, v in zip(ids, vals)]  # noqa: E731
+    done = fake_vllm.CompletionOutput(1, "", body + [eos], None, lp(body + [eos], [-0.5] * len(body) + [-0.25]),
+                                      finish_reason="stop", stop_reason=eos)
+    cut = fake_vllm.CompletionOutput(0, "", body, None, lp(body, [-1.0] * len(body)), finish_reason="length")
+    outputs = [fake_vllm.RequestOutput("0", None, [5, 6], None, [done, cut], True)]
+    stats = GenerationStats()
+    [[first, second]] = samples_from_outputs(outputs, [[5, 6]], [True], 2, tok, stats)
+    assert first.completion_ids == body and first.truncated and not first.finished   # sorted by index
+    assert second.completion_ids == body + [eos] and second.finished and not second.truncated
+    assert second.text == "def f" and second.logprobs == [-0.5] * len(body) + [-0.25]
+    assert first.prompt_truncated and first.prompt_ids == [5, 6]
+    assert (stats.samples, stats.completion_tokens, stats.completions_truncated) == (2, 2 * len(body) + 1, 1)
+    aborted = fake_vllm.CompletionOutput(0, "", body, None, lp(body, [0.0] * len(body)), finish_reason="abort")
+    with pytest.raises(RuntimeError, match="finish_reason 'abort'"):
+        samples_from_outputs([fake_vllm.RequestOutput("0", None, [5], None, [aborted], True)], [[5]], [False],
+                             1, tok, GenerationStats())
+    short = fake_vllm.CompletionOutput(0, "", body, None, lp(body[:1], [0.0]), finish_reason="length")
+    with pytest.raises(RuntimeError, match="log-probs"):
+        samples_from_outputs([fake_vllm.RequestOutput("0", None, [5], None, [short], True)], [[5]], [False],
+                             1, tok, GenerationStats())
+
+
+def test_prompts_are_cut_to_the_engines_context(fake, tiny_dir, tmp_path):
+    pol = _policies(tiny_dir, "lora-shared")
+    engine = _vllm(pol, tmp_path, max_model_len=64)
+    stats = GenerationStats()
+    long = list(range(10, 110))
+    [[s]] = engine.generate("code", [long], n=1, sampling=SamplingConfig(max_new_tokens=4), stats=stats)
+    assert s.prompt_truncated and s.prompt_ids == long[-60:]
+    assert (stats.prompts_truncated, stats.prompt_tokens_dropped) == (1, 40)
+    assert len(s.completion_ids) <= 4
+
+
+# --- trust but verify: the mismatch metric and truncated importance sampling ------------------
+
+
+def test_mismatch_and_tis_weights_on_hand_computed_values():
+    trainer = [torch.tensor([-1.0, -2.0]), torch.tensor([-0.5]), torch.tensor([-3.0])]
+    rollout = [[-1.5, -1.0], None, [-3.0]]
+    found = logp_mismatch(trainer, rollout)
+    assert (found.tokens, found.sequences) == (3, 2)
+    assert found.mean_abs == pytest.approx((0.5 + 1.0 + 0.0) / 3)
+    w = tis_weights(trainer, rollout, cap=1.5)
+    assert w[0].tolist() == pytest.approx([1.5, math.exp(-1.0)])     # exp(0.5) = 1.65 capped at 1.5
+    assert w[1].tolist() == [1.0] and w[2].tolist() == [1.0]
+    with pytest.raises(ValueError, match="sequence 0: the engine gave 1 log-probs for 2"):
+        logp_mismatch(trainer[:1], [[-1.0]])
+
+
+def test_tis_weight_multiplies_the_policy_gradient_loss_only():
+    cfg = GRPOConfig(kl_coef=0.5)
+    logp = torch.tensor([-1.0, -2.0])
+    adv = torch.tensor([1.0, -2.0])
+    ref = torch.tensor([-1.0, -1.0])
+    mask = torch.ones(2)
+    base, _ = grpo_token_loss(logp, logp, ref, adv, mask, cfg)
+    weighted, _ = grpo_token_loss(logp, logp, ref, adv, mask, cfg, is_weight=torch.tensor([1.5, 0.25]))
+    # ratio 1: per-token surrogate is -A = [-1, 2]; weighted [-1.5, 0.5]; the KL term is unchanged
+    kl = (math.exp(1.0) - 1.0 - 1.0) / 2 * 0.5
+    assert float(base) == pytest.approx((-1 + 2) / 2 + kl)
+    assert float(weighted) == pytest.approx((-1.5 + 0.5) / 2 + kl)
+
+
+def test_zero_is_weights_leave_the_policy_unchanged(tiny_dir):
+    pol = _policies(tiny_dir, "lora-shared")
+    cfg = GRPOConfig(kl_coef=0.0, weight_decay=0.0, lr=1e-2, mini_batches=1)
+    ids = _prompts(pol)
+    seqs = [Trajectory(ids[0], [7, 8, 9], 1.0), Trajectory(ids[1], [10, 11], -1.0)]
+    with pol.role("code") as model:
+        old = trajectory_logprobs(model, seqs, 4096)
+        before = [p.detach().clone() for p in pol.trainable_parameters("code")]
+        opt = torch.optim.AdamW(pol.trainable_parameters("code"), lr=cfg.lr, weight_decay=0.0)
+        update_policy(model, opt, seqs, cfg, old, None, [torch.zeros_like(o) for o in old])
+        assert all(torch.equal(a, b) for a, b in zip(before, pol.trainable_parameters("code")))
+        update_policy(model, opt, seqs, cfg, old, None, [torch.ones_like(o) for o in old])
+        assert any(not torch.equal(a, b) for a, b in zip(before, pol.trainable_parameters("code")))
+
+
+# --- adapter export ---------------------------------------------------------------------------
+
+
+def test_exported_adapter_reloads_with_peft_to_identical_logits(tiny_dir, tmp_path):
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    pol = _policies(tiny_dir, "lora-shared")
+    _perturb(pol, "code", 11, 0.5)
+    out = export_adapter(pol.module("code"), "code", tmp_path / "code", torch.float32)
+    x = torch.tensor([_prompts(pol)[0]])
+    with torch.no_grad(), pol.role("code") as model:
+        want = model(input_ids=x).logits
+    base = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    with torch.no_grad():
+        got = PeftModel.from_pretrained(base, out).eval()(input_ids=x).logits
+    assert torch.equal(want, got)
+    # in the engine's dtype: the same tensors, cast once
+    half = load_file(str(export_adapter(pol.module("code"), "code", tmp_path / "bf16", torch.bfloat16)
+                         / "adapter_model.safetensors"))
+    full = load_file(str(out / "adapter_model.safetensors"))
+    assert set(half) == set(full) and all(".code." not in k for k in half)
+    assert all(half[k].dtype == torch.bfloat16 and torch.equal(half[k], full[k].to(torch.bfloat16)) for k in half)
+
+
+# --- in a training run ------------------------------------------------------------------------
+
+
+def test_a_training_step_on_the_vllm_engine_logs_the_mismatch(fake, tiny_dir, tmp_path, monkeypatch):
+    from codea1.data import Problem, save_problems
+    from codea1.train.config import load_config
+    from codea1.train.loop import train
+    from codea1.train.metrics import read_metrics
+
+    problems = [Problem(id="T/add", question="def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n",
+                        entry_point="add", reference="def add(a, b):\n    return a + b\n",
+                        tests=["assert add(1, 2) == 3"], source="test", meta={})]
+    save_problems(problems, tmp_path / "train.jsonl")
+    monkeypatch.setattr("codea1.engines.base.resolve_engine", lambda name, device: "vllm")
+    cfg = load_config(preset="cpu-demo", overrides=[
+        f"model.name={tiny_dir}", "model.dtype=float32", "model.lora_r=4", "steps=2",
+        f"data.train={tmp_path / 'train.jsonl'}", "data.heldout=null", "data.problems_per_step=1",
+        "rollout.n_code=2", "rollout.n_test=2", "rollout.code.max_new_tokens=4",
+        "rollout.test.max_new_tokens=4", "validation.every=0", "grpo.filter_zero_variance=false",
+        "grpo.rollout_is=tis", "grpo.lr=1e-2", "grpo.warmup_steps=1", "judge.workers=1",
+        f"rollout.vllm.adapter_dir={tmp_path}", "rollout.engine=vllm",
+        "logging.progress=none", "logging.tensorboard=false", "threads=1"])
+    train(cfg, tmp_path / "run")
+    rows = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:   # the engine sampled with the weights the trainer had: tiny float32 noise only
+        assert r["update/code/sequences"] == 2
+        assert 0.0 <= r["rollout/logp_mismatch"] < 1e-4
+        assert r["update/code/is_weight_mean"] == pytest.approx(1.0, abs=1e-3)
+    assert not list(tmp_path.glob("codea1-adapters-*"))   # the engine's adapter files are removed
+
+
+def test_asking_for_vllm_without_it_fails_with_one_line(tiny_dir, tmp_path, monkeypatch):
+    from codea1.train.config import load_config
+    from codea1.train.loop import Trainer
+
+    monkeypatch.setattr("codea1.engines.base.vllm_installed", lambda: False)
+    cfg = load_config(preset="cpu-demo", overrides=["rollout.engine=vllm", f"model.name={tiny_dir}",
+                                                   "model.dtype=float32", "judge.workers=1"])
+    pol = _policies(tiny_dir, "lora-shared")
+    with pytest.raises(EngineUnavailable, match=r"^rollout.engine=vllm: vLLM is not installed[^\n]*$"):
+        Trainer(cfg, tmp_path / "run", policies=pol)
