@@ -16,6 +16,13 @@ row's end is not counted.
     python benchmarks/generation.py --problems 1 --max-new-tokens 64   # quicker
     python benchmarks/generation.py --model tests-tiny   # a tiny random model, seconds
 
+`--engine vllm` instead runs the two rollout engines side by side on a CUDA GPU at the
+paper's shapes (Qwen2.5-Coder-1.5B-Instruct, 8 problems, 8 codes a problem, 8 test suites
+a code, 1,024 new tokens; each flag can be changed) and prints the tokens/s of each:
+
+    pip install 'codea1[vllm]'
+    python benchmarks/generation.py --engine vllm
+
 Peak memory is the process's peak resident set size (`ru_maxrss`); ours runs first so
 the figure after it is its own peak. Run it on a quiet machine: other processes on the
 same cores slow both sides, unevenly when the load changes during the run.
@@ -35,17 +42,30 @@ def _peak_rss_mib() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct",
-                    help="model name or path; 'tests-tiny' builds a tiny random model")
+    ap.add_argument("--engine", choices=("hf", "vllm"), default="hf",
+                    help="hf: codea1's sampler vs plain generate; vllm: the vllm and hf engines side by side")
+    ap.add_argument("--model", default=None,
+                    help="model name or path; 'tests-tiny' builds a tiny random model "
+                    "(default qwen2.5-coder-0.5b-instruct; with --engine vllm Qwen/Qwen2.5-Coder-1.5B-Instruct)")
     ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--problems", type=int, default=2)
-    ap.add_argument("--n", type=int, default=8, help="samples per prompt")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--problems", type=int, default=None, help="default 2 (8 with --engine vllm)")
+    ap.add_argument("--n", type=int, default=8, help="samples per prompt (codes a problem)")
+    ap.add_argument("--n-test", type=int, default=8, help="--engine vllm: test suites a code")
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="default 128 (1024 with --engine vllm)")
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.5,
+                    help="--engine vllm: the share of the GPU vLLM takes")
     ap.add_argument("--batch-size", type=int, default=64, help="rows decoded together by ours")
     ap.add_argument("--baseline-batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    paper = args.engine == "vllm"
+    args.model = args.model or ("Qwen/Qwen2.5-Coder-1.5B-Instruct" if paper else "qwen2.5-coder-0.5b-instruct")
+    args.problems = args.problems or (8 if paper else 2)
+    args.max_new_tokens = args.max_new_tokens or (1024 if paper else 128)
+    if paper:
+        engines_side_by_side(args)
+        return
 
     import torch
 
@@ -112,6 +132,71 @@ def main() -> None:
     print(f"peak RSS: {rss_loaded:.0f} MiB after loading, {rss_ours:.0f} MiB after ours (run first), "
           f"{rss_base:.0f} MiB after the baseline")
     print(f"example completion: {samples[0][0].text[:200]!r}")
+
+
+def engines_side_by_side(args) -> None:
+    """Code then test rollouts of the same rows on the vllm engine, then on the hf engine."""
+    import torch
+
+    from codea1.data import bundled_problems
+    from codea1.engines import EngineUnavailable, VLLMConfig, make_engine, resolve_engine
+    from codea1.grpo import Trajectory, trajectory_logprobs
+    from codea1.models import ModelConfig, load_policies, tiny_test_model
+    from codea1.rollout import GenerationStats, SamplingConfig, code_messages, encode_prompts, test_messages
+
+    try:
+        resolve_engine("vllm", "cuda" if torch.cuda.is_available() else "cpu")
+    except EngineUnavailable as exc:
+        raise SystemExit(f"benchmarks/generation.py --engine vllm: {exc}") from None
+    name = args.model
+    if name == "tests-tiny":
+        name = str(tiny_test_model(tempfile.mkdtemp(prefix="codea1-tiny-"), hidden_size=64))
+    t0 = time.perf_counter()
+    policies = load_policies(ModelConfig(name=name, mode="lora-shared", dtype=args.dtype, device="auto"))
+    print(f"model: {policies.resolved.describe()}, dtype {policies.dtype}, loaded in {time.perf_counter() - t0:.1f}s")
+    problems = bundled_problems("train")[: args.problems]
+    tok = policies.tokenizer
+    code_prompts = encode_prompts(tok, [code_messages(p) for p in problems])
+    # white-box test prompts: the reference solution stands in for each of the n codes
+    test_prompts = encode_prompts(tok, [test_messages(p, code=p.reference) for p in problems for _ in range(args.n)])
+    sampling = SamplingConfig(temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                              batch_size=args.batch_size, seed=args.seed)
+    print(f"rows: {len(code_prompts)} code prompts x {args.n} + {len(test_prompts)} test prompts x "
+          f"{args.n_test}, max_new_tokens {args.max_new_tokens}, temperature 1.0, top_p 1.0")
+    results = {}
+    for name in ("vllm", "hf"):
+        t0 = time.perf_counter()
+        engine = make_engine(name, policies, VLLMConfig(gpu_memory_utilization=args.gpu_memory_utilization))
+        start_s = time.perf_counter() - t0
+        gen = torch.Generator().manual_seed(args.seed)
+        code, test = GenerationStats(), GenerationStats()
+        code_out = engine.generate("code", code_prompts, n=args.n, sampling=sampling, generator=gen, stats=code)
+        engine.generate("test", test_prompts, n=args.n_test, sampling=sampling, generator=gen, stats=test)
+        results[name] = (code, test, start_s)
+        print(f"  {name}: started in {start_s:.0f}s; code {code.completion_tokens} tokens in {code.seconds:.1f}s, "
+              f"test {test.completion_tokens} tokens in {test.seconds:.1f}s", flush=True)
+        if name == "vllm":
+            seqs = [Trajectory(s.prompt_ids, s.completion_ids, 0.0, s.logprobs) for g in code_out[:2] for s in g]
+            with policies.role("code") as model:
+                old = trajectory_logprobs(model, seqs, 8192)
+            gap = [float((o - torch.tensor(s.rollout_logprobs, device=o.device)).abs().mean()) for o, s in zip(old, seqs)]
+            print(f"  vllm vs trainer log-probs (rollout/logp_mismatch) on {len(seqs)} code samples: "
+                  f"{sum(gap) / len(gap):.4f}")
+            engine.release_memory()
+            engine.close()
+            del engine
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    print(f"{'engine':<6} {'code tokens/s':>14} {'test tokens/s':>14} {'all tokens/s':>13} {'truncated':>10}")
+    for name, (code, test, _start) in results.items():
+        tokens = code.completion_tokens + test.completion_tokens
+        seconds = code.seconds + test.seconds
+        print(f"{name:<6} {code.tokens_per_s:>14.0f} {test.tokens_per_s:>14.0f} {tokens / seconds:>13.0f} "
+              f"{code.completions_truncated + test.completions_truncated:>10}")
+    v, h = results["vllm"], results["hf"]
+    ratio = ((v[0].completion_tokens + v[1].completion_tokens) / (v[0].seconds + v[1].seconds)) / \
+        ((h[0].completion_tokens + h[1].completion_tokens) / (h[0].seconds + h[1].seconds))
+    print(f"vllm / hf: {ratio:.1f}x tokens/s")
 
 
 if __name__ == "__main__":

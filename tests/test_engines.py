@@ -383,3 +383,29 @@ def test_asking_for_vllm_without_it_fails_with_one_line(tiny_dir, tmp_path, monk
     pol = _policies(tiny_dir, "lora-shared")
     with pytest.raises(EngineUnavailable, match=r"^rollout.engine=vllm: vLLM is not installed[^\n]*$"):
         Trainer(cfg, tmp_path / "run", policies=pol)
+
+
+def test_generation_benchmark_runs_both_engines(fake, monkeypatch, capsys):
+    """`benchmarks/generation.py --engine vllm` end to end on the tiny model and the stand-in."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "generation.py"
+    spec = importlib.util.spec_from_file_location("generation_bench", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr("codea1.engines.resolve_engine", lambda name, device: name)
+    monkeypatch.setattr("codea1.engines.base.resolve_engine", lambda name, device: name)
+    monkeypatch.setattr(sys, "argv", ["generation.py", "--engine", "vllm", "--model", "tests-tiny",
+                                      "--problems", "1", "--n", "2", "--n-test", "1", "--max-new-tokens", "3",
+                                      "--dtype", "float32"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "rows: 1 code prompts x 2 + 2 test prompts x 1" in out
+    assert "rollout/logp_mismatch) on 2 code samples: 0.0000" in out
+    import re
+
+    for name in ("vllm", "hf"):   # one row of figures per engine
+        assert len(re.findall(rf"^{name} +\d+ +\d+ +\d+ +\d+$", out, re.M)) == 1, out
+    assert "vllm / hf:" in out
