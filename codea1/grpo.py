@@ -4,11 +4,13 @@ This module holds the math of `CODE_A1_SPEC.md` ("Which samples train", "GRPO up
 small functions on tensors, so that each formula can be checked on hand-computed numbers:
 
 - `group_advantages`: reward minus its group's mean, over the group's std + eps;
-- `has_signal` / `select_test_groups`: zero-variance filtering and the top-`update_n`
-  choice of test groups;
+- `has_signal` / `select_test_groups`: the top-`update_n` choice of test groups and the
+  optional zero-variance filtering (off by default, as in the reference);
 - `clipped_surrogate`, `k3_kl`, `token_mean`, `grpo_token_loss`: the clip-higher PPO
-  loss with a low-variance KL penalty to the frozen reference, averaged over tokens;
-- `make_optimizer`, `make_scheduler`, `warmup_cosine`: AdamW with warm-up then cosine;
+  loss with verl's dual-clip for negative advantages and a low-variance KL penalty to
+  the frozen reference, averaged over tokens;
+- `make_optimizer`, `make_scheduler`, `warmup_cosine`: AdamW with a linear warm-up from
+  lr 0, then cosine (verl's `get_cosine_schedule_with_warmup`);
 - `pack_micro_batches`, `trajectory_logprobs`, `update_policy`: log-probabilities of the
   response tokens of packed (padding-free) micro-batches, and one PPO epoch over
   mini-batches with gradient accumulation equal to the whole mini-batch.
@@ -39,12 +41,27 @@ class GRPOConfig(BaseModel):
     clip_high: float = Field(0.28, ge=0, description="ratio may rise to 1 + clip_high")
     kl_coef: float = Field(0.001, ge=0, description="weight of the k3 KL to the reference")
     kl_clamp: float = Field(10.0, gt=0, description="log-ratio clamp inside k3 (numerical guard)")
-    filter_zero_variance: bool = Field(True, description="drop groups whose rewards are all equal")
-    update_n: int = Field(1, ge=1, description="test groups kept per problem (largest std)")
+    clip_ratio_c: float | None = Field(
+        10.0, gt=1.0,
+        description="dual-clip: for a negative advantage the per-token loss is at most "
+        "-A * clip_ratio_c (verl's clip_ratio_c); null turns dual-clip off",
+    )
+    filter_zero_variance: bool = Field(
+        False,
+        description="drop code and test groups whose rewards are all equal (DAPO's dynamic "
+        "sampling); off: they train with advantage 0 and count in the token mean and KL, as in "
+        "the reference",
+    )
+    update_n: int = Field(1, ge=1, description="test groups kept per problem (largest std, even 0)")
+    tests_from_valid_candidates: bool = Field(
+        False,
+        description="choose the trained test groups only among suites of valid candidates; off: "
+        "among all candidates of the problem, as in the reference",
+    )
     tests_from_kept_problems: bool = Field(
         True,
-        description="train the test model only on suites of problems kept by the code filter "
-        "(the spec's 'suites of kept candidates'); False keeps suites of every valid candidate",
+        description="with filter_zero_variance, train the test model only on suites of problems "
+        "the code filter kept; False keeps suites of every problem",
     )
     ppo_epochs: int = Field(1, ge=1)
     mini_batches: int = Field(2, ge=1, description="optimiser steps per policy per step")
@@ -62,6 +79,11 @@ class GRPOConfig(BaseModel):
     betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = Field(1e-8, gt=0)
     warmup_steps: int = Field(10, ge=0, description="training steps of linear warm-up")
+    warmup_first_step_learns: bool = Field(
+        False,
+        description="warm-up multiplier (step + 1) / warmup_steps, so the first step already "
+        "learns; off: step / warmup_steps from lr 0, as the reference's scheduler",
+    )
     min_lr_ratio: float = Field(0.0, ge=0, le=1, description="cosine floor as a share of lr")
     grad_clip: float = Field(1.0, gt=0, description="max global grad norm")
     rollout_is: Literal["none", "tis"] = Field(
@@ -104,13 +126,14 @@ def has_signal(rewards: "torch.Tensor") -> "torch.Tensor":
 
 def select_test_groups(
     test_rewards: "torch.Tensor", eligible: "torch.Tensor | Sequence[bool]", update_n: int,
-    require_signal: bool = True,
+    require_signal: bool = False,
 ) -> list[int]:
     """Indices of the candidates whose test groups train, for one problem.
 
     `test_rewards[i, j]` is the reward of suite j written against candidate i. Among the
-    eligible candidates the `update_n` groups of largest reward std are kept (ties go to
-    the lower index); with `require_signal` a kept group must also have std > 0.
+    eligible candidates the `update_n` groups of largest (population) reward std are kept,
+    even when that std is 0, as the reference's top-k does (ties go to the lower index);
+    with `require_signal` a kept group must also have std > 0.
     """
     import torch
 
@@ -145,16 +168,27 @@ def token_mean(values: "torch.Tensor", mask: "torch.Tensor", n_tokens: float | N
 
 def clipped_surrogate(
     logp: "torch.Tensor", old_logp: "torch.Tensor", advantages: "torch.Tensor",
-    clip_low: float = 0.2, clip_high: float = 0.28,
-) -> tuple["torch.Tensor", "torch.Tensor"]:
-    """Per-token PPO loss -min(rA, clip(r, 1-low, 1+high)A), and whether each token clipped."""
+    clip_low: float = 0.2, clip_high: float = 0.28, clip_ratio_c: float | None = None,
+) -> tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
+    """Per-token PPO loss max(-rA, -clip(r, 1-low, 1+high)A), as verl's compute_policy_loss.
+
+    With `clip_ratio_c` (dual-clip), a token of negative advantage loses at most
+    -A * clip_ratio_c: a ratio far above 1 on a bad sample cannot blow the loss up.
+    Returns the loss, whether each token was clipped by the ratio range, and whether it
+    was bounded by the dual clip.
+    """
     import torch
 
     ratio = torch.exp(logp - old_logp)
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages
-    loss = -torch.minimum(unclipped, clipped)
-    return loss, (clipped < unclipped)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    loss = torch.maximum(unclipped, clipped)
+    bounded = torch.zeros_like(loss, dtype=torch.bool)
+    if clip_ratio_c is not None:
+        cap = -advantages * clip_ratio_c
+        bounded = (advantages < 0) & (loss > cap)
+        loss = torch.where(advantages < 0, torch.minimum(loss, cap), loss)
+    return loss, (clipped > unclipped), bounded
 
 
 def k3_kl(logp: "torch.Tensor", ref_logp: "torch.Tensor", clamp: float = 10.0) -> "torch.Tensor":
@@ -180,13 +214,15 @@ def grpo_token_loss(
     import torch
 
     mask = mask.to(logp.dtype)
-    pg, clipped = clipped_surrogate(logp, old_logp, advantages, cfg.clip_low, cfg.clip_high)
+    pg, clipped, bounded = clipped_surrogate(logp, old_logp, advantages, cfg.clip_low, cfg.clip_high,
+                                             cfg.clip_ratio_c)
     if is_weight is not None:
         pg = pg * is_weight
     loss = token_mean(pg, mask, n_tokens)
     stats = {
         "pg_loss_sum": float((pg.detach() * mask).sum()),
         "clip_sum": float((clipped.to(mask.dtype) * mask).sum()),
+        "dual_clip_sum": float((bounded.to(mask.dtype) * mask).sum()),
         "ratio_sum": float((torch.exp(logp.detach() - old_logp) * mask).sum()),
         "kl_sum": 0.0,
     }
@@ -200,14 +236,20 @@ def grpo_token_loss(
 # --------------------------------------------------------------------------- optimiser
 
 
-def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> float:
+def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0,
+                  first_step_learns: bool = False) -> float:
     """LR multiplier for training step `step` (0-based): linear warm-up, then cosine.
 
-    Warm-up goes (step + 1) / warmup_steps so that the very first step already learns;
-    the cosine then decays from 1 to `min_lr_ratio` over the remaining steps.
+    As verl's `get_cosine_schedule_with_warmup` (the reference's scheduler), warm-up rises
+    linearly from `min_lr_ratio` at step 0 (lr 0 by default: the first step changes
+    nothing) to 1 at `warmup_steps`; with `first_step_learns` it goes (step + 1) /
+    warmup_steps instead. The cosine then decays from 1 to `min_lr_ratio` over the
+    remaining steps.
     """
     if warmup_steps > 0 and step < warmup_steps:
-        return (step + 1) / warmup_steps
+        if first_step_learns:
+            return (step + 1) / warmup_steps
+        return min_lr_ratio + (1.0 - min_lr_ratio) * step / warmup_steps
     decay_steps = max(total_steps - warmup_steps, 1)
     progress = min(max(step - warmup_steps, 0) / decay_steps, 1.0)
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
@@ -230,7 +272,8 @@ def make_scheduler(optimizer: "torch.optim.Optimizer", cfg: GRPOConfig, total_st
     import torch
 
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: warmup_cosine(s, cfg.warmup_steps, total_steps, cfg.min_lr_ratio)
+        optimizer, lambda s: warmup_cosine(s, cfg.warmup_steps, total_steps, cfg.min_lr_ratio,
+                                           cfg.warmup_first_step_learns)
     )
 
 
@@ -400,6 +443,7 @@ class UpdateStats:
     pg_loss: float = 0.0
     kl: float = 0.0
     clip_frac: float = 0.0
+    dual_clip_frac: float = 0.0  # share of tokens bounded by the dual clip (clip_ratio_c)
     ratio_mean: float = 0.0
     grad_norm: float = 0.0
     forward_tokens: int = 0  # all tokens pushed through the model with gradients
@@ -434,7 +478,7 @@ def update_policy(
 
     stats = UpdateStats(sequences=len(seqs))
     params = [p for g in optimizer.param_groups for p in g["params"]]
-    sums = {"pg_loss_sum": 0.0, "clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0}
+    sums = {"pg_loss_sum": 0.0, "clip_sum": 0.0, "dual_clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0}
     loss_total, n_mb, norms = 0.0, 0, []
     for _epoch in range(cfg.ppo_epochs):
         for members in split_mini_batches(len(seqs), cfg.mini_batches):
@@ -469,6 +513,7 @@ def update_policy(
         stats.pg_loss = sums["pg_loss_sum"] / stats.tokens
         stats.kl = sums["kl_sum"] / stats.tokens
         stats.clip_frac = sums["clip_sum"] / stats.tokens
+        stats.dual_clip_frac = sums["dual_clip_sum"] / stats.tokens
         stats.ratio_mean = sums["ratio_sum"] / stats.tokens
         stats.loss = loss_total / max(n_mb, 1)
         stats.grad_norm = sum(norms) / len(norms)

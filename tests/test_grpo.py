@@ -64,10 +64,15 @@ def test_select_test_groups_top_update_n_by_std_among_eligible():
     eligible = [False, True, True, True, True]
     assert select_test_groups(r, eligible, update_n=1) == [1]
     assert select_test_groups(r, eligible, update_n=3) == [1, 3, 4]
-    # a zero-std group never trains, even when asked for every group
-    assert select_test_groups(r, eligible, update_n=5) == [1, 3, 4]
-    assert select_test_groups(r, eligible, update_n=5, require_signal=False) == [1, 3, 4, 2]
+    # the reference's top-k: a zero-std group trains when update_n reaches it
+    assert select_test_groups(r, eligible, update_n=5) == [1, 3, 4, 2]
+    # the dynamic-sampling switch: a zero-std group never trains
+    assert select_test_groups(r, eligible, update_n=5, require_signal=True) == [1, 3, 4]
     assert select_test_groups(r, [False] * 5, update_n=2) == []
+    # every group of a problem at std 0: the reference still trains the first one
+    flat = torch.tensor([[0.5, 0.5], [0.0, 0.0], [0.25, 0.25]])
+    assert select_test_groups(flat, [True] * 3, update_n=1) == [0]
+    assert select_test_groups(flat, [True] * 3, update_n=1, require_signal=True) == []
     with pytest.raises(ValueError, match="eligible"):
         select_test_groups(r, [True], update_n=1)
 
@@ -80,12 +85,42 @@ def test_clipped_surrogate_clip_higher_and_gradients():
     adv = torch.tensor([1.0, -1.0, 1.0, -1.0, 2.0])
     old = torch.zeros(5)
     logp = torch.log(ratios).requires_grad_(True)
-    loss, clipped = clipped_surrogate(logp, old, adv, clip_low=0.2, clip_high=0.28)
+    loss, clipped, bounded = clipped_surrogate(logp, old, adv, clip_low=0.2, clip_high=0.28)
     assert torch.allclose(loss, torch.tensor([-1.28, 1.5, -0.5, 0.8, -2.2]))
     assert clipped.tolist() == [True, False, False, True, False]
+    assert not bounded.any()  # dual-clip off
     loss.sum().backward()
     # d(-rA)/dlogp = -rA where unclipped; 0 where the clipped branch is active
     assert torch.allclose(logp.grad, torch.tensor([0.0, 1.5, -0.5, 0.0, -2.2]))
+
+
+def test_dual_clip_bounds_negative_advantages_only():
+    # ratios 20 and 5 with A = -1 and A = +1; clip_ratio_c = 10
+    ratios = torch.tensor([20.0, 5.0, 20.0, 0.5])
+    adv = torch.tensor([-1.0, -1.0, 1.0, -2.0])
+    logp = torch.log(ratios).requires_grad_(True)
+    loss, clipped, bounded = clipped_surrogate(logp, torch.zeros(4), adv, 0.2, 0.28, clip_ratio_c=10.0)
+    # token 0: max(20, 0.8) = 20 > 10 -> 10 (bounded, no gradient);
+    # token 1: max(5, 0.8) = 5 <= 10 -> 5; token 2 (A > 0): max(-20, -1.28) = -1.28;
+    # token 3: max(1.0, 1.6) = 1.6 (clipped at 1 - 0.2) <= 20 -> 1.6
+    assert torch.allclose(loss, torch.tensor([10.0, 5.0, -1.28, 1.6]))
+    assert bounded.tolist() == [True, False, False, False]
+    assert clipped.tolist() == [False, False, True, True]
+    loss.sum().backward()
+    assert torch.allclose(logp.grad, torch.tensor([0.0, 5.0, 0.0, 0.0]))
+    # without the dual clip token 0 costs its full 20
+    plain, _, _ = clipped_surrogate(torch.log(ratios), torch.zeros(4), adv, 0.2, 0.28)
+    assert plain[0].item() == pytest.approx(20.0)
+    # in the token loss: the default config bounds at 10, null turns it off
+    cfg_on, cfg_off = GRPOConfig(kl_coef=0.0), GRPOConfig(kl_coef=0.0, clip_ratio_c=None)
+    assert cfg_on.clip_ratio_c == 10.0
+    on, st = grpo_token_loss(torch.log(ratios), torch.zeros(4), None, adv, torch.ones(4), cfg_on)
+    off, _ = grpo_token_loss(torch.log(ratios), torch.zeros(4), None, adv, torch.ones(4), cfg_off)
+    assert on.item() == pytest.approx((10 + 5 - 1.28 + 1.6) / 4, rel=1e-6)
+    assert off.item() == pytest.approx((20 + 5 - 1.28 + 1.6) / 4, rel=1e-6)
+    assert st["dual_clip_sum"] == 1.0
+    with pytest.raises(ValueError):
+        GRPOConfig(clip_ratio_c=1.0)  # the bound must exceed 1
 
 
 def test_k3_kl_values_and_clamp():
@@ -124,16 +159,22 @@ def test_grpo_token_loss_is_surrogate_plus_kl():
 # ------------------------------------------------------------------ optimiser, schedule
 
 
-def test_warmup_then_cosine():
+def test_warmup_from_zero_then_cosine():
     f = lambda s, floor=0.0: warmup_cosine(s, warmup_steps=10, total_steps=110, min_lr_ratio=floor)
-    assert f(0) == pytest.approx(0.1)
-    assert f(9) == pytest.approx(1.0)
+    # verl's scheduler: step / warmup from lr 0, so the first step changes nothing
+    assert f(0) == 0.0
+    assert f(1) == pytest.approx(0.1)
+    assert f(9) == pytest.approx(0.9)
     assert f(10) == pytest.approx(1.0)
     assert f(60) == pytest.approx(0.5)
     assert f(110) == pytest.approx(0.0, abs=1e-12)
     assert f(500) == pytest.approx(0.0, abs=1e-12)
     assert f(60, floor=0.1) == pytest.approx(0.55)
+    assert f(0, floor=0.1) == pytest.approx(0.1) and f(5, floor=0.1) == pytest.approx(0.55)
     assert warmup_cosine(0, 0, 10) == pytest.approx(1.0)
+    # the project's earlier alternative: (step + 1) / warmup, the first step learns
+    g = lambda s: warmup_cosine(s, 10, 110, first_step_learns=True)
+    assert (g(0), g(9), g(10), g(60)) == pytest.approx((0.1, 1.0, 1.0, 0.5))
 
 
 def test_adamw_step_with_decoupled_weight_decay_and_scheduler():
@@ -141,10 +182,16 @@ def test_adamw_step_with_decoupled_weight_decay_and_scheduler():
     cfg = GRPOConfig(lr=0.1, weight_decay=0.1, warmup_steps=2)
     opt = make_optimizer([p], cfg)
     sched = make_scheduler(opt, cfg, total_steps=10)
-    assert opt.param_groups[0]["lr"] == pytest.approx(0.05)   # warm-up step 1 of 2
+    assert opt.param_groups[0]["lr"] == 0.0   # warm-up from 0: step 1 of 2 changes nothing
     p.grad = torch.tensor([0.5])
     opt.step()
-    # decay 1 - 0.05*0.1, then the bias-corrected Adam step = lr * m_hat / sqrt(v_hat) = lr
+    assert p.item() == 1.0
+    sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.05)   # step 2 of 2
+    p.grad = torch.tensor([0.5])
+    opt.step()
+    # decay 1 - 0.05*0.1, then the bias-corrected Adam step lr * m_hat / sqrt(v_hat): Adam's
+    # moments already hold step 1's gradient (same value), so the step is lr
     assert p.item() == pytest.approx(1.0 * (1 - 0.005) - 0.05, rel=1e-6)
     sched.step()
     assert opt.param_groups[0]["lr"] == pytest.approx(0.1)

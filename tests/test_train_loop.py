@@ -197,7 +197,12 @@ def test_pure_random_model_runs_without_any_signal(tmp_path, tiny):
     rows = read_metrics(tmp_path / "run")
     assert result.step == 2
     assert all(r["judge/code_valid_rate"] == 0.0 for r in rows)
-    assert all(r["update/code/sequences"] == 0 for r in rows)   # zero-variance groups dropped
+    # the reference trains zero-variance groups (advantage 0: only the KL term moves them)
+    assert all(r["update/code/sequences"] == 8 for r in rows)
+    assert all(r["update/test/sequences"] == 2 * 2 for r in rows)  # update_n = 1 suite group a problem
+    filtered = train(_config(tiny, "a1", 1, "grpo.filter_zero_variance=true"), tmp_path / "filtered")
+    assert filtered.step == 1
+    assert read_metrics(tmp_path / "filtered")[0]["update/code/sequences"] == 0   # dynamic sampling
 
 
 def test_resume_is_exact(tmp_path, tiny, scripted):

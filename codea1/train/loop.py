@@ -153,6 +153,7 @@ class RoleBatch:
     trajectories: list = field(default_factory=list)
     groups_total: int = 0
     groups_kept: int = 0
+    chosen: dict = field(default_factory=dict)  # problem index -> candidates whose samples train
 
 
 @dataclass
@@ -402,7 +403,7 @@ class Trainer:
             metrics[f"time/{key}_s"] = value
         metrics["time/step_s"] = time.perf_counter() - t_step
         self._last_samples = self._pick_samples(problems, code_samples, code_rewards,
-                                                test_samples, test_rewards)
+                                                test_samples, test_rewards, batches)
         return metrics
 
     # ------------------------------------------------------------------ judging
@@ -467,7 +468,14 @@ class Trainer:
     # ------------------------------------------------------------------ selection
 
     def _select(self, problems, code_samples, code_rewards, test_samples, test_rewards, judgements):
-        """Trajectories per policy: zero-variance filtering, advantages, top-update_n tests."""
+        """Trajectories per policy, as the reference picks them (CODE_A1_SPEC "Which samples train").
+
+        Every code group trains (a zero-variance group with advantage 0); for the tests,
+        per problem, the suites of the `update_n` candidates of largest reward std, even 0.
+        Switches: `grpo.filter_zero_variance` (drop zero-variance groups of both roles),
+        `grpo.tests_from_valid_candidates`, `grpo.tests_from_kept_problems`. A problem
+        the judge could not judge (sandbox failure, broken reference) never trains.
+        """
         from codea1.grpo import Trajectory, group_advantages, has_signal, select_test_groups
 
         g = self.cfg.grpo
@@ -481,6 +489,7 @@ class Trainer:
             if not bool(keep_problem[pi]):
                 continue
             code.groups_kept += 1
+            code.chosen[pi] = list(range(len(code_samples[pi])))
             for ci, s in enumerate(code_samples[pi]):
                 code.trajectories.append(Trajectory(s.prompt_ids, s.completion_ids, float(adv[pi, ci]),
                                                     s.logprobs))
@@ -489,11 +498,12 @@ class Trainer:
         if test_rewards is not None:
             for pi in range(len(problems)):
                 valid = list(judgements[pi].code_valid)
-                eligible = [bool(v) and usable[pi] and (keep_problem[pi] or not g.tests_from_kept_problems)
-                            for v in valid]
+                eligible = [(bool(v) or not g.tests_from_valid_candidates) and usable[pi]
+                            and (keep_problem[pi] or not g.tests_from_kept_problems) for v in valid]
                 test.groups_total += len(valid)
                 chosen = select_test_groups(test_rewards[pi], eligible, g.update_n,
                                             require_signal=g.filter_zero_variance)
+                test.chosen[pi] = chosen
                 for ci in chosen:
                     test.groups_kept += 1
                     tadv = group_advantages(test_rewards[pi, ci], g.adv_eps, g.std_unbiased)
@@ -565,18 +575,28 @@ class Trainer:
 
     # ------------------------------------------------------------------ samples
 
-    def _pick_samples(self, problems, code_samples, code_rewards, test_samples, test_rewards):
+    def _pick_samples(self, problems, code_samples, code_rewards, test_samples, test_rewards, batches):
+        """A few samples for samples.jsonl: per problem its first code and a test suite.
+
+        The suite shown is the first of a candidate whose suites trained (the top-std
+        choice), else of candidate 0; `trained` says whether the sample was in the update.
+        """
         k = self.cfg.logging.samples_per_step
+        test_batch = batches.get("test") or batches.get("_test")
+        code_batch = batches.get("code") or batches.get("_code")
         out = []
         for pi, p in enumerate(problems[:k]):
             s = code_samples[pi][0]
             out.append({"role": "code", "problem_id": p.id, "reward": float(code_rewards[pi, 0]),
-                        "truncated": s.truncated, "text": s.text})
+                        "truncated": s.truncated, "trained": bool(code_batch and 0 in code_batch.chosen.get(pi, [])),
+                        "text": s.text})
             if test_rewards is not None and test_samples[pi]:
-                t = test_samples[pi][0][0]
-                out.append({"role": "test", "problem_id": p.id, "candidate": 0,
-                            "reward": float(test_rewards[pi, 0, 0]), "truncated": t.truncated,
-                            "text": t.text})
+                chosen = test_batch.chosen.get(pi, []) if test_batch else []
+                ci = chosen[0] if chosen else 0
+                t = test_samples[pi][ci][0]
+                out.append({"role": "test", "problem_id": p.id, "candidate": ci,
+                            "reward": float(test_rewards[pi, ci, 0]), "truncated": t.truncated,
+                            "trained": ci in chosen, "text": t.text})
         return out
 
     # ------------------------------------------------------------------ validation
