@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 Message = Mapping[str, str]
 Prompt = Union[Sequence[Message], str, Sequence[int]]  # chat messages, raw text or token ids
 
-# --- prompts (the reference implementation's wording, see CODE_A1_SPEC.md) -------------------
+# --- prompts (our wording in the reference implementation's structure, see CODE_A1_SPEC.md) ----
 
 CODE_SYSTEM = "You are a helpful code-completion assistant."
 CODE_INSTRUCTION = (
@@ -51,45 +51,58 @@ def code_messages(problem: Any) -> list[dict[str, str]]:
     ]
 
 
+def _test_question(problem: Any) -> str:
+    """The problem text the test model reads: the row's `clean_description` where the data
+    has one (the field the reference's test prompt shows), else the code model's question."""
+    meta = problem.get("meta") if isinstance(problem, Mapping) else getattr(problem, "meta", None)
+    clean = meta.get("clean_description") if isinstance(meta, Mapping) else None
+    return clean.strip() if isinstance(clean, str) and clean.strip() else _get(problem, "question").strip()
+
+
 def test_messages(problem: Any, code: str | None = None, white_box: bool = True,
                   n_tests: int = TEST_COUNT) -> list[dict[str, str]]:
     """Chat messages asking the test model for `n_tests` assert tests.
 
+    Our own wording in the reference prompt's structure: Role, Task, Strategy, Context
+    (the question, then the candidate labelled as code that may be wrong), Output format.
     White-box (the default, the paper's setting): the candidate `code` is shown and the
     model is asked to attack it. Black-box (`white_box=False`): the code is not shown.
     """
-    question = _get(problem, "question").strip()
+    question = _test_question(problem)
     fn = _get(problem, "entry_point").strip()
     if white_box and code is None:
         raise ValueError("test_messages: white_box=True needs the candidate code")
+    form = f"assert {fn}(parameters) == answer"
     if white_box:
-        goal = (
-            "Your job is to find inputs that make the given code behave differently from "
-            "what the question requires."
-        )
-        focus = (
-            "Attack the logic gaps where the code is simpler than the requirement: missing "
-            "constraints, misread rules, boundary values, rare branches."
-        )
+        role = ("You find inputs on which the `Code under test` does not do what the `Question` "
+                "requires.")
+        task = (f"Write {n_tests} tests of the form `{form}` that expose bugs of the function in "
+                "`Code under test`, judged against the `Question`.")
+        gaps = ("1. **Logic gaps**: find where the `Code under test` is simpler than the `Question` "
+                "(missing constraints, misread rules, over-simplified logic) and choose inputs "
+                "that land there.")
     else:
-        goal = "Your job is to write tests that check whether a solution meets the question's requirements."
-        focus = (
-            "Target the places where a solution is likely to be wrong: edge cases, boundary "
-            "values, rare branches, easily misread rules."
-        )
-    parts = [
-        goal,
-        f"Write {n_tests} tests, each of the form `assert {fn}(parameters) == answer`.",
-        focus,
-        "Prefer complex inputs. Do not write redundant or trivial tests: only the first few are evaluated.",
-        f"Question:\n{question}",
-    ]
+        role = "You write tests that check whether a solution does what the `Question` requires."
+        task = f"Write {n_tests} tests of the form `{form}` for the function the `Question` describes."
+        gaps = ("1. **Likely mistakes**: choose inputs where a solution is easily wrong (edge cases, "
+                "easily misread rules, constraints that are easy to miss).")
+    strategy = "\n".join([
+        gaps,
+        "2. **Complex inputs first**: prefer boundary values, nested data, compound conditions and "
+        "rare branches to simple inputs; stress every branch.",
+        "3. **No redundancy**: no trivial or repeated tests. Only the first few tests are "
+        "evaluated, so order them by how much they reveal.",
+    ])
+    context = f"Question:\n{question}"
     if white_box:
-        parts.append(f"Code:\n```python\n{code.rstrip()}\n```")
-    parts.append("Output all the asserts in one ```python code block.")
+        context += f"\n\nCode under test (it may be wrong):\n```python\n{code.rstrip()}\n```"
+    output = ("Put ALL the assert statements in ONE ```python code block, one per line.\n"
+              f"Format: `{form}`")
+    user = "\n\n".join([f"# Role\n{role}", f"# Task\n{task}", f"# Strategy\n{strategy}",
+                         f"# Context\n{context}", f"# Output format\n{output}"])
     return [
         {"role": "system", "content": TEST_SYSTEM},
-        {"role": "user", "content": "\n\n".join(parts)},
+        {"role": "user", "content": user},
     ]
 
 

@@ -100,3 +100,24 @@ def test_cli_reads_the_bundled_splits_by_name(tmp_path):
     result = runner.invoke(app, ["convert", "bundled:test", str(tmp_path / "x.jsonl")])
     assert result.exit_code == 2
     assert "unknown bundled split 'test'" in result.output and not (tmp_path / "x.jsonl").exists()
+
+
+# ------------------------------------------------------------------ the paper's files
+
+def test_data_check_passes_on_humaneval_plus_style_rows(tmp_path):
+    """The reference validation file's HumanEval+ shape (GT_code a body, check(candidate))."""
+    from paper_rows import HUMANEVAL_STYLE_ROWS, MBPP_STYLE_ROW, training_file, validation_file, write_parquet
+
+    good = write_parquet(tmp_path / "good.parquet", HUMANEVAL_STYLE_ROWS[:2] + [MBPP_STYLE_ROW])
+    result = runner.invoke(app, ["check", str(good), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert "3/3 problems ok" in result.output
+    # a row whose reference really fails its tests is named by id, and only that one
+    result = runner.invoke(app, ["check", str(validation_file(tmp_path / "val.parquet")), "--workers", "2"])
+    assert result.exit_code == 1
+    broken = [line for line in result.output.splitlines() if line.startswith("BROKEN")]
+    assert len(broken) == 1 and "HumanEvalStyle/2" in broken[0] and "AssertionError" in broken[0]
+    assert "3/4 problems ok" in result.output
+    # the training file's shape (KodCode-style rows, pytest tests)
+    result = runner.invoke(app, ["check", str(training_file(tmp_path / "train.parquet")), "--workers", "2"])
+    assert result.exit_code == 0, result.output

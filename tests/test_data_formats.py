@@ -405,3 +405,42 @@ def test_unsupported_suffix_and_missing_file(tmp_path):
         load_problems(path)
     with pytest.raises(FileNotFoundError):
         load_problems(tmp_path / "absent.jsonl")
+
+
+def test_codea1_rows_humaneval_plus_shape(tmp_path, executor):
+    """GT_code is a body completing `problem`; `test` defines check(candidate)."""
+    from paper_rows import HUMANEVAL_STYLE_ROWS, validation_file
+
+    problems = {p.id: p for p in load_problems(validation_file(tmp_path / "val.parquet"))}
+    running, vowels = problems["HumanEvalStyle/0"], problems["HumanEvalStyle/1"]
+    assert (running.entry_point, running.source) == ("running_max", "humanevalplus")  # not 'candidate'
+    assert running.reference == HUMANEVAL_STYLE_ROWS[0]["problem"] + HUMANEVAL_STYLE_ROWS[0]["GT_code"]
+    assert running.imports == "from typing import List"
+    assert running.test_program.rstrip().endswith("check(running_max)")
+    assert problems["MBPPStyle/1"].source == "mbppplus"
+    # the reference (the prompt's helper included) passes; a candidate without the helper,
+    # and a wrong one, fail, as in the reference's validation
+    assert passes(executor, running.program(running.reference), running)
+    assert passes(executor, vowels.reference, vowels)
+    assert not passes(executor, "def vowel_runs(text):\n    return sum(is_vowel(c) for c in text)\n", vowels)
+    assert not passes(executor, "def running_max(values):\n    return sorted(values)\n", running)
+    assert passes(executor, "def running_max(values):\n    import itertools\n"
+                            "    return list(itertools.accumulate(values, max))\n", running)
+    # the row whose reference is wrong on purpose fails its own program
+    assert not passes(executor, problems["HumanEvalStyle/2"].reference, problems["HumanEvalStyle/2"])
+
+
+def test_codea1_rows_training_shape_and_bad_gt_code(tmp_path, executor):
+    from paper_rows import KODCODE_STYLE_ROW, training_file, write_parquet
+
+    [p] = load_problems(training_file(tmp_path / "train.parquet"))
+    assert (p.id, p.entry_point, p.source) == ("KodCodeStyle/hard_0", "merge_intervals", "kodcode_light")
+    assert p.meta["clean_description"].startswith("Merge overlapping")
+    assert passes(executor, p.reference, p)
+    assert not passes(executor, "def merge_intervals(intervals):\n    return sorted(intervals)\n", p)
+    # no test at all: a training row needs only its reference
+    [bare] = load_problems(write_parquet(tmp_path / "bare.parquet", [dict(KODCODE_STYLE_ROW, test="")]))
+    assert bare.test_program is None
+    bad = dict(KODCODE_STYLE_ROW, GT_code="def other():\n    return 1\n")
+    with pytest.raises(ProblemFormatError, match=r"row 1, field 'GT_code'.*'merge_intervals'"):
+        load_problems(write_parquet(tmp_path / "bad.parquet", [bad]))

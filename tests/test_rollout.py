@@ -46,6 +46,19 @@ def test_test_prompt_white_and_black_box():
     for text in (white, black):
         assert "assert add_one(parameters) == answer" in text and "8 tests" in text
         assert PROBLEM["question"] in text
+        # the reference prompt's structure, in order
+        heads = ["# Role", "# Task", "# Strategy", "# Context", "# Output format"]
+        assert [text.index(h) for h in heads] == sorted(text.index(h) for h in heads)
+        assert text.index("Question:") > text.index("# Context")
+        assert "ONE ```python code block" in text.split("# Output format")[1]
+    # the candidate comes after the question, in a python block, labelled as maybe wrong
+    context = white.split("# Context")[1].split("# Output format")[0]
+    assert context.index("Question:") < context.index("may be wrong") < context.index(f"```python\n{CODE}\n```")
+    assert "may be wrong" not in black
+    # where the data has the reference's clean_description, the test model reads that
+    clean = dict(PROBLEM, meta={"clean_description": "Add one to x and return it."})
+    text = test_messages(clean, CODE)[1]["content"]
+    assert "Question:\nAdd one to x and return it." in text and PROBLEM["question"] not in text
     with pytest.raises(ValueError, match="code"):
         test_messages(PROBLEM, None)
     with pytest.raises(ValueError, match="entry_point"):
