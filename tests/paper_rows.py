@@ -181,3 +181,46 @@ def validation_file(path: Path) -> Path:
 def training_file(path: Path) -> Path:
     """A small training file of the reference's shape (KodCode-style rows)."""
     return write_parquet(path, [KODCODE_STYLE_ROW])
+
+
+# Solutions a scripted "model" writes for these rows (complete functions, as a chat model does).
+RIGHT = {
+    "running_max": "from typing import List\n\ndef running_max(values: List[int]) -> List[int]:\n"
+                   "    import itertools\n    return list(itertools.accumulate(values, max))\n",
+    "vowel_runs": "def is_vowel(ch):\n    return ch.lower() in 'aeiou'\n\n\ndef vowel_runs(text):\n"
+                  "    runs, inside = 0, False\n    for ch in text:\n        runs += is_vowel(ch) and not inside\n"
+                  "        inside = is_vowel(ch)\n    return runs\n",
+    "round_half_up": "import math\n\ndef round_half_up(x):\n"
+                     "    return int(math.floor(abs(x) + 0.5)) * (1 if x >= 0 else -1)\n",
+    "second_smallest": "def second_smallest(nums):\n    s = sorted(set(nums))\n    return s[1] if len(s) > 1 else None\n",
+    "merge_intervals": KODCODE_STYLE_ROW["GT_code"],
+}
+WRONG = {
+    "running_max": "def running_max(values):\n    return sorted(values)\n",
+    "vowel_runs": "def vowel_runs(text):\n    return sum(ch in 'aeiou' for ch in text)\n",
+    "round_half_up": "def round_half_up(x):\n    return round(x)\n",
+    "second_smallest": "def second_smallest(nums):\n    return sorted(nums)[1]\n",
+    "merge_intervals": "def merge_intervals(intervals):\n    return intervals\n",
+}
+
+
+class ScriptedSample:
+    def __init__(self, text: str) -> None:
+        self.text, self.truncated, self.finished = text, False, True
+
+
+def scripted_generate(right_counts: dict[str, int]):
+    """A stand-in for `codea1.rollout.generate`: for a code prompt of function f, the first
+    `right_counts[f]` of the n samples are right, the others wrong."""
+
+    def generate(policies, role, prompts, n=1, sampling=None, **kw):
+        assert role == "code"
+        out = []
+        for messages in prompts:
+            user = messages[-1]["content"]
+            fn = next(f for f in RIGHT if f"def {f}(" in user)
+            out.append([ScriptedSample(f"```python\n{RIGHT[fn] if i < right_counts[fn] else WRONG[fn]}```")
+                        for i in range(n)])
+        return out
+
+    return generate

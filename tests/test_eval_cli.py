@@ -87,3 +87,19 @@ def test_mutants_cli_lists_families(tmp_path):
     result = invoke("mutants", src)
     assert result.exit_code == 0
     assert "25 mutants" in result.output and "binary 11" in result.output
+
+
+def test_eval_code_cli_reports_humaneval_plus_and_mbpp_plus_apart(tmp_path, tiny, monkeypatch):
+    """`eval code --data <Code-A1 validation parquet>`: one table row per benchmark."""
+    import codea1.rollout as rollout
+    from paper_rows import scripted_generate, validation_file
+
+    counts = {"running_max": 2, "vowel_runs": 0, "round_half_up": 2, "second_smallest": 1}
+    monkeypatch.setattr(rollout, "generate", scripted_generate(counts))
+    data = validation_file(tmp_path / "validation_data_mix.parquet")
+    result = invoke("code", "--model", tiny, "--data", data, "--n", 2, "--device", "cpu",
+                    "--workers", 2, "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if line.count("│") > 3}
+    assert "50.00" in rows["HumanEval+ (humanevalplus)"] and "50.00" in rows["MBPP+ (mbppplus)"]
+    assert "HumanEvalStyle/2: the reference fails its golden tests" in result.output

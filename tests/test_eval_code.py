@@ -179,3 +179,21 @@ def test_golden_runs_get_the_memory_cap_of_data_check(tmp_path, executor, monkey
     assert [s["id"] for s in summary["skipped"]] == ["p/big"] and "MemoryError" in summary["skipped"][0]["reason"]
     with pytest.raises(ValueError, match="memory-mb"):
         CodeEvalConfig(memory_mb=10)
+
+
+def test_code_a1_validation_file_reports_each_benchmark(tmp_path, executor, monkeypatch):
+    """The reference's validation file mixes HumanEval+ and MBPP+ rows: one row per source,
+    as the paper's table; a row whose reference fails its own tests is skipped by id."""
+    from paper_rows import scripted_generate, validation_file
+
+    counts = {"running_max": 4, "vowel_runs": 1, "round_half_up": 4, "second_smallest": 2}
+    monkeypatch.setattr(rollout, "generate", scripted_generate(counts))
+    data = validation_file(tmp_path / "validation_data_mix.parquet")
+    summary = evaluate_code("fake", data, tmp_path / "out", CodeEvalConfig(n=4), policies=object(),
+                            executor=executor)
+    he, mbpp, both = (summary["sources"][s] for s in ("humanevalplus", "mbppplus", "all"))
+    assert he == {"problems": 2, "pass@1": pytest.approx(62.5), "pass@4": 100.0, "avg@4": pytest.approx(62.5)}
+    assert mbpp == {"problems": 1, "pass@1": pytest.approx(50.0), "pass@4": 100.0, "avg@4": pytest.approx(50.0)}
+    assert both["avg@4"] == pytest.approx(100 * 7 / 12)
+    assert [s["id"] for s in summary["skipped"]] == ["HumanEvalStyle/2"]
+    assert "the reference fails its golden tests" in summary["skipped"][0]["reason"]

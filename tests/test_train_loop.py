@@ -163,6 +163,7 @@ def test_end_to_end_every_mode(tmp_path, tiny, scripted, mode):
     rows = read_metrics(run)
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert "val/code_pass_rate" in rows[1]                    # validation every 2 steps
+    assert "val/test/avg@1" in rows[1] and "val/test/pass@1" in rows[1]   # per data source ("test")
     trained = {"a1": ["code", "test"], "golden": ["code"], "selfplay": ["shared"]}[mode]
     for key in trained:
         assert sum(r.get(f"update/{key}/sequences", 0) for r in rows) > 0, key

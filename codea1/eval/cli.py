@@ -10,6 +10,10 @@ import typer
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 
+# data_source names of the benchmarks in the paper's tables (the Code-A1 validation file)
+PAPER_NAMES = {"humanevalplus": "HumanEval+", "mbppplus": "MBPP+", "bigcodebench": "BigCodeBench"}
+
+
 def _table(title: str, sources: dict, columns: list[str]):
     from rich.table import Table
 
@@ -18,6 +22,8 @@ def _table(title: str, sources: dict, columns: list[str]):
     for col in columns:
         table.add_column(col, justify="right")
     for source, row in sources.items():
+        if source in PAPER_NAMES:
+            source = f"{PAPER_NAMES[source]} ({source})"
         cells = []
         for col in columns:
             value = row.get(col)

@@ -46,12 +46,32 @@ class RolloutConfig(_Strict):
     vllm: VLLMConfig = VLLMConfig()
 
 
+REQUIRED = "required"  # a preset's placeholder for a file the user must name
+
+PAPER_TRAIN_FILE = (
+    "the paper's training file, kodcode_hard_dual_model_training_data_mix.parquet (9,688 hard "
+    "KodCode-V1 questions in the Code-A1 row format): in the Code-A1 reference repository's "
+    "Code-A1/code/rl/train_data/ folder; KodCode-V1 itself (KodCode/KodCode-V1 on the Hugging "
+    "Face hub, CC BY-NC 4.0) is read too"
+)
+PAPER_HELDOUT_FILE = (
+    "the paper's validation file, validation_data_mix.parquet (164 HumanEval+ and 378 MBPP+ "
+    "rows): in the Code-A1 reference repository's Code-A1/code/rl/val_data/ folder"
+)
+
+
 class DataConfig(_Strict):
     """Where problems come from: 'bundled' or a path any `load_problems` format reads."""
 
-    train: str = "bundled"
+    train: str = Field(
+        "bundled",
+        description="'bundled', or a problem file; 'required' (the paper presets): the run "
+        "refuses to start until a file is given",
+    )
     heldout: str | None = Field(
-        "bundled", description="'bundled' (the bundled held-out split), a path, or null for none"
+        "bundled",
+        description="'bundled' (the bundled held-out split), a path, null for none, or "
+        "'required' (the paper presets: the paper's validation file must be given)",
     )
     problems_per_step: int = Field(256, ge=1)
     shuffle: bool = True
@@ -87,13 +107,25 @@ class MistakeConfig(_Strict):
 
 
 class ValidationConfig(_Strict):
-    """Every `every` steps: the code model on golden tests, the test model's pass/kill."""
+    """Every `every` steps: the code model on the held-out golden tests (avg@n and pass@k
+    per data source, as the reference's validation), optionally the test model's pass/kill.
+    The defaults are the reference's: every 10 steps, every problem, 32 samples at
+    temperature 0.7 and top_p 0.95."""
 
     every: int = Field(10, ge=0, description="0 disables validation")
-    problems: int = Field(64, ge=1, description="held-out problems used (the first N)")
-    n_code: int = Field(1, ge=1)
-    n_test: int = Field(1, ge=1)
-    sampling: SamplingConfig = SamplingConfig(temperature=0.0)
+    problems: int | None = Field(None, ge=1, description="held-out problems used (the first N); null = all")
+    n_code: int = Field(32, ge=1, description="samples per problem (avg@n_code, pass@k per data source)")
+    n_test: int = Field(1, ge=1, description="test suites per candidate when test_model is on")
+    sampling: SamplingConfig = SamplingConfig(temperature=0.7, top_p=0.95, max_new_tokens=1024)
+    test_model: bool = Field(
+        False,
+        description="also validate the test model (suite validity, kills of wrong held-out "
+        "codes) on the first test_problems problems; the reference validates the code model only",
+    )
+    test_problems: int = Field(64, ge=1, description="held-out problems the test-model validation uses")
+    timeout_s: float = Field(
+        10.0, gt=0, description="wall time of one sample's golden program (the reference's 10 s)")
+    memory_mb: int = Field(4096, ge=64, description="memory of one sample's golden run (MBPP+ needs > 2 GiB)")
     at_start: bool = Field(False, description="also validate before the first step")
 
 
@@ -145,6 +177,15 @@ class TrainConfig(_Strict):
         if self.mode != "selfplay" and self.model.mode == "selfplay":
             raise ValueError(f"model.mode 'selfplay' shares one set of weights: use mode 'selfplay', not {self.mode!r}")
         return self
+
+
+def require_data(cfg: TrainConfig) -> None:
+    """Refuse a config whose data files are still the preset's 'required' placeholders."""
+    if cfg.data.train == REQUIRED:
+        raise ConfigError(f"data.train is required: give {PAPER_TRAIN_FILE}, with --set data.train=PATH")
+    if cfg.data.heldout == REQUIRED:
+        raise ConfigError(f"data.heldout is required: give {PAPER_HELDOUT_FILE}, with --set "
+                          "data.heldout=PATH (or data.heldout=null to train without validation)")
 
 
 # --------------------------------------------------------------------------- loading

@@ -42,7 +42,7 @@ from codea1.train.checkpoint import (
     save_rng,
     write_json,
 )
-from codea1.train.config import TrainConfig, load_config, save_config
+from codea1.train.config import REQUIRED, TrainConfig, load_config, require_data, save_config
 from codea1.train.metrics import MetricsLog, Progress
 
 CONFIG_FILE = "config.yaml"
@@ -103,6 +103,8 @@ def load_training_data(cfg: TrainConfig):
     """(train problems, held-out problems) as the config names them."""
     from codea1.data import bundled_problems, load_problems
 
+    if REQUIRED in (cfg.data.train, cfg.data.heldout):
+        require_data(cfg)
     train = bundled_problems("train") if cfg.data.train == "bundled" else load_problems(cfg.data.train)
     if cfg.data.heldout is None:
         heldout = []
@@ -602,11 +604,19 @@ class Trainer:
     # ------------------------------------------------------------------ validation
 
     def validate(self) -> dict[str, Any]:
-        """Held-out figures: code pass rate on golden tests; test model pass/kill."""
+        """Held-out figures, as the reference's validation: per data source, avg@n and pass@k
+        of the code model on the golden tests (`val/<source>/avg@32`, ...); with
+        `validation.test_model`, the test model's validity and kills of wrong codes too.
+
+        Problems are generated and judged a chunk at a time (as many as one generation
+        batch holds), so 542 problems x 32 samples never sit in memory at once.
+        """
         import torch
 
-        from codea1.judge import ProblemRollout, extract_code
-        from codea1.rollout import code_messages, test_messages
+        from codea1.eval.passk import aggregate, default_ks
+        from codea1.judge import extract_code
+        from codea1.rollout import code_messages, generate
+        from codea1.sandbox import Limits
         from codea1.train.golden import golden_results, has_golden
 
         v = self.cfg.validation
@@ -616,49 +626,69 @@ class Trainer:
         t = time.perf_counter()
         # an own generator: validation never shifts the training random streams
         gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.step)
-        from codea1.rollout import generate
-
-        code_out = generate(self.policies, "code", [code_messages(p) for p in problems],
-                            n=v.n_code, sampling=v.sampling, generator=gen)
-        codes = [[extract_code(s.text) for s in g] for g in code_out]
-        items = [(p, c) for p, group in zip(problems, codes) for c in group]
-        gold = golden_results(self.executor, items, self.limits)
+        limits = Limits(timeout_s=v.timeout_s, call_timeout_s=v.timeout_s, memory_mb=v.memory_mb)
+        chunk = max(1, v.sampling.batch_size // v.n_code)
+        counts: dict[str, list[tuple[int, int]]] = {}
+        correct_all, golden_rate = [], []
+        kept_codes: list[tuple[Any, list[Any], list[Any]]] = []  # for the test model's part
+        for start in range(0, len(problems), chunk):
+            part = problems[start:start + chunk]
+            code_out = generate(self.policies, "code", [code_messages(p) for p in part],
+                                n=v.n_code, sampling=v.sampling, generator=gen)
+            items = [(p, p.program(extract_code(s.text))) for p, g in zip(part, code_out) for s in g]
+            gold = golden_results(self.executor, items, limits)
+            for i, p in enumerate(part):
+                results = gold[i * v.n_code:(i + 1) * v.n_code]
+                c = sum(r.correct for r in results)
+                counts.setdefault(p.source or "unknown", []).append((v.n_code, c))
+                correct_all.extend(float(r.correct) for r in results)
+                golden_rate.extend(r.pass_rate for r in results)
+                if start + i < v.test_problems:
+                    kept_codes.append((p, code_out[i], results))
         metrics: dict[str, Any] = {
             "val/problems": len(problems),
-            "val/code_pass_rate": _mean([float(r.correct) for r in gold]),
-            "val/code_golden_rate": _mean([r.pass_rate for r in gold]),
+            "val/code_pass_rate": _mean(correct_all),
+            "val/code_golden_rate": _mean(golden_rate),
         }
-        if self.cfg.mode != "golden" and self.judge is not None:
-            prompts = [test_messages(p, code=c, white_box=True, n_tests=self.cfg.judge.suite_size)
-                       for p, group in zip(problems, codes) for c in group]
-            test_out = generate(self.policies, "test", prompts, n=v.n_test, sampling=v.sampling,
-                                generator=gen)
-            rollouts, k = [], 0
-            for pi, p in enumerate(problems):
-                groups = test_out[k:k + v.n_code]
-                k += v.n_code
-                rollouts.append(ProblemRollout(p, codes=[s.text for s in code_out[pi]],
-                                               tests=[[s.text for s in g] for g in groups], mistakes=[]))
-            judgements = self.judge.judge_step(rollouts)
-            suites, kills, wrong = [], 0, 0
-            g_i = 0
-            for j in judgements:
-                for ci, row in enumerate(j.suites):
-                    correct = gold[g_i].correct
-                    g_i += 1
-                    suites.extend(row)
-                    if j.code_valid[ci] and not correct:
-                        wrong += len(row)
-                        kills += sum(1 for s in row if s.gen_fail_rate > 0)
-            metrics.update({
-                "val/test_valid_ratio": _mean([s.valid_ratio for s in suites]),
-                "val/test_pass_on_reference": _mean([
-                    s.valid / (s.valid + s.invalid) if (s.valid + s.invalid) else 0.0 for s in suites]),
-                "val/test_kill_rate": kills / wrong if wrong else float("nan"),
-                "val/test_wrong_candidates": wrong,
-            })
+        for source, pairs in sorted(counts.items()):
+            metrics[f"val/{source}/problems"] = len(pairs)
+            for key, value in aggregate(pairs, default_ks(v.n_code)).items():
+                metrics[f"val/{source}/{key}"] = value / 100.0  # a rate, as the other val/ figures
+        if v.test_model and self.cfg.mode != "golden" and self.judge is not None:
+            metrics.update(self._validate_tests(kept_codes, gen))
         metrics["time/validation_s"] = time.perf_counter() - t
         return metrics
+
+    def _validate_tests(self, kept_codes, gen) -> dict[str, Any]:
+        """The test model on held-out codes: suite validity, and kills of the wrong codes."""
+        from codea1.judge import ProblemRollout, extract_code
+        from codea1.rollout import generate, test_messages
+
+        v = self.cfg.validation
+        prompts = [test_messages(p, code=extract_code(s.text), white_box=True, n_tests=self.cfg.judge.suite_size)
+                   for p, samples, _ in kept_codes for s in samples]
+        test_out = generate(self.policies, "test", prompts, n=v.n_test, sampling=v.sampling, generator=gen)
+        rollouts, k = [], 0
+        for p, samples, _ in kept_codes:
+            groups = test_out[k:k + len(samples)]
+            k += len(samples)
+            rollouts.append(ProblemRollout(p, codes=[s.text for s in samples],
+                                           tests=[[s.text for s in g] for g in groups], mistakes=[]))
+        judgements = self.judge.judge_step(rollouts)
+        suites, kills, wrong = [], 0, 0
+        for j, (_p, _samples, gold) in zip(judgements, kept_codes):
+            for ci, row in enumerate(j.suites):
+                suites.extend(row)
+                if j.code_valid[ci] and not gold[ci].correct:
+                    wrong += len(row)
+                    kills += sum(1 for s in row if s.gen_fail_rate > 0)
+        return {
+            "val/test_valid_ratio": _mean([s.valid_ratio for s in suites]),
+            "val/test_pass_on_reference": _mean([
+                s.valid / (s.valid + s.invalid) if (s.valid + s.invalid) else 0.0 for s in suites]),
+            "val/test_kill_rate": kills / wrong if wrong else float("nan"),
+            "val/test_wrong_candidates": wrong,
+        }
 
 
 # --------------------------------------------------------------------------- helpers
@@ -721,6 +751,7 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     if steps is not None:
         config = config.model_copy(update={"steps": steps})
     cfg = config
+    require_data(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
 
     manager = CheckpointManager(run_dir, keep=cfg.checkpoint.keep)
