@@ -23,7 +23,7 @@ def _trainer(**grpo):
 
 
 def _samples(n_problems, n, tag):
-    return [[SimpleNamespace(prompt_ids=[1, 2], completion_ids=[tag, p, i]) for i in range(n)]
+    return [[SimpleNamespace(prompt_ids=[1, 2], completion_ids=[tag, p, i], logprobs=None) for i in range(n)]
             for p in range(n_problems)]
 
 
@@ -39,7 +39,7 @@ JUDGEMENTS = [SimpleNamespace(code_valid=[True, True, False, True], usable=True)
 
 
 def _select(trainer, judgements=JUDGEMENTS):
-    suites = [[[SimpleNamespace(prompt_ids=[1], completion_ids=[9, p, c, j]) for j in range(2)]
+    suites = [[[SimpleNamespace(prompt_ids=[1], completion_ids=[9, p, c, j], logprobs=None) for j in range(2)]
                for c in range(4)] for p in range(2)]
     return trainer._select(["p0", "p1"], _samples(2, 4, 7), CODE_REWARDS, suites, TEST_REWARDS, judgements)
 
