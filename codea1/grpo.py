@@ -63,7 +63,7 @@ class GRPOConfig(BaseModel):
         description="with filter_zero_variance, train the test model only on suites of problems "
         "the code filter kept; False keeps suites of every problem",
     )
-    ppo_epochs: int = Field(1, ge=1)
+    ppo_epochs: int = Field(1, ge=1, description="passes over each step's rollouts")
     mini_batches: int = Field(2, ge=1, description="optimiser steps per policy per step")
     micro_batch_tokens: int = Field(
         4096, ge=1, description="token budget of one packed micro-batch (gradient accumulation)"
@@ -74,10 +74,10 @@ class GRPOConfig(BaseModel):
         "sequence per micro-batch with plain causal attention (cheaper on CPUs, whose attention "
         "kernels materialise a packed row's full mask)",
     )
-    lr: float = Field(1e-6, gt=0)
-    weight_decay: float = Field(0.1, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = Field(1e-8, gt=0)
+    lr: float = Field(1e-6, gt=0, description="AdamW learning rate (peak, after warm-up)")
+    weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas [beta1, beta2]")
+    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
     warmup_steps: int = Field(10, ge=0, description="training steps of linear warm-up")
     warmup_first_step_learns: bool = Field(
         False,

@@ -62,6 +62,10 @@ class ModelError(RuntimeError):
     """A model could not be resolved or loaded; the message says what to do."""
 
 
+class ModelNotFound(ModelError, ValueError):
+    """The model names a local path that is not there: bad input, found before anything loads."""
+
+
 def cache_dir() -> Path:
     """Where assembled models live: `$CODEA1_CACHE`, else ~/.cache/codea1."""
     env = os.environ.get("CODEA1_CACHE")
@@ -210,6 +214,23 @@ def hub_reachable(repo_id: str, timeout_s: float = 3.0) -> bool:
     return bool(result and result[0])
 
 
+def check_model_name(name_or_path: str | os.PathLike[str]) -> None:
+    """Refuse, cheaply and before anything is loaded or created, a model that names a
+    local path which does not exist: an absolute or relative path (`/x`, `./x`, `~/x`,
+    `a/b/c`) or a `.gguf` file. A Hugging Face id (`org/name`) is left to the loader."""
+    text = str(name_or_path).strip()
+    if not text:
+        raise ModelNotFound("model name is empty: expected a Hugging Face id, a directory or a .gguf file")
+    path = Path(text).expanduser()
+    if path.exists():
+        return
+    if path.suffix.lower() == ".gguf":
+        raise ModelNotFound(f"GGUF file not found: {path}")
+    looks_local = text.startswith(("/", ".", "~")) or "\\" in text or text.count("/") > 1
+    if looks_local:
+        raise ModelNotFound(f"model path not found: {text} (a local model directory, a .gguf file or a run directory)")
+
+
 def resolve_model(name_or_path: str | os.PathLike[str], *, probe_timeout_s: float = 3.0) -> ResolvedModel:
     """Turn a model name or path into a `ResolvedModel`.
 
@@ -220,13 +241,12 @@ def resolve_model(name_or_path: str | os.PathLike[str], *, probe_timeout_s: floa
       GGUF assembled from the `offline-model` extra;
     - anything else: a Hugging Face id (downloaded by `transformers` as usual).
     """
+    check_model_name(name_or_path)
     text = str(name_or_path).strip()
-    if not text:
-        raise ModelError("model name is empty: expected a Hugging Face id, a directory or a .gguf file")
     path = Path(text).expanduser()
     if path.suffix.lower() == ".gguf":
         if not path.is_file():
-            raise ModelError(f"GGUF file not found: {path}")
+            raise ModelNotFound(f"{path}: a directory, expected a .gguf file")
         path = path.resolve()
         return ResolvedModel(str(path.parent), path.name, "gguf", text)
     if path.is_dir():
@@ -295,19 +315,24 @@ class ModelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = "qwen2.5-coder-0.5b-instruct"
-    mode: Literal["lora-shared", "full", "selfplay"] = "lora-shared"
-    # Self-play holds one set of weights for both roles: a LoRA adapter or the full model.
-    selfplay_weights: Literal["lora", "full"] = "lora"
-    lora_r: int = Field(16, ge=1)
-    lora_alpha: float = Field(32.0, gt=0)
-    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    # "all-linear": every linear layer except the output head (peft's shorthand).
-    lora_target_modules: str | list[str] = "all-linear"
-    dtype: Literal["auto", "bfloat16", "float32", "float16"] = "auto"
-    gradient_checkpointing: bool = False
-    device: str = "auto"
-    hub_probe_timeout_s: float = Field(3.0, gt=0)
+    name: str = Field("qwen2.5-coder-0.5b-instruct",
+                      description="Hugging Face id, local model directory or .gguf file (the 0.5B name works offline)")
+    mode: Literal["lora-shared", "full", "selfplay"] = Field(
+        "lora-shared", description="lora-shared: one frozen base, a LoRA adapter per role; full: two full models; "
+        "selfplay: one set of weights for both roles")
+    selfplay_weights: Literal["lora", "full"] = Field(
+        "lora", description="what self-play trains: one LoRA adapter or the full model")
+    lora_r: int = Field(16, ge=1, description="LoRA rank")
+    lora_alpha: float = Field(32.0, gt=0, description="LoRA scaling numerator (the update is scaled by alpha / r)")
+    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
+    lora_target_modules: str | list[str] = Field(
+        "all-linear", description="layers given adapters: 'all-linear' (every linear layer but the output head) or names")
+    dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
+        "auto", description="weights' dtype; auto: bfloat16 on CUDA and on CPUs with bf16 units, else float32")
+    gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass (less memory)")
+    device: str = Field("auto", description="auto (CUDA if present, else CPU), cpu, cuda, cuda:N or mps")
+    hub_probe_timeout_s: float = Field(
+        3.0, gt=0, description="seconds to wait for the Hugging Face hub before using the offline GGUF")
 
     @field_validator("device")
     @classmethod

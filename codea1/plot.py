@@ -304,14 +304,13 @@ def plot_command(
     """Draw training runs' rewards, rates, Mistake Book size and evaluation scores as PNGs."""
     from rich.console import Console
 
+    from codea1.cli_options import check_output_dir
+
+    if out is not None:  # (RUN_DIR itself is checked by reading its metrics.jsonl)
+        check_output_dir(out, "--out")
     console = Console(soft_wrap=True)  # paths stay whole, copy-pasteable
-    try:
-        written = make_plots(run_dirs, out, smoothing=smooth)
-    except MetricsError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    for path in written:
-        console.print(f"wrote {path}")
+    for path in make_plots(run_dirs, out, smoothing=smooth):
+        console.print(f"wrote {path}", markup=False)
     if summary:
         for name, run_dir in zip(run_names(run_dirs), run_dirs):
             trends = learning_summary(read_metrics(run_dir), list(SUMMARY_KEYS))

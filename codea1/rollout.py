@@ -117,13 +117,13 @@ class SamplingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float = Field(1.0, ge=0.0)   # 0: greedy
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(512, ge=1)
-    # prompts longer than this are cut from the left; None: the model's context minus max_new_tokens
-    max_prompt_tokens: int | None = Field(None, ge=1)
-    batch_size: int = Field(64, ge=1)         # rows (samples) decoded together
-    seed: int | None = None                   # used when generate() gets no generator
+    temperature: float = Field(1.0, ge=0.0, description="sampling temperature (0: greedy)")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling share (1: all tokens)")
+    max_new_tokens: int = Field(512, ge=1, description="tokens generated at most per completion")
+    max_prompt_tokens: int | None = Field(
+        None, ge=1, description="longer prompts are cut from the left; null: the model's context minus max_new_tokens")
+    batch_size: int = Field(64, ge=1, description="rows (samples) decoded together")
+    seed: int | None = Field(None, description="sampling seed when no generator is passed (training seeds from `seed`)")
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from codea1.data import Problem, bundled_problems, load_problems, save_problems
 from codea1.data.check import check_problems
-from codea1.data.cli import app
+from codea1.cli import app
 from codea1.sandbox import Limits
 
 runner = CliRunner()
@@ -49,7 +49,7 @@ def test_check_problems_names_each_kind_of_breakage(tmp_path):
 
 
 def test_cli_check_reports_broken_rows_and_exits_1(tmp_path):
-    result = runner.invoke(app, ["check", str(_set(tmp_path)), "--workers", "2", "--call-timeout", "0.5"])
+    result = runner.invoke(app, ["data", "check", str(_set(tmp_path)), "--workers", "2", "--call-timeout", "0.5"])
     assert result.exit_code == 1, result.output
     for pid in ("bad/wrong-test", "bad/import", "bad/name", "bad/hangs", "bad/program"):
         assert f"BROKEN    {pid}:" in result.output
@@ -59,7 +59,7 @@ def test_cli_check_reports_broken_rows_and_exits_1(tmp_path):
 def test_cli_check_json_and_clean_exit(tmp_path):
     path = tmp_path / "ok.jsonl"
     save_problems(bundled_problems()[:3], path)
-    result = runner.invoke(app, ["check", str(path), "--json", "--workers", "2"])
+    result = runner.invoke(app, ["data", "check", str(path), "--json", "--workers", "2"])
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert [r["status"] for r in lines] == ["ok", "ok", "ok"]
@@ -68,14 +68,14 @@ def test_cli_check_json_and_clean_exit(tmp_path):
 def test_cli_check_bad_file_is_a_clear_error(tmp_path):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"id": "x"}\n')
-    result = runner.invoke(app, ["check", str(path)])
+    result = runner.invoke(app, ["data", "check", str(path)])
     assert result.exit_code == 2
-    assert "broken.jsonl, row 1" in result.output and "expected a row of a known format" in result.output
+    assert "broken.jsonl, row 1" in result.output and "expected the columns of a known format" in result.stderr
 
 
 def test_cli_convert_writes_project_jsonl(tmp_path):
     out = tmp_path / "bundled.jsonl"
-    result = runner.invoke(app, ["convert", "bundled", str(out)])
+    result = runner.invoke(app, ["data", "convert", "bundled", str(out)])
     assert result.exit_code == 0, result.output
     assert f"wrote {len(bundled_problems())} problems" in result.output
     assert load_problems(out, fmt="project") == bundled_problems()
@@ -85,7 +85,7 @@ def test_cli_convert_writes_project_jsonl(tmp_path):
     src = tmp_path / "u.json"
     src.write_text(json.dumps(rows))
     out2 = tmp_path / "u.jsonl"
-    result = runner.invoke(app, ["convert", str(src), str(out2), "--format", "unleaked"])
+    result = runner.invoke(app, ["data", "convert", str(src), str(out2), "--format", "unleaked"])
     assert result.exit_code == 0, result.output
     [p] = load_problems(out2)
     assert (p.id, p.tests, p.source) == ("1", ["assert f() == 1"], "unleakedtestbench")
@@ -94,10 +94,10 @@ def test_cli_convert_writes_project_jsonl(tmp_path):
 def test_cli_reads_the_bundled_splits_by_name(tmp_path):
     for spec, split in (("bundled:heldout", "heldout"), ("bundled:train", "train")):
         out = tmp_path / f"{split}.jsonl"
-        result = runner.invoke(app, ["convert", spec, str(out)])
+        result = runner.invoke(app, ["data", "convert", spec, str(out)])
         assert result.exit_code == 0, result.output
         assert load_problems(out, fmt="project") == bundled_problems(split)
-    result = runner.invoke(app, ["convert", "bundled:test", str(tmp_path / "x.jsonl")])
+    result = runner.invoke(app, ["data", "convert", "bundled:test", str(tmp_path / "x.jsonl")])
     assert result.exit_code == 2
     assert "unknown bundled split 'test'" in result.output and not (tmp_path / "x.jsonl").exists()
 

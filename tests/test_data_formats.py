@@ -384,7 +384,7 @@ def test_wrong_type_and_bad_json_and_unknown_format(tmp_path):
         load_problems(bad)
 
     other = write_jsonl(tmp_path / "other.jsonl", [{"foo": 1}])
-    with pytest.raises(ProblemFormatError, match=r"row 1: expected a row of a known format"):
+    with pytest.raises(ProblemFormatError, match=r"row 1: expected the columns of a known format"):
         load_problems(other)
     with pytest.raises(ValueError, match="unknown problem format 'nope'"):
         load_problems(path, fmt="nope")

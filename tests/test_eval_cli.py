@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from codea1.data import Problem, save_problems
-from codea1.eval.cli import app
+from codea1.cli import app
 
 PROBLEMS = [
     Problem(id="p/add", question="def add(a, b):\n    \"\"\"Sum.\"\"\"", entry_point="add",
@@ -33,7 +33,7 @@ def data(tmp_path):
 
 
 def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
+    return CliRunner().invoke(app, ["eval", *(str(a) for a in args)])
 
 
 def test_eval_code_cli(tmp_path, tiny, data):
@@ -74,7 +74,7 @@ def test_bad_inputs_exit_with_a_message(tmp_path, tiny):
     result = invoke("code", "--model", tiny, "--data", tmp_path / "missing.jsonl", "--out", tmp_path / "o")
     assert result.exit_code == 2 and "no such file" in result.output
     result = invoke("tests", "--model", tiny, "--data", "bundled", "--k", 0, "--out", tmp_path / "o2")
-    assert result.exit_code == 2 and "--k must be at least 1" in result.output
+    assert result.exit_code == 2 and "Invalid value for '--k'" in result.stderr
     bad = tmp_path / "bad.py"
     bad.write_text("def f(:\n")
     result = invoke("mutants", bad)

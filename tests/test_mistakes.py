@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from codea1.mistakes import MistakeBook, MistakeUpdate
-from codea1.mistakes.cli import app
+from codea1.cli import app
 
 
 def upd(failed=(), passed=()):
@@ -216,19 +216,19 @@ def test_cli_stats_list_show_export(tmp_path):
     with MistakeBook(run / "mistakes.sqlite") as b:
         b.apply_step(7, {"MBPP/2": upd(failed={"assert f(1) == 2": 3, "assert f(0) == 0": 1}), "MBPP/3": upd(failed={"assert g() == 1": 1})})
     runner = CliRunner()
-    r = runner.invoke(app, ["stats", "--book", str(run), "--json"])
+    r = runner.invoke(app, ["mistakes", "stats", "--book", str(run), "--json"])
     assert r.exit_code == 0, r.output
     stats = json.loads(r.output)
     assert (stats["problems"], stats["tests"], stats["total_frequency"], stats["last_step"]) == (2, 3, 5, 7)
-    r = runner.invoke(app, ["list", "--book", str(run), "--json"])
+    r = runner.invoke(app, ["mistakes", "list", "--book", str(run), "--json"])
     assert [json.loads(line)["problem_id"] for line in r.output.splitlines()] == ["MBPP/2", "MBPP/3"]
-    r = runner.invoke(app, ["show", "MBPP/2", "--book", str(run / "mistakes.sqlite")])
+    r = runner.invoke(app, ["mistakes", "show", "MBPP/2", "--book", str(run / "mistakes.sqlite")])
     assert r.exit_code == 0 and "assert f(1) == 2" in r.output
-    r = runner.invoke(app, ["show", "MBPP/9", "--book", str(run)])
+    r = runner.invoke(app, ["mistakes", "show", "MBPP/9", "--book", str(run)])
     assert r.exit_code == 1
-    r = runner.invoke(app, ["export", str(tmp_path / "e.jsonl"), "--book", str(run)])
+    r = runner.invoke(app, ["mistakes", "export", str(tmp_path / "e.jsonl"), "--book", str(run)])
     assert r.exit_code == 0 and "wrote 3 tests" in r.output
-    r = runner.invoke(app, ["stats", "--book", str(tmp_path / "nothing")])
+    r = runner.invoke(app, ["mistakes", "stats", "--book", str(tmp_path / "nothing")])
     assert r.exit_code == 2 and "Invalid value for --book" in r.output
-    r = runner.invoke(app, ["stats", "--book", str(run)])
+    r = runner.invoke(app, ["mistakes", "stats", "--book", str(run)])
     assert r.exit_code == 0 and "last step 7" in r.output

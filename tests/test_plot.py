@@ -76,19 +76,16 @@ def test_missing_file_and_missing_step_are_clear_errors(tmp_path):
 
 def test_cli_names_the_files(tmp_path):
     from typer.testing import CliRunner
-    import typer
 
-    from codea1.plot import plot_command
+    from codea1.cli import app
 
-    app = typer.Typer()
-    app.command()(plot_command)
     run = tmp_path / "run"
     write_metrics(run, rows(4))
-    result = CliRunner().invoke(app, [str(run)])
+    result = CliRunner().invoke(app, ["plot", str(run)])
     assert result.exit_code == 0, result.output
     assert "rewards.png" in result.output and str(run / "plots") in result.output.replace("\n", "")
-    bad = CliRunner().invoke(app, [str(tmp_path / "nope")])
-    assert bad.exit_code == 2 and "not found" in bad.output
+    bad = CliRunner().invoke(app, ["plot", str(tmp_path / "nope")])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: ") and "not found" in bad.stderr
 
 
 def test_training_loop_metric_names_are_recognised(tmp_path):
@@ -138,9 +135,8 @@ def test_learning_summary_tells_a_rise_from_noise():
 
 def test_two_runs_are_overlaid_in_one_set_of_figures(tmp_path):
     from typer.testing import CliRunner
-    import typer
 
-    from codea1.plot import plot_command
+    from codea1.cli import app
 
     a1, golden = tmp_path / "a1", tmp_path / "golden"
     write_metrics(a1, rows(12))
@@ -150,12 +146,10 @@ def test_two_runs_are_overlaid_in_one_set_of_figures(tmp_path):
     assert sorted(p.name for p in written) == ["all_metrics.png", "eval.png", "mistake_book.png",
                                                "rates.png", "rewards.png"]
     assert all(is_png(p) for p in written)
-    app = typer.Typer()
-    app.command()(plot_command)
-    result = CliRunner().invoke(app, [str(a1), str(golden), "--out", str(tmp_path / "cmp")])
+    result = CliRunner().invoke(app, ["plot", str(a1), str(golden), "--out", str(tmp_path / "cmp")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "cmp" / "rewards.png").is_file()
     assert "first vs last quarter" in result.output and "code_reward" in result.output
     # a missing second run fails before anything is written
-    bad = CliRunner().invoke(app, [str(a1), str(tmp_path / "nope"), "--out", str(tmp_path / "never")])
-    assert bad.exit_code == 2 and not (tmp_path / "never").exists()
+    bad = CliRunner().invoke(app, ["plot", str(a1), str(tmp_path / "nope"), "--out", str(tmp_path / "never")])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: ") and not (tmp_path / "never").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,22 +29,36 @@ def load_problems(path: str | Path, fmt: str | None = None) -> list[Problem]:
             raise ProblemFormatError(where, "id", f"an id not used before (also at {seen[problem.id]})", problem.id)
         seen[problem.id] = where
         problems.append(problem)
+    if not problems:
+        raise ProblemFormatError(str(path), None, "at least one problem; the file has none")
     return problems
 
 
 def save_problems(problems: Iterable[Problem], path: str | Path) -> int:
-    """Write problems as the project's JSONL (one `Problem.to_dict()` a line); returns the count."""
+    """Write problems as the project's JSONL (one `Problem.to_dict()` a line); returns the count.
+
+    The file is written whole or not at all (a temporary file, renamed at the end): a
+    failure leaves an existing file as it was and no temporary file behind. The name must
+    end in .jsonl, so that a file named .parquet (or .json) is never JSONL in disguise.
+    """
     path = Path(path)
+    if not path.name.lower().endswith(".jsonl"):
+        raise ValueError(f"{path}: the project's JSONL needs a file name ending in .jsonl")
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file name", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        for problem in problems:
-            try:
-                line = json.dumps(problem.to_dict(), ensure_ascii=False)
-            except TypeError as exc:
-                raise ProblemFormatError(f"problem {problem.id!r}", "meta", f"JSON-serialisable values ({exc})") from None
-            handle.write(line + "\n")
-            count += 1
-    tmp.replace(path)
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            for problem in problems:
+                try:
+                    line = json.dumps(problem.to_dict(), ensure_ascii=False)
+                except TypeError as exc:
+                    raise ProblemFormatError(f"problem {problem.id!r}", "meta", f"JSON-serialisable values ({exc})") from None
+                handle.write(line + "\n")
+                count += 1
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return count

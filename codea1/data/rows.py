@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,23 +27,36 @@ def read_rows(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
     name = path.name.lower()
     if name.endswith(".parquet"):
         yield from _parquet_rows(path)
-    elif name.endswith((".jsonl", ".jsonl.gz")):
-        yield from _jsonl_rows(path)
-    elif name.endswith((".json", ".json.gz")):
-        yield from _json_rows(path)
+    elif name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
+        reader = _jsonl_rows if name.endswith((".jsonl", ".jsonl.gz")) else _json_rows
+        try:
+            yield from reader(path)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # a damaged or truncated .gz
+            raise ProblemFormatError(str(path), None, f"a readable gzip file ({exc})") from None
     else:
         raise ProblemFormatError(str(path), None, f"a file ending in one of {', '.join(SUFFIXES)}")
 
 
-def _open_text(path: Path):
+def _open_bytes(path: Path):
     if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open("r", encoding="utf-8")
+        return gzip.open(path, "rb")
+    return path.open("rb")
+
+
+def _decode(raw: bytes, path: Path, row: int) -> str:
+    """UTF-8 text of one row; an encoding error names the file, the row and the byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProblemFormatError(
+            f"{path}, row {row}", None, f"UTF-8 text (byte {exc.start} of the row: {exc.reason})"
+        ) from None
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    with _open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
+    with _open_bytes(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = _decode(raw, path, number)
             if not line.strip():
                 continue
             where = f"{path}, row {number}"
@@ -56,8 +70,13 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    with _open_text(path) as handle:
-        text = handle.read()
+    with _open_bytes(path) as handle:
+        data = handle.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # the line of the bad byte: a JSON file's "row"
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ProblemFormatError(f"{path}, line {line}", None, f"UTF-8 text ({exc.reason})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

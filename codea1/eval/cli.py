@@ -7,6 +7,23 @@ from typing import Optional
 
 import typer
 
+from codea1.cli_options import (
+    DEVICE_OPTION,
+    DTYPE_OPTION,
+    LIMIT_OPTION,
+    MAX_NEW_TOKENS_OPTION,
+    MEMORY_MB_OPTION,
+    MODEL_OPTION,
+    PROBLEMS_HELP,
+    PROBLEMS_PER_BATCH_OPTION,
+    SEED_OPTION,
+    TEMPERATURE_HELP,
+    THREADS_OPTION,
+    TOP_P_HELP,
+    WORKERS_OPTION,
+    check_output_dir,
+)
+
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 
@@ -42,98 +59,109 @@ def _report_skips(console, summary: dict) -> None:
         console.print(f"[yellow]{len(summary['pending'])} problem(s) still pending; run the same command again to resume[/yellow]")
 
 
+OUT_HELP = "Output directory (samples.jsonl, summary.json); an existing one is resumed."
+
+
+def _written(console, out: Path) -> None:
+    """Name the files this evaluation's directory holds (never one it did not write)."""
+    from codea1.eval.store import SAMPLES_FILE, SUMMARY_FILE
+
+    files = [str(out / name) for name in (SUMMARY_FILE, SAMPLES_FILE) if (out / name).is_file()]
+    console.print("wrote " + " and ".join(files), markup=False)
+
+
 @app.command("code")
 def code_command(
-    model: str = typer.Option(..., "--model", help="Model name/path, or a training run / checkpoint directory."),
-    data: str = typer.Option(..., "--data", help="Problem file in any supported format, or 'bundled[:split]'."),
-    out: Path = typer.Option(..., "--out", help="Output directory (samples.jsonl, summary.json); resumes if it exists."),
-    n: int = typer.Option(32, "--n", help="Samples per problem."),
-    temperature: float = typer.Option(0.7, "--temperature"),
-    top_p: float = typer.Option(0.95, "--top-p"),
-    max_new_tokens: int = typer.Option(1024, "--max-new-tokens"),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K problems."),
+    model: str = MODEL_OPTION,
+    data: str = typer.Option(..., "--data", help=PROBLEMS_HELP),
+    out: Path = typer.Option(..., "--out", help=OUT_HELP),
+    n: int = typer.Option(32, "--n", min=1, help="Samples per problem (pass@k is reported for k up to n)."),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
+    max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
+    seed: int = SEED_OPTION,
+    limit: Optional[int] = LIMIT_OPTION,
     greedy: bool = typer.Option(False, "--greedy", help="One greedy sample per problem (n=1, temperature 0)."),
-    problems_per_batch: int = typer.Option(8, "--problems-per-batch"),
-    batch_size: int = typer.Option(64, "--batch-size", help="Sequences decoded together."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Sandbox workers (default: CPU count)."),
-    memory_mb: int = typer.Option(4096, "--memory-mb", help="Memory cap of one golden-test run."),
-    device: str = typer.Option("auto", "--device"),
-    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 where supported), bfloat16, float16, float32."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the model (default: torch's)."),
+    problems_per_batch: int = PROBLEMS_PER_BATCH_OPTION,
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Sequences decoded together."),
+    workers: Optional[int] = WORKERS_OPTION,
+    memory_mb: int = MEMORY_MB_OPTION,
+    device: str = DEVICE_OPTION,
+    dtype: str = DTYPE_OPTION,
+    threads: Optional[int] = THREADS_OPTION,
 ) -> None:
     """Unbiased pass@k and avg@n of a code model on the problems' golden tests."""
     from rich.console import Console
 
     from codea1.eval.code import CodeEvalConfig, evaluate_code
+    from codea1.eval.store import removed_if_failed
 
+    check_output_dir(out, "--out")
     console = Console(soft_wrap=True)
-    try:
-        config = CodeEvalConfig(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                                greedy=greedy, limit=limit, problems_per_batch=problems_per_batch,
-                                batch_size=batch_size, workers=workers, memory_mb=memory_mb, device=device, dtype=dtype,
-                                threads=threads)
+    config = CodeEvalConfig(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                            greedy=greedy, limit=limit, problems_per_batch=problems_per_batch, seed=seed,
+                            batch_size=batch_size, workers=workers, memory_mb=memory_mb, device=device, dtype=dtype,
+                            threads=threads)
 
-        def progress(done: int, total: int, summary: dict) -> None:
-            row = summary["sources"].get("all", {})
-            console.print(f"[{done}/{total}] pass@1 so far {row.get('pass@1', 0.0):.2f}")
+    def progress(done: int, total: int, summary: dict) -> None:
+        row = summary["sources"].get("all", {})
+        console.print(f"[{done}/{total}] pass@1 so far {row.get('pass@1', 0.0):.2f}")
 
+    with removed_if_failed(out):
         summary = evaluate_code(model, data, out, config, on_progress=progress)
-    except (ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
     columns = ["problems"] + [f"pass@{k}" for k in summary["ks"]] + [
         next((c for c in next(iter(summary["sources"].values()), {}) if c.startswith("avg@")), "avg@n")]
     console.print(_table(f"eval code: {model} on {data}", summary["sources"], columns))
     _report_skips(console, summary)
-    console.print(f"wrote {Path(out) / 'summary.json'} and {Path(out) / 'samples.jsonl'}")
+    _written(console, out)
 
 
 @app.command("tests")
 def tests_command(
-    model: str = typer.Option(..., "--model", help="Model name/path, or a training run / checkpoint directory."),
-    data: str = typer.Option(..., "--data", help="Problem file (bundled, MBPP+ rows, UnLeakedTestBench JSON, ...)."),
-    out: Path = typer.Option(..., "--out", help="Output directory; resumes if it exists."),
-    k: int = typer.Option(5, "--k", help="Tests per function."),
-    temperature: float = typer.Option(0.0, "--temperature", help="0: greedy."),
-    top_p: float = typer.Option(1.0, "--top-p"),
-    max_new_tokens: int = typer.Option(1024, "--max-new-tokens"),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K functions."),
+    model: str = MODEL_OPTION,
+    data: str = typer.Option(..., "--data", help=PROBLEMS_HELP),
+    out: Path = typer.Option(..., "--out", help=OUT_HELP),
+    k: int = typer.Option(5, "--k", min=1, help="Tests per function (pass@k, mut@k)."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
+    max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
+    seed: int = SEED_OPTION,
+    limit: Optional[int] = LIMIT_OPTION,
     black_box: bool = typer.Option(False, "--black-box", help="Do not show the function's code to the model."),
-    problems_per_batch: int = typer.Option(8, "--problems-per-batch"),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Sandbox workers (default: CPU count)."),
-    device: str = typer.Option("auto", "--device"),
-    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 where supported), bfloat16, float16, float32."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the model (default: torch's)."),
+    problems_per_batch: int = PROBLEMS_PER_BATCH_OPTION,
+    workers: Optional[int] = WORKERS_OPTION,
+    device: str = DEVICE_OPTION,
+    dtype: str = DTYPE_OPTION,
+    threads: Optional[int] = THREADS_OPTION,
 ) -> None:
     """pass@k, mut@k and Mul of a test model (UnLeakedTestBench style)."""
     from rich.console import Console
 
+    from codea1.eval.store import removed_if_failed
     from codea1.eval.tests_eval import TestEvalConfig, evaluate_tests
 
+    check_output_dir(out, "--out")
     console = Console(soft_wrap=True)
-    try:
-        config = TestEvalConfig(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                                limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch, workers=workers, device=device, dtype=dtype,
-                                threads=threads)
+    config = TestEvalConfig(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
+                            limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch,
+                            workers=workers, device=device, dtype=dtype, threads=threads)
 
-        def progress(done: int, total: int, summary: dict) -> None:
-            row = summary["sources"].get("all", {})
-            console.print(f"[{done}/{total}] pass@{k} {row.get(f'pass@{k}', 0.0):.2f}  "
-                          f"mut@{k} {row.get(f'mut@{k}', 0.0):.2f}")
+    def progress(done: int, total: int, summary: dict) -> None:
+        row = summary["sources"].get("all", {})
+        console.print(f"[{done}/{total}] pass@{k} {row.get(f'pass@{k}', 0.0):.2f}  "
+                      f"mut@{k} {row.get(f'mut@{k}', 0.0):.2f}")
 
+    with removed_if_failed(out):
         summary = evaluate_tests(model, data, out, config, on_progress=progress)
-    except (ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
     columns = ["functions", f"pass@{k}", f"mut@{k}", "Mul", "mutants", "killed", "equivalent_looking"]
     console.print(_table(f"eval tests: {model} on {data}", summary["sources"], columns))
     _report_skips(console, summary)
-    console.print(f"wrote {Path(out) / 'summary.json'} and {Path(out) / 'samples.jsonl'}")
+    _written(console, out)
 
 
 @app.command("mutants")
 def mutants_command(
-    file: Path = typer.Argument(..., help="A Python file to mutate."),
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="A Python file to mutate."),
     show: bool = typer.Option(False, "--show", help="Print every mutant's program."),
 ) -> None:
     """List the deduplicated mutants of a Python file (the ones mut@k is computed on)."""
@@ -145,10 +173,13 @@ def mutants_command(
 
     console = Console(soft_wrap=True)
     try:
-        mutants = generate_mutants(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {file}: {exc}")
-        raise typer.Exit(2) from exc
+        source = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise typer.BadParameter(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})", param_hint="FILE") from None
+    try:
+        mutants = generate_mutants(source)
+    except ValueError as exc:
+        raise ValueError(f"{file}: {exc}") from None
     for m in mutants:
         console.print(f"#{m.index:<4} {m.family:<20} {m.description}", markup=False)
         if show:

@@ -191,6 +191,10 @@ def evaluate_code(
 
     out = Path(out)
     problems = load_eval_problems(data, config.limit)
+    if policies is None:
+        from codea1.models import check_model_name
+
+        check_model_name(model or "")  # a missing path is refused before OUT is created
     samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
     n = config.n
 

@@ -8,6 +8,7 @@ comparable are stored once and checked on every resume.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import defaultdict
@@ -91,3 +92,22 @@ def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
         fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         fh.flush()
         os.fsync(fh.fileno())
+
+
+@contextlib.contextmanager
+def removed_if_failed(out: Path) -> Iterator[None]:
+    """Remove `out` again if it did not exist before and the evaluation failed before it
+    wrote a sample: a failed command leaves no empty output directory behind."""
+    out = Path(out)
+    created = not out.exists()
+    try:
+        yield
+    except BaseException:
+        if created and out.is_dir() and not any(
+            (out / name).is_file() and (out / name).stat().st_size for name in (SAMPLES_FILE, SUMMARY_FILE)
+        ):
+            for name in (RUN_FILE, SAMPLES_FILE, "model.json"):
+                (out / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only if nothing else is in it
+        raise

@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
+from codea1.cli_options import JSON_OPTION
+
 __all__ = ["judge_command", "judgement_record", "load_problem_file"]
 
 
@@ -20,10 +22,7 @@ def load_problem_file(path: Path) -> Any:
     """One problem in the project's JSONL schema: a JSON object (or a one-line JSONL file)."""
     from codea1.data import Problem
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise typer.BadParameter(f"{path}: cannot read ({err.strerror})", param_hint="--problem") from err
+    text = _read(path, "--problem")
     lines = [line for line in text.splitlines() if line.strip()]
     try:
         row = json.loads(text)
@@ -144,7 +143,7 @@ def judge_command(
     ] = None,
     alpha: Annotated[float, typer.Option(help="Weight of validity in the test reward.", min=0.0, max=1.0)] = 0.5,
     suite_size: Annotated[int, typer.Option(help="Nominal suite size G.", min=1)] = 8,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Judge one code completion against one test completion, showing every step of the reward."""
     from codea1.judge.judge import Judge, JudgeConfig, ProblemRollout

@@ -1,6 +1,8 @@
 """`codea1 mistakes ...`: see what the models keep getting wrong, even while a run writes.
 
-Every command opens the book read-only; `--book` takes the file or a run directory.
+Every command opens the book read-only. The book is named like `codea1 plot RUN_DIR`:
+the run directory (or the mistakes.sqlite file) first; `--book RUN_DIR` is the older
+spelling, still accepted.
 """
 
 from __future__ import annotations
@@ -8,34 +10,60 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from codea1.cli_options import JSON_OPTION, RUN_DIR_HELP, check_output_file
 from codea1.mistakes.book import MistakeBook
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
-BookOption = Annotated[
-    Path,
-    typer.Option("--book", "-b", help="Mistake Book file, or a run directory holding mistakes.sqlite."),
+RunDirArgument = Annotated[
+    Optional[Path],
+    typer.Argument(help=RUN_DIR_HELP + " Or the mistakes.sqlite file itself.", show_default=False),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+BookOption = Annotated[
+    Optional[Path],
+    typer.Option("--book", "-b", help="The same as RUN_DIR (the older spelling, still accepted).", show_default=False),
+]
 
 
-def _open(book: Path) -> MistakeBook:
+def _book_path(run_dir: Optional[Path], book: Optional[Path]) -> tuple[Path, str]:
+    """The book named by RUN_DIR or by --book (exactly one of them), and which one named it."""
+    if run_dir is not None and book is not None and Path(run_dir) != Path(book):
+        raise typer.BadParameter("give the run directory once: RUN_DIR or --book, not both", param_hint="--book")
+    if run_dir is None and book is None:
+        raise typer.BadParameter("missing: the run directory (or its mistakes.sqlite)", param_hint="RUN_DIR")
+    return (Path(run_dir), "RUN_DIR") if run_dir is not None else (Path(book), "--book")
+
+
+def _with_book(first: Optional[str], second: Optional[str], book: Optional[Path],
+               what: str) -> tuple[tuple[Path, str], str]:
+    """`CMD RUN_DIR X` or the older `CMD X --book RUN_DIR`: ((book path, how it was named), X)."""
+    if book is not None and second is None:
+        if first is None:
+            raise typer.BadParameter(f"missing: {what}", param_hint=what)
+        return (Path(book), "--book"), first
+    if first is None or second is None:
+        raise typer.BadParameter(f"expected RUN_DIR {what}", param_hint=what)
+    return _book_path(Path(first), book), second
+
+
+def _open(named: tuple[Path, str]) -> MistakeBook:
+    book, hint = named
     try:
         return MistakeBook(book, readonly=True)
     except (FileNotFoundError, ValueError) as err:
-        raise typer.BadParameter(str(err), param_hint="--book") from err
+        raise typer.BadParameter(str(err), param_hint=hint) from err
 
 
 @app.command("stats")
-def stats_command(book: BookOption, as_json: JsonOption = False) -> None:
+def stats_command(run_dir: RunDirArgument = None, book: BookOption = None, as_json: bool = JSON_OPTION) -> None:
     """How big the book is and which step it has seen last."""
-    with _open(book) as mb:
+    with _open(_book_path(run_dir, book)) as mb:
         stats = mb.stats()
         history = mb.step_history()[-5:]
     if as_json:
@@ -56,12 +84,13 @@ def stats_command(book: BookOption, as_json: JsonOption = False) -> None:
 
 @app.command("list")
 def list_command(
-    book: BookOption,
-    limit: Annotated[int, typer.Option(help="Show at most this many problems (0: all).")] = 50,
-    as_json: JsonOption = False,
+    run_dir: RunDirArgument = None,
+    book: BookOption = None,
+    limit: Annotated[int, typer.Option(min=0, help="Show at most this many problems (0: all).")] = 50,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Problems with the most recorded mistakes, and each one's most frequent test."""
-    with _open(book) as mb:
+    with _open(_book_path(run_dir, book)) as mb:
         problems = mb.problems()
         if limit > 0:
             problems = problems[:limit]
@@ -78,16 +107,20 @@ def list_command(
 
 @app.command("show")
 def show_command(
-    problem: Annotated[str, typer.Argument(help="Problem id, e.g. MBPP/2.")],
-    book: BookOption,
-    limit: Annotated[int, typer.Option(help="Show at most this many tests (0: all).")] = 0,
-    as_json: JsonOption = False,
+    run_dir: Annotated[Optional[str], typer.Argument(
+        metavar="RUN_DIR", help=RUN_DIR_HELP + " Or the mistakes.sqlite file itself.", show_default=False)] = None,
+    problem: Annotated[Optional[str], typer.Argument(
+        metavar="PROBLEM", help="Problem id, e.g. MBPP/2.", show_default=False)] = None,
+    book: BookOption = None,
+    limit: Annotated[int, typer.Option(min=0, help="Show at most this many tests (0: all).")] = 0,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Every test of one problem, most frequent first (the first 8 are replayed in training)."""
-    with _open(book) as mb:
-        entries = mb.entries(problem)
+    named, problem_id = _with_book(run_dir, problem, book, "PROBLEM")
+    with _open(named) as mb:
+        entries = mb.entries(problem_id)
     if not entries:
-        typer.echo(f"{problem}: no tests in {book}", err=True)
+        typer.echo(f"error: {problem_id}: no tests in {named[0]}", err=True)
         raise typer.Exit(1)
     if limit > 0:
         entries = entries[:limit]
@@ -95,7 +128,7 @@ def show_command(
         for rank, e in enumerate(entries, 1):
             typer.echo(json.dumps({"rank": rank, **asdict(e)}))
         return
-    table = Table("rank", "freq", "first step", "last step", "test", title=problem)
+    table = Table("rank", "freq", "first step", "last step", "test", title=problem_id)
     for rank, e in enumerate(entries, 1):
         table.add_row(str(rank), str(e.frequency), str(e.first_step), str(e.last_step), e.test)
     Console().print(table)
@@ -103,10 +136,15 @@ def show_command(
 
 @app.command("export")
 def export_command(
-    out: Annotated[Path, typer.Argument(help="JSONL file to write (one test a line).")],
-    book: BookOption,
+    run_dir: Annotated[Optional[str], typer.Argument(
+        metavar="RUN_DIR", help=RUN_DIR_HELP + " Or the mistakes.sqlite file itself.", show_default=False)] = None,
+    out: Annotated[Optional[str], typer.Argument(
+        metavar="OUT", help="JSONL file to write (one test a line).", show_default=False)] = None,
+    book: BookOption = None,
 ) -> None:
     """Export the whole book as JSONL (`problem_id`, `rank`, `test`, `frequency`, steps)."""
-    with _open(book) as mb:
-        count = mb.export_jsonl(out)
-    typer.echo(f"wrote {count} tests to {out}")
+    named, target = _with_book(run_dir, out, book, "OUT")
+    check_output_file(Path(target), "OUT")
+    with _open(named) as mb:
+        count = mb.export_jsonl(Path(target))
+    typer.echo(f"wrote {count} tests to {target}")

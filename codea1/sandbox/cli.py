@@ -8,29 +8,28 @@ from pathlib import Path
 
 import typer
 
+from codea1.cli_options import JSON_OPTION, MEMORY_MB_OPTION, TIMEOUT_OPTION
+
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 
 @app.command("run")
 def run_command(
     file: Path = typer.Argument(..., help="Python program to run in the sandbox."),
-    timeout: float = typer.Option(10.0, "--timeout", help="Wall-clock seconds for the whole run."),
-    memory_mb: int = typer.Option(1024, "--memory-mb", help="Hard memory cap in MiB."),
-    as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
+    timeout: float = TIMEOUT_OPTION,
+    memory_mb: int = MEMORY_MB_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Run FILE.py in the sandbox and print its status, output and resource use."""
     from codea1.sandbox import Executor, Job, Limits
 
     try:
         program = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        typer.echo(f"error: cannot read {file}: {e}", err=True)
-        raise typer.Exit(2)
-    try:
-        limits = Limits(timeout_s=timeout, memory_mb=memory_mb)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2)
+    except OSError as e:
+        raise typer.BadParameter(f"cannot read {file}: {e.strerror}", param_hint="FILE") from None
+    except UnicodeDecodeError as e:
+        raise typer.BadParameter(f"{file}: not UTF-8 text ({e.reason} at byte {e.start})", param_hint="FILE") from None
+    limits = Limits(timeout_s=timeout, memory_mb=memory_mb)
     with Executor(workers=1, limits=limits) as ex:
         r = ex.run(Job(program=program))
     if as_json:

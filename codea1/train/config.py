@@ -20,6 +20,7 @@ from codea1.engines.base import VLLMConfig
 from codea1.grpo import GRPOConfig
 from codea1.models import ModelConfig
 from codea1.rollout import SamplingConfig
+from codea1.train.key_hints import key_hint
 
 PRESETS = ("cpu-demo", "paper-1.5b", "paper-3b", "paper-7b")
 
@@ -73,8 +74,8 @@ class DataConfig(_Strict):
         description="'bundled' (the bundled held-out split), a path, null for none, or "
         "'required' (the paper presets: the paper's validation file must be given)",
     )
-    problems_per_step: int = Field(256, ge=1)
-    shuffle: bool = True
+    problems_per_step: int = Field(256, ge=1, description="problems a training step samples")
+    shuffle: bool = Field(True, description="a new order of the training problems every epoch (seeded)")
 
 
 class JudgeSection(_Strict):
@@ -82,11 +83,11 @@ class JudgeSection(_Strict):
 
     alpha: float = Field(0.5, ge=0.0, le=1.0, description="weight of validity in the test reward")
     suite_size: int = Field(8, ge=1, description="G, the nominal suite size")
-    nonprintable_penalty: bool = True
+    nonprintable_penalty: bool = Field(True, description="lower the test reward by the share of non-printable characters")
     workers: int | None = Field(None, ge=1, description="sandbox processes; null = CPU count")
     timeout_s: float = Field(10.0, gt=0, description="wall time of one sandbox job")
     call_timeout_s: float = Field(3.0, gt=0, description="wall time of one test call")
-    memory_mb: int = Field(1024, ge=64)
+    memory_mb: int = Field(1024, ge=64, description="memory cap of one sandbox job, in MiB")
     # The reference's semantics by default; each switch is one of the project's stricter
     # alternatives (docs/ARCHITECTURE.md, "Fidelity to the reference").
     strict_validity: bool = Field(False, description="a test whose written expectation was wrong earns no validity")
@@ -100,7 +101,7 @@ class JudgeSection(_Strict):
 
 
 class MistakeConfig(_Strict):
-    enabled: bool = True
+    enabled: bool = Field(True, description="keep a Mistake Book and replay its tests to the code model")
     top_k: int | None = Field(None, ge=1, description="tests replayed per problem; null = suite_size")
     once_per_candidate: bool = Field(
         False, description="a failed test gains 1 per failing candidate, not per (candidate, suite) pair")
@@ -136,8 +137,9 @@ class CheckpointConfig(_Strict):
 
 class LoggingConfig(_Strict):
     samples_per_step: int = Field(2, ge=0, description="codes and tests written to samples.jsonl")
-    tensorboard: bool = True
-    progress: Literal["auto", "rich", "plain", "none"] = "auto"
+    tensorboard: bool = Field(True, description="write TensorBoard events under RUN_DIR/tb")
+    progress: Literal["auto", "rich", "plain", "none"] = Field(
+        "auto", description="progress display: rich (live), plain (a line a step), none; auto: rich on a terminal")
 
 
 class TrainConfig(_Strict):
@@ -147,7 +149,7 @@ class TrainConfig(_Strict):
         "a1", description="a1: two policies; golden: code model on golden tests; selfplay: one model"
     )
     steps: int = Field(100, ge=1, description="training steps (the schedule spans them)")
-    seed: int = 0
+    seed: int = Field(0, description="seed of everything random in a run (sampling, data order, init)")
     threads: int | None = Field(None, ge=1, description="torch CPU threads; null = torch's default")
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
@@ -202,9 +204,13 @@ def preset_path(name: str) -> Path:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a YAML config (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if data is None:
@@ -258,8 +264,7 @@ def _check_keys(data: dict[str, Any], where: str, model: type[BaseModel] = Train
         key = prefix + str(name)
         fields = model.model_fields
         if name not in fields:
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = key_hint(key, known, value)
             section = f" in section {prefix[:-1]!r}" if prefix else ""
             raise ConfigError(f"{where}: unknown config key {key!r}{section}{hint}")
         ann = fields[name].annotation

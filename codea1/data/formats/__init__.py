@@ -26,14 +26,24 @@ def get_format(name: str) -> ModuleType:
 
 
 def detect_format(row: dict[str, Any], where: str) -> ModuleType:
-    """The format of a data set, from its first row's keys."""
+    """The format of a data set, from its first row's keys.
+
+    When none matches, the error names the closest format (most of its keys present)
+    and the columns it lacks, e.g. a parquet file missing `GT_code`.
+    """
     for module in FORMATS.values():
         if module.matches(row):
             return module
-    lines = "; ".join(f"{m.NAME}: {m.DESCRIPTION}" for m in FORMATS.values())
-    raise ProblemFormatError(
-        where, None, f"a row of a known format (keys {sorted(row)[:12]} match none of: {lines})"
-    )
+    keys = set(map(str, row))
+    overlap, closest = max(((len(m.KEYS & keys), m) for m in FORMATS.values()), key=lambda t: t[0])
+    names = ", ".join(FORMATS)
+    if overlap:
+        missing = ", ".join(sorted(closest.KEYS - keys))
+        expected = (f"the columns of a known format: closest is {closest.NAME} ({closest.DESCRIPTION}), "
+                    f"which lacks {missing}")
+    else:
+        expected = f"the columns of a known format ({names}; see `codea1 data check --help`)"
+    raise ProblemFormatError(where, None, f"{expected}; the row has {sorted(keys)[:12]}")
 
 
 __all__ = ["FORMATS", "detect_format", "get_format"]

@@ -17,6 +17,7 @@ from codea1.data.problem import Problem, ProblemFormatError, check_identifier, r
 
 NAME = "bigcodebench"
 DESCRIPTION = "BigCodeBench JSONL (complete_prompt, canonical_solution, test, entry_point, libs)"
+KEYS = frozenset({"complete_prompt", "canonical_solution", "test", "entry_point"})  # what detection looks for in a first row
 
 # Runs after the test code: every unittest.TestCase class the *test code* defined
 # (names fixed at load time, so a candidate cannot add or hide classes by name).
@@ -42,7 +43,7 @@ _codea1_run_unittests(__NAMES__)
 
 
 def matches(row: dict[str, Any]) -> bool:
-    return {"complete_prompt", "canonical_solution", "test", "entry_point"} <= row.keys()
+    return KEYS <= row.keys()
 
 
 def testcase_names(test: str, where: str) -> list[str]:

@@ -27,6 +27,7 @@ from codea1.data.problem import Problem, ProblemFormatError, check_identifier, r
 
 NAME = "codea1-rows"
 DESCRIPTION = "Code-A1 reference rows (problem, GT_code, test, extra_info), parquet or JSONL"
+KEYS = frozenset({"GT_code", "problem", "test", "extra_info"})  # what detection looks for in a first row
 
 
 # MBPP/56's function is itself called `check`: the harness's `def check(candidate)` would
@@ -90,7 +91,7 @@ def _golden_program(test: str, entry: str, where: str) -> str | None:
 
 
 def matches(row: dict[str, Any]) -> bool:
-    return {"GT_code", "problem", "test", "extra_info"} <= row.keys()
+    return KEYS <= row.keys()
 
 
 def convert(row: dict[str, Any], where: str) -> Problem:

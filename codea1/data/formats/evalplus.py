@@ -25,6 +25,7 @@ from codea1.data.problem import Problem, ProblemFormatError, check_identifier, r
 
 NAME = "evalplus"
 DESCRIPTION = "EvalPlus JSONL (task_id, prompt, canonical_solution, base_input, plus_input, atol)"
+KEYS = frozenset({"task_id", "prompt", "entry_point", "canonical_solution", "base_input"})  # what detection looks for in a first row
 
 # EvalPlus's special output comparisons (evalplus/evaluate.py), by entry point.
 MBPP_SET_EQ = (
@@ -103,7 +104,7 @@ _codea1_check(__ENTRY_NAME__)
 
 
 def matches(row: dict[str, Any]) -> bool:
-    return {"task_id", "prompt", "entry_point", "canonical_solution", "base_input"} <= row.keys()
+    return KEYS <= row.keys()
 
 
 def _inputs(row: dict[str, Any], name: str, where: str) -> list:

@@ -14,11 +14,12 @@ from codea1.data.problem import Problem, ProblemFormatError, check_identifier, r
 
 NAME = "human-eval"
 DESCRIPTION = "OpenAI human-eval JSONL(.gz) (task_id, prompt, canonical_solution, test, entry_point)"
+KEYS = frozenset({"task_id", "prompt", "entry_point", "canonical_solution", "test"})  # what detection looks for in a first row
 
 
 def matches(row: dict[str, Any]) -> bool:
     keys = row.keys()
-    return {"task_id", "prompt", "entry_point", "canonical_solution", "test"} <= keys and (
+    return KEYS <= keys and (
         "base_input" not in keys and "complete_prompt" not in keys
     )
 

@@ -16,10 +16,11 @@ from codea1.data.problem import Problem, ProblemFormatError, check_identifier, r
 
 NAME = "kodcode"
 DESCRIPTION = "KodCode-V1 rows (question_id, question, solution, test, test_info), parquet or JSONL"
+KEYS = frozenset({"question", "solution", "test", "test_info"})  # what detection looks for in a first row
 
 
 def matches(row: dict[str, Any]) -> bool:
-    return {"question", "solution", "test", "test_info"} <= row.keys()
+    return KEYS <= row.keys()
 
 
 def _test_info(row: dict[str, Any], where: str) -> list[dict[str, Any]]:

@@ -8,10 +8,11 @@ from codea1.data.problem import Problem
 
 NAME = "project"
 DESCRIPTION = "the project's JSONL (id, question, entry_point, reference, tests, test_program, ...)"
+KEYS = frozenset({"id", "question", "entry_point", "reference"})  # what detection looks for in a first row
 
 
 def matches(row: dict[str, Any]) -> bool:
-    return {"id", "question", "entry_point", "reference"} <= row.keys()
+    return KEYS <= row.keys()
 
 
 def convert(row: dict[str, Any], where: str) -> Problem:

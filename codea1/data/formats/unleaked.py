@@ -14,10 +14,11 @@ from codea1.data.problem import Problem, check_identifier, require_str, require_
 
 NAME = "unleaked"
 DESCRIPTION = "UnLeakedTestBench JSON (task_id, func_name, code, prompt, test_list)"
+KEYS = frozenset({"func_name", "code", "test_list"})  # what detection looks for in a first row
 
 
 def matches(row: dict[str, Any]) -> bool:
-    return {"func_name", "code", "test_list"} <= row.keys()
+    return KEYS <= row.keys()
 
 
 def convert(row: dict[str, Any], where: str) -> Problem:

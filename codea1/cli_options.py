@@ -1,0 +1,130 @@
+"""Options that several `codea1` commands share, each defined once: one name, one default,
+one help text, one range check, wherever it appears.
+
+Also the checks of output paths that every command runs before it creates anything, so
+that a command refused for a bad path leaves the disk as it found it.
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+import typer
+
+from codea1.data.check import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+
+# --- the sandbox ---------------------------------------------------------------------------
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise typer.BadParameter(f"{value:g} is not a positive number of seconds")
+    return value
+
+
+TIMEOUT_OPTION = typer.Option(
+    DEFAULT_TIMEOUT_S, "--timeout", callback=_positive,
+    help="Wall-clock seconds one sandbox run may take (a golden program of a real data set can take a minute).")
+MEMORY_MB_OPTION = typer.Option(
+    DEFAULT_MEMORY_MB, "--memory-mb", min=64,
+    help="Memory cap of one sandbox run, in MiB (real golden programs need up to 4 GiB).")
+WORKERS_OPTION = typer.Option(
+    None, "--workers", min=1, help="Sandbox worker processes (default: the CPU count).")
+
+# --- problem sets ----------------------------------------------------------------------------
+
+PROBLEMS_HELP = ("Problem file in any supported format, or 'bundled' ('bundled:train', 'bundled:heldout') "
+                 "for the problems shipped with codea1.")
+LIMIT_OPTION = typer.Option(None, "--limit", min=1, help="Use only the first N problems.")
+
+# --- output ----------------------------------------------------------------------------------
+
+JSON_OPTION = typer.Option(False, "--json", help="Print JSON instead of a table or text.")
+RUN_DIR_HELP = "Training run directory (holds metrics.jsonl, mistakes.sqlite, checkpoints/)."
+
+# --- models (eval) ---------------------------------------------------------------------------
+
+
+def _dtype_names() -> list[str]:
+    from codea1.models import ModelConfig
+
+    return list(typing.get_args(ModelConfig.model_fields["dtype"].annotation))
+
+
+def _check_dtype(value: str) -> str:
+    names = _dtype_names()
+    if value not in names:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(names)}")
+    return value
+
+
+def _check_device(value: str) -> str:
+    """The device rule of `ModelConfig`, checked before anything is loaded or created."""
+    from pydantic import ValidationError
+
+    from codea1.models import ModelConfig
+
+    try:
+        ModelConfig(device=value)
+    except ValidationError as exc:
+        raise typer.BadParameter(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+    return value
+
+
+MODEL_OPTION = typer.Option(
+    ..., "--model",
+    help="Model: a Hugging Face id, a local model directory, a .gguf file, or a training run / checkpoint directory.")
+DEVICE_OPTION = typer.Option(
+    "auto", "--device", callback=_check_device, help="auto (CUDA if present, else CPU), cpu, cuda, cuda:N or mps.")
+DTYPE_OPTION = typer.Option(
+    "auto", "--dtype", callback=_check_dtype,
+    help="Weights' dtype: auto (bfloat16 on CUDA and on CPUs with bf16 units, else float32), bfloat16, float16, float32.")
+THREADS_OPTION = typer.Option(
+    None, "--threads", min=1, help="CPU threads for the model (default: torch's).")
+TOP_P_HELP = "Nucleus sampling: keep the smallest set of tokens whose probability reaches this (1: all)."
+TEMPERATURE_HELP = "Sampling temperature (0: greedy)."
+MAX_NEW_TOKENS_OPTION = typer.Option(1024, "--max-new-tokens", min=1, help="Tokens generated at most per completion.")
+SEED_OPTION = typer.Option(0, "--seed", help="Seed of the sampling (same seed, same samples).")
+PROBLEMS_PER_BATCH_OPTION = typer.Option(
+    8, "--problems-per-batch", min=1, help="Problems generated together, then judged and written to disk.")
+
+# --- training config (train, config show) ----------------------------------------------------
+
+CONFIG_OPTION = typer.Option(None, "--config", help="YAML config file (applied over --preset).")
+PRESET_OPTION = typer.Option(
+    None, "--preset", help="Bundled preset: cpu-demo, paper-1.5b, paper-3b, paper-7b (`codea1 config show --preset P`).")
+SET_OPTION = typer.Option(
+    None, "--set", help="Override one config key, e.g. --set grpo.lr=2e-6 (repeatable; `codea1 config keys` lists them).")
+
+
+# --- output paths ----------------------------------------------------------------------------
+
+
+def _first_blocking_ancestor(path: Path) -> Path | None:
+    """The nearest existing ancestor of `path` that is not a directory, if any."""
+    for parent in path.parents:  # relative ones end at '.', which exists
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def check_output_dir(path: Path, option: str) -> None:
+    """Refuse (before anything is created) a directory path that is a file or lies under one."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise typer.BadParameter(f"{path} is a file, expected a directory", param_hint=option)
+    blocker = _first_blocking_ancestor(path)
+    if blocker is not None:
+        raise typer.BadParameter(f"{path}: {blocker} is a file, not a directory", param_hint=option)
+
+
+def check_output_file(path: Path, option: str, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse a file path that is a directory, lies under a file, or lacks one of `suffixes`."""
+    path = Path(path)
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a directory, expected a file name", param_hint=option)
+    if suffixes and not path.name.lower().endswith(suffixes):
+        raise typer.BadParameter(f"{path}: expected a file name ending in {' or '.join(suffixes)}", param_hint=option)
+    blocker = _first_blocking_ancestor(path)
+    if blocker is not None:
+        raise typer.BadParameter(f"{path}: {blocker} is a file, not a directory", param_hint=option)
