@@ -109,15 +109,15 @@ def test_data_check_passes_on_humaneval_plus_style_rows(tmp_path):
     from paper_rows import HUMANEVAL_STYLE_ROWS, MBPP_STYLE_ROW, training_file, validation_file, write_parquet
 
     good = write_parquet(tmp_path / "good.parquet", HUMANEVAL_STYLE_ROWS[:2] + [MBPP_STYLE_ROW])
-    result = runner.invoke(app, ["check", str(good), "--workers", "2"])
+    result = runner.invoke(app, ["data", "check", str(good), "--workers", "2"])
     assert result.exit_code == 0, result.output
     assert "3/3 problems ok" in result.output
     # a row whose reference really fails its tests is named by id, and only that one
-    result = runner.invoke(app, ["check", str(validation_file(tmp_path / "val.parquet")), "--workers", "2"])
+    result = runner.invoke(app, ["data", "check", str(validation_file(tmp_path / "val.parquet")), "--workers", "2"])
     assert result.exit_code == 1
     broken = [line for line in result.output.splitlines() if line.startswith("BROKEN")]
     assert len(broken) == 1 and "HumanEvalStyle/2" in broken[0] and "AssertionError" in broken[0]
     assert "3/4 problems ok" in result.output
     # the training file's shape (KodCode-style rows, pytest tests)
-    result = runner.invoke(app, ["check", str(training_file(tmp_path / "train.parquet")), "--workers", "2"])
+    result = runner.invoke(app, ["data", "check", str(training_file(tmp_path / "train.parquet")), "--workers", "2"])
     assert result.exit_code == 0, result.output
