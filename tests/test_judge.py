@@ -174,15 +174,24 @@ def test_exceptions_timeouts_and_lying_objects_are_failures(judge):
     suite = "\n".join(f"assert add({a}, 1) == {a + 1}" for a in range(7))
     (r,) = judge.judge_step([ProblemRollout(ADD, [code], [[suite]])])
     assert r.code_valid == [True]
+    # 6.0 == 6 under Python's `==` (the reference); the liars' own `__eq__` never decides
+    assert [t.passed for t in r.suites[0][0].tests] == [True, False, False, False, False, True, True]
+    assert r.suites[0][0].gen_fail_rate == pytest.approx(4 / 8)
+    # judge.exact_types: the project's alternative, 6.0 is no int
+    exact = Judge(judge.executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, exact_types=True))
+    (r,) = exact.judge_step([ProblemRollout(ADD, [code], [[suite]])])
     assert [t.passed for t in r.suites[0][0].tests] == [True, False, False, False, False, False, True]
-    assert r.suites[0][0].gen_fail_rate == pytest.approx(5 / 8)
 
 
 def test_expected_values_are_evaluated_not_string_compared(judge):
     src = "assert add(0.1, 0.2) == 0.3\nassert add([1], [2]) == sorted([2, 1])\nassert add(1, 1) == int('x')\n"
     (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [[src]])])
     tests = r.suites[0][0].tests
-    assert [t.valid for t in tests] == [True, True, False]
+    # 0.1 + 0.2 != 0.3: floats compare exactly unless a tolerance is configured
+    assert [t.valid for t in tests] == [False, True, False]
+    tolerant = Judge(judge.executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, float_atol=1e-6))
+    (r2,) = tolerant.judge_step([ProblemRollout(ADD, [GOOD], [[src]])])
+    assert [t.valid for t in r2.suites[0][0].tests] == [True, True, False]
     assert tests[2].kind == WRONG_EXPECTATION and "ValueError" in tests[2].reason
     assert tests[2].normalized == "assert add(1, 1) == 2" and tests[2].passed is True
 
@@ -375,9 +384,15 @@ def test_an_int_expectation_for_a_float_result_is_right_as_in_python(judge):
     src = "assert half(4) == 2\nassert half(3) == 1\nassert half(2) == [1.0]\nassert half(2) == True\n"
     (r,) = judge.judge_step([ProblemRollout(half, ["def half(x):\n    return x // 2\n"], [[src]])])
     tests = r.suites[0][0].tests
-    assert [t.valid for t in tests] == [True, False, False, False]
+    assert [t.valid for t in tests] == [True, False, False, False]  # (the last repeats the call half(2))
     assert tests[0].normalized == "assert half(4) == 2.0"
-    assert tests[0].passed is False  # the attack keeps exact types: 2 (int) is not 2.0
+    assert tests[0].passed is True  # 2 == 2.0: the reference compares with Python's `==`
+    # judge.exact_types: an int expectation still reads right for a float, the bool does not,
+    # and the attack keeps exact types (2 is not 2.0)
+    exact = Judge(judge.executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, exact_types=True))
+    (r,) = exact.judge_step([ProblemRollout(half, ["def half(x):\n    return x // 2\n"], [[src]])])
+    assert [t.valid for t in r.suites[0][0].tests] == [True, False, False, False]
+    assert r.suites[0][0].tests[0].passed is False
 
 
 def test_code_with_a_syntax_error_is_invalid_without_a_run(executor):

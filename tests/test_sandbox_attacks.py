@@ -22,6 +22,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not os.path.exists("/
 
 from codea1.sandbox import Executor, Job, Limits, RunResult, encode, values_equal  # noqa: E402
 from codea1.sandbox._child import SETUP_FAILED_EXIT  # noqa: E402
+from codea1.sandbox.decode import python_equal  # noqa: E402
 from codea1.sandbox.hostcheck import HostSnapshot  # noqa: E402
 
 LIM = Limits(timeout_s=5.0, call_timeout_s=1.0, memory_mb=256, max_procs=16, max_output_bytes=8192,
@@ -94,7 +95,74 @@ def f(kind):
     for i, expected in enumerate([3, 3, 3, "yes", [1], {1: 1}, 3, [1, 2]]):
         assert r.calls[i].status == "ok"
         assert not values_equal(val(r, i), encode(expected)), kinds[i]
-    assert val(r, 0)[0] == "unsupported" and val(r, 2)[0] == "unsupported"
+        # Python's `==` on trusted decoded values: only numpy's honest int64(3) == 3 holds
+        assert python_equal(val(r, i), encode(expected)) == (kinds[i] == "np"), kinds[i]
+    assert val(r, 0)[0] == "unsupported"
+    assert val(r, 2) == ["object", "__main__.Spoof", []]  # a program's class: its attributes, never its __eq__
+
+
+def test_lying_values_of_the_new_types_equal_nothing(ex, host):
+    """The standard-library and numpy types are compared, not refused; none lets a lying
+    `__eq__`, `__getattr__`, `__dict__` or a cycle decide in the parent."""
+    program = """
+import numpy as np
+from collections import Counter, OrderedDict, namedtuple
+from decimal import Decimal
+P = namedtuple("P", "x y")
+class EvilCounter(Counter):
+    def __eq__(self, o): return True
+    __hash__ = None
+class EvilDecimal(Decimal):
+    def __eq__(self, o): return True
+    __hash__ = Decimal.__hash__
+class EvilP(P):
+    def __eq__(self, o): return True
+    __hash__ = tuple.__hash__
+class Anything:
+    def __eq__(self, o): return True
+    def __getattr__(self, name): return Anything()
+class DictTrick:
+    @property
+    def __dict__(self): return {"val": 3}
+    def __eq__(self, o): return True
+class Node:
+    def __init__(self): self.me = self
+class WrongKeys:
+    def __init__(self): self.__dict__[1] = 2
+def f(kind):
+    if kind == "counter": return EvilCounter("ab")
+    if kind == "decimal": return EvilDecimal("1")
+    if kind == "namedtuple": return EvilP(1, 2)
+    if kind == "anything": return Anything()
+    if kind == "dict-trick": return DictTrick()
+    if kind == "cycle": return Node()
+    if kind == "keys": return WrongKeys()
+    if kind == "object-array":
+        items = np.empty(2, dtype=object)
+        items[0], items[1] = Anything(), 1
+        return items
+    if kind == "huge-array": return np.zeros(3_000_000)
+    if kind == "patched-counter":
+        Counter.__eq__ = lambda self, o: True
+        return Counter("zz")
+"""
+    cases = [("counter", {"a": 1, "b": 1}), ("decimal", 1), ("namedtuple", (1, 2)), ("anything", 0),
+             ("dict-trick", 3), ("object-array", [0, 1]), ("patched-counter", {"a": 1})]
+    calls = [f"f({k!r})" for k, _ in cases] + ["f('cycle')", "f('keys')", "f('huge-array')"]
+    r = ex.run(Job(program, calls))
+    assert r.program_ok
+    for i, (kind, expected) in enumerate(cases):
+        assert r.calls[i].status == "ok", (kind, r.calls[i])
+        assert not python_equal(val(r, i), encode(expected)), kind
+        assert not values_equal(val(r, i), encode(expected)), kind
+    assert [val(r, i)[0] for i in range(3)] == ["unsupported"] * 3  # subclasses: no tag of their own
+    assert val(r, 4) == ["object", "__main__.DictTrick", [["val", ["int", "3"]]]]  # data only
+    assert not python_equal(val(r, 4), ["object", "__main__.Other", [["val", ["int", "3"]]]])
+    assert val(r, 6)[0] == "counter"  # a patched Counter.__eq__ runs in the run, never here
+    cycle, keys, huge = r.calls[7:]
+    assert cycle.status == "error" and "cycle" in cycle.error
+    assert keys.status == "ok" and keys.value[0] == "unsupported"
+    assert huge.status == "error" and "ValueTooLarge" in huge.error
 
 
 # 2 ------------------------------------------------------------------------------------

@@ -244,3 +244,105 @@ def test_check_value_accepts_every_kind_and_bounds_nesting():
     assert check_value(deep) is deep
     with pytest.raises(ValueError, match="nested too deeply"):
         check_value(["list", [deep]])
+
+
+# -- Python's `==` on trusted decoded values (fidelity item 5) --------------------------------
+
+import collections  # noqa: E402
+import datetime  # noqa: E402
+import decimal  # noqa: E402
+import fractions  # noqa: E402
+
+from codea1.sandbox.decode import Array, Instance, decode, python_equal  # noqa: E402
+
+Point = collections.namedtuple("Point", "x y")
+NEW_VALUES = [
+    collections.Counter("abca"), collections.OrderedDict([("b", 1), ("a", 2)]),
+    collections.defaultdict(list, {1: [2]}), collections.deque([1, (2, 3)]), Point(1, 2.5),
+    decimal.Decimal("-1.10E+3"), decimal.Decimal("NaN"), fractions.Fraction(-3, 9), range(1, 10, 3),
+    datetime.date(2024, 2, 29), datetime.datetime(2020, 1, 2, 3, 4, 5, 6), datetime.time(23, 59, 1, 5, fold=1),
+    datetime.datetime(2020, 1, 2, 3, tzinfo=datetime.timezone(datetime.timedelta(hours=-5))),
+    datetime.timedelta(days=-2, seconds=7, microseconds=9), [collections.Counter({(1, 2): 3})],
+]
+
+
+def test_python_equality_semantics_on_hand_picked_values():
+    eq = python_equal
+    assert eq(encode(2), encode(2.0)) and eq(encode(True), encode(1)) and eq(encode([1, 2]), encode([1.0, 2]))
+    assert eq(encode(collections.Counter("ab")), encode({"a": 1, "b": 1}))
+    assert eq(encode(collections.OrderedDict(a=1, b=2)), encode({"b": 2, "a": 1}))
+    assert not eq(encode(collections.OrderedDict(a=1, b=2)), encode(collections.OrderedDict(b=2, a=1)))  # as Python
+    assert eq(encode(collections.defaultdict(int, a=1)), encode({"a": 1}))
+    assert eq(encode(Point(1, 2)), encode((1, 2))) and not eq(encode(Point(1, 2)), encode([1, 2]))
+    assert eq(encode(collections.deque([1])), encode(collections.deque([1.0]))) and not eq(
+        encode(collections.deque([1])), encode([1]))
+    assert eq(encode(decimal.Decimal("2.50")), encode(2.5)) and not eq(encode(decimal.Decimal("0.1")), encode(0.1))
+    assert eq(encode(fractions.Fraction(1, 2)), encode(0.5)) and eq(encode(range(0)), encode(range(5, 5)))
+    assert eq(encode(datetime.timedelta(hours=1)), encode(datetime.timedelta(seconds=3600)))
+    utc = datetime.datetime(2020, 1, 1, 12, tzinfo=datetime.timezone.utc)
+    east = datetime.datetime(2020, 1, 1, 13, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
+    assert eq(encode(utc), encode(east)) and not eq(encode(utc), encode(datetime.datetime(2020, 1, 1, 12)))
+    # floats exactly, unless a tolerance is configured (EvalPlus-style: |x - y| <= atol + rtol * |y|)
+    assert not eq(encode(0.1 + 0.2), encode(0.3)) and eq(encode(0.1 + 0.2), encode(0.3), abs_tol=1e-6)
+    assert eq(encode({"k": [1.0, (2.0000001,)]}), encode({"k": [1, (2,)]}), rel_tol=1e-6)
+    assert not eq(encode([1.0]), encode((1.0,)), abs_tol=1)  # a list is still no tuple
+    assert not eq(encode(1.5), encode(1.0), abs_tol=0.1, rel_tol=0.1)  # 0.5 > 0.1 + 0.1 * 1
+    assert not eq(encode(float("nan")), encode(float("nan")))  # as Python
+    assert not eq(["unsupported", "X"], ["unsupported", "X"]) and not eq(["int", "1"], ["what", 1])
+
+
+def test_new_types_encode_check_render_and_decode():
+    for value in NEW_VALUES:
+        enc = encode(value)
+        assert json.loads(encode_json(value)) == enc, value
+        assert check_value(enc) is enc
+        back = eval(to_source(enc))  # a text that evaluates anywhere (modules by __import__)
+        assert python_equal(encode(back), enc) == (value == value), value  # Decimal NaN equals nothing
+        assert values_equal(enc, enc) == (value == value), value
+    assert decode(encode(Point(1, 2))).type_name.endswith("Point")
+
+
+def test_exact_types_keeps_the_projects_rule_for_the_new_types():
+    """judge.exact_types: `values_equal`, the tags must match (a Counter is no dict)."""
+    assert not values_equal(encode(collections.Counter("ab")), encode({"a": 1, "b": 1}))
+    assert not values_equal(encode(Point(1, 2)), encode((1, 2)))
+    assert not values_equal(encode(decimal.Decimal(2)), encode(2))
+    assert values_equal(encode(collections.Counter("ab")), encode(collections.Counter("ba")))
+    assert values_equal(encode([0.1 + 0.2]), encode([0.3]))  # its own default tolerance
+    assert not values_equal(encode([0.1 + 0.2]), encode([0.3]), 0.0, 0.0)
+
+
+def test_program_objects_and_arrays_compare_as_trusted_records():
+    node = ["object", "__main__.TreeNode", [["val", ["int", "1"]], ["left", ["none"]]]]
+    same = ["object", "__main__.TreeNode", [["left", ["none"]], ["val", ["float", (1.0).hex()]]]]
+    other = ["object", "__main__.Other", [["val", ["int", "1"]], ["left", ["none"]]]]
+    assert python_equal(node, same) and not python_equal(node, other)
+    assert type(decode(node)) is Instance and to_source(node) == "TreeNode(val=1, left=None)"
+    a = ["ndarray", "<i8", [2, 2], [["int", str(i)] for i in range(4)]]
+    b = ["ndarray", "<f8", [2, 2], [["float", float(i).hex()] for i in range(4)]]
+    c = ["ndarray", "<i8", [4], [["int", str(i)] for i in range(4)]]
+    assert python_equal(a, b) and not python_equal(a, c) and not python_equal(a, ["list", c[3]])
+    assert type(decode(a)) is Array and to_source(a) == "__import__('numpy').array([[0, 1], [2, 3]], dtype='<i8')"
+    assert python_equal(["npscalar", "<i8", ["int", "3"]], ["int", "3"])
+    assert not values_equal(["npscalar", "<i8", ["int", "3"]], ["int", "3"])
+
+
+@pytest.mark.parametrize("bad", [
+    ["counter", [["int", "1"]]], ["deque", "x"], ["namedtuple", 1, []], ["namedtuple", "P"],
+    ["object", "T", [[1, ["int", "1"]]]], ["decimal", "1.2.3"], ["decimal", "__import__('os')"],
+    ["fraction", "1", "0"], ["range", "0", "5", "0"], ["date", [2020, 1]], ["date", [2020, 1, True]],
+    ["datetime", [1, 2, 3], None], ["time", [1, 2, 3, 4, 0], [0, 0]], ["npscalar", 3, ["int", "1"]],
+    ["ndarray", "<i8", [3], [["int", "1"]]], ["ndarray", "<i8", [-1], []], ["ndarray", "<i8", [1], [["what"]]],
+])
+def test_malformed_encodings_of_the_new_types_are_refused(bad):
+    with pytest.raises(ValueError):
+        check_value(bad)
+    assert not python_equal(bad, bad) and not values_equal(bad, bad)
+
+
+def test_decoding_what_cannot_be_rebuilt_equals_nothing():
+    unhashable_key = ["dict", [[["list", []], ["int", "1"]]]]
+    impossible_date = ["date", [2023, 2, 30]]
+    for bad in (unhashable_key, impossible_date):
+        assert check_value(bad) is bad  # well-formed plain data, but no such value
+        assert not python_equal(bad, bad)

@@ -12,7 +12,8 @@ A step is judged in two kinds of sandbox runs, all on the executor's one priorit
    as its problem's reference run returns (see `Judge.judge_step` for the order): its code, a check that
    it defines the function, then every distinct corrected CALL of its suites and the
    Mistake Book CALLs. A test passes when the call returns a value equal (trusted
-   `values_equal`, in this process) to the reference's value; an exception, a time-out or
+   `python_equal`, Python's `==` on values decoded in this process; `values_equal` with
+   `exact_types`) to the reference's value; an exception, a time-out or
    a run killed by a limit is a failure.
 
 No expected value ever travels into a sandbox, and no test is a process of its own.
@@ -37,6 +38,7 @@ from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, p
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.mistakes.book import MistakeUpdate
 from codea1.sandbox import CallResult, Job, Limits, RunResult, encode, to_source, values_equal
+from codea1.sandbox.decode import python_equal
 
 if TYPE_CHECKING:
     from codea1.data import Problem
@@ -363,6 +365,23 @@ class Judge:
         self.executor = executor
         self.config = config or JudgeConfig()
 
+    # -- comparing values -------------------------------------------------------------
+    def _equal(self, candidate: list, reference: list) -> bool:
+        """A candidate's value against the reference's: Python's `==` on values decoded here
+        (the reference's rule), or `values_equal` (`exact_types`), with the configured float
+        tolerance."""
+        config = self.config
+        if config.exact_types:
+            return values_equal(candidate, reference, config.float_rtol, config.float_atol)
+        return python_equal(candidate, reference, config.float_rtol, config.float_atol)
+
+    def _expectation_matches(self, expected: list, reference: list) -> bool:
+        """Whether the model's EXPECTED agrees with the reference's value."""
+        config = self.config
+        if config.exact_types:
+            return _exact_expectation_matches(expected, reference, (config.float_rtol, config.float_atol))
+        return python_equal(expected, reference, config.float_rtol, config.float_atol)
+
     # -- wave 1 -----------------------------------------------------------------------
     def _plan(self, rollout: ProblemRollout) -> _Plan:
         problem = rollout.problem
@@ -525,7 +544,7 @@ class Judge:
                 expected_value = None
                 if t.expected is not None:
                     expected_value = plan.expected_values.get(t.expected, plan.ref_values.get(t.expected))
-                right = expected_value is not None and _expectation_matches(expected_value, ref_value)
+                right = expected_value is not None and self._expectation_matches(expected_value, ref_value)
                 plan.right_expectations[(t.call, t.expected)] = right
             passed, failure = outcome_of.get(t.call, (False, "not run")) if candidate_ok else (None, None)
             if passed is not None:
@@ -598,7 +617,8 @@ class Judge:
                 error = f"the code does not define a function `{rollout.problem.entry_point}`"
             outcome_of = outcomes.get(id(run))
             if outcome_of is None:
-                outcome_of = {call: _attack_outcome(r, run, plan.ref_values.get(call)) for call, r in results.items()}
+                outcome_of = {call: _attack_outcome(r, run, plan.ref_values.get(call), self._equal)
+                              for call, r in results.items()}
                 outcomes[id(run)] = outcome_of
             mb_passed = [outcome_of.get(call, (False, None))[0] for _, call in mb_usable] if ok else []
             row = [self._judge_suite(plan, s, ok, outcome_of, mb_passed) for s in plan.suites[i]]
@@ -808,14 +828,14 @@ class _Track:
     round: int = 0
 
 
-def _expectation_matches(expected: list, actual: list) -> bool:
-    """Whether the model's EXPECTED agrees with the reference's value.
+def _exact_expectation_matches(expected: list, actual: list, tol: tuple[float, float]) -> bool:
+    """Whether the model's EXPECTED agrees with the reference's value under `exact_types`.
 
     As in Python's `==`, an int and a float of the same value agree (`== 2` for a function
     returning 2.0 is a right expectation), also inside lists and tuples; everything else is
     the trusted `values_equal`. (The attack itself compares with `values_equal` only.)
     """
-    if values_equal(expected, actual):
+    if values_equal(expected, actual, *tol):
         return True
     try:
         kinds = {expected[0], actual[0]}
@@ -823,20 +843,21 @@ def _expectation_matches(expected: list, actual: list) -> bool:
             as_float = [
                 ["float", float(int(v[1])).hex()] if v[0] == "int" else v for v in (expected, actual)
             ]
-            return values_equal(as_float[0], as_float[1])
+            return values_equal(as_float[0], as_float[1], *tol)
         if expected[0] == actual[0] and expected[0] in ("list", "tuple"):
             xs, ys = expected[1], actual[1]
-            return len(xs) == len(ys) and all(_expectation_matches(x, y) for x, y in zip(xs, ys))
+            return len(xs) == len(ys) and all(_exact_expectation_matches(x, y, tol) for x, y in zip(xs, ys))
     except (TypeError, ValueError, IndexError, OverflowError):
         return False
     return False
 
 
-def _attack_outcome(result: CallResult, run: RunResult, ref_value: list | None) -> tuple[bool, str | None]:
-    """Whether a candidate's call passed (its value equals the reference's) and, if not, why."""
+def _attack_outcome(result: CallResult, run: RunResult, ref_value: list | None, equal) -> tuple[bool, str | None]:
+    """Whether a candidate's call passed (its value equals the reference's under `equal`)
+    and, if not, why."""
     if result.status != "ok":
         return False, _call_error(result, run)
-    if ref_value is not None and values_equal(result.value, ref_value):
+    if ref_value is not None and equal(result.value, ref_value):
         return True, None
     try:
         shown = to_source(result.value)

@@ -1,0 +1,211 @@
+"""Python's `==` between two encoded values, decided by trusted code in the parent.
+
+The reference implementation compares a candidate's value with the reference's by
+Python's `==` (`2 == 2.0`, `Counter('ab') == {'a': 1, 'b': 1}`). Here both values arrive as
+plain data (`codea1.sandbox.values`); `decode` rebuilds them from types this process
+trusts (built-ins, the standard library's own classes, and the small records below), so
+the `==` that decides is never code a candidate wrote: a Counter subclass with a lying
+`__eq__` was encoded as `unsupported`, and an instance of a program's class comes back as
+an `Instance` record compared by its type name and attributes.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import decimal
+import fractions
+import math
+from typing import Any
+
+from codea1.sandbox.values import Value, check_value
+
+__all__ = ["Array", "Instance", "Named", "Unsupported", "decode", "python_equal"]
+
+
+class Unsupported:
+    """A value of a type that cannot be compared: equal to nothing, not even itself."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return f"<unsupported {self.type_name}>"
+
+
+class Named(tuple):
+    """A namedtuple's items (equal to any tuple with the same items, as in Python), with its
+    type name for `judge.exact_types`."""
+
+    type_name: str
+
+
+class Instance:
+    """An instance of a class the program defined: equal to another of the same type name
+    and equal attributes (the class's own `__eq__`, candidate code, never runs here)."""
+
+    __slots__ = ("type_name", "attributes")
+
+    def __init__(self, type_name: str, attributes: dict) -> None:
+        self.type_name, self.attributes = type_name, attributes
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is Instance and self.type_name == other.type_name  # type: ignore[union-attr]
+                and self.attributes == other.attributes)  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return hash(self.type_name)
+
+    def __repr__(self) -> str:
+        return f"{self.type_name}({', '.join(f'{k}={v!r}' for k, v in self.attributes.items())})"
+
+
+class Array:
+    """A numpy array: equal to another array of the same shape whose items are equal, one
+    by one (`numpy.array_equal`); the dtype does not matter, as for numpy's `==`."""
+
+    __slots__ = ("dtype", "shape", "items")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, dtype: str, shape: tuple, items: list) -> None:
+        self.dtype, self.shape, self.items = dtype, shape, items
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Array and self.shape == other.shape and self.items == other.items  # type: ignore[union-attr]
+
+    def __repr__(self) -> str:
+        return f"array(shape={self.shape}, dtype={self.dtype}, items={self.items!r})"
+
+
+def decode(value: Value) -> Any:
+    """The Python value an encoding stands for, built from trusted types only.
+
+    Raises ValueError for a malformed encoding (see `check_value`) and TypeError when it
+    cannot be rebuilt (an unhashable dict key)."""
+    check_value(value)
+    return _decode(value)
+
+
+def _decode(v: Value) -> Any:
+    tag = v[0]
+    if tag == "none":
+        return None
+    if tag == "bool":
+        return v[1]
+    if tag == "int":
+        return int(v[1])
+    if tag == "float":
+        return float.fromhex(v[1])
+    if tag == "str":
+        return v[1]
+    if tag == "list":
+        return [_decode(x) for x in v[1]]
+    if tag == "tuple":
+        return tuple(_decode(x) for x in v[1])
+    if tag == "dict":
+        return {_decode(k): _decode(x) for k, x in v[1]}
+    if tag == "set":
+        return {_decode(x) for x in v[1]}
+    if tag == "frozenset":
+        return frozenset(_decode(x) for x in v[1])
+    if tag == "complex":
+        return complex(float.fromhex(v[1]), float.fromhex(v[2]))
+    if tag == "bytes":
+        return bytes.fromhex(v[1])
+    if tag == "unsupported":
+        return Unsupported(v[1])
+    if tag in ("counter", "ordereddict", "defaultdict"):
+        pairs = [(_decode(k), _decode(x)) for k, x in v[1]]
+        if tag == "counter":
+            return collections.Counter(dict(pairs))
+        if tag == "ordereddict":
+            return collections.OrderedDict(pairs)
+        return collections.defaultdict(None, pairs)
+    if tag == "deque":
+        return collections.deque(_decode(x) for x in v[1])
+    if tag == "namedtuple":
+        named = Named(_decode(x) for x in v[2])
+        named.type_name = v[1]
+        return named
+    if tag == "object":
+        return Instance(v[1], {name: _decode(x) for name, x in v[2]})
+    if tag == "npscalar":
+        return _decode(v[2])
+    if tag == "ndarray":
+        return Array(v[1], tuple(v[2]), [_decode(x) for x in v[3]])
+    if tag == "decimal":
+        try:
+            return decimal.Decimal(v[1])
+        except decimal.InvalidOperation:
+            raise ValueError(f"malformed decimal value {v[1]!r:.40}") from None
+    if tag == "fraction":
+        return fractions.Fraction(int(v[1]), int(v[2]))
+    if tag == "range":
+        return range(int(v[1]), int(v[2]), int(v[3]))
+    if tag == "timedelta":
+        days, seconds, micro = v[1]
+        return datetime.timedelta(days=days, seconds=seconds, microseconds=micro)
+    if tag == "date":
+        return datetime.date(*v[1])
+    if tag in ("datetime", "time"):
+        zone = None
+        if v[2] is not None:
+            days, seconds, micro = v[2]
+            zone = datetime.timezone(datetime.timedelta(days=days, seconds=seconds, microseconds=micro))
+        *fields, fold = v[1]
+        kind = datetime.datetime if tag == "datetime" else datetime.time
+        return kind(*fields, tzinfo=zone, fold=fold)
+    raise ValueError(f"unknown value tag {tag!r}")
+
+
+def python_equal(a: Value, b: Value, rel_tol: float = 0.0, abs_tol: float = 0.0) -> bool:
+    """Whether the values `a` and `b` stand for are equal under Python's `==` (the
+    reference's rule); a malformed encoding equals nothing.
+
+    With a tolerance (EvalPlus-style, e.g. `abs_tol=1e-6`), numbers that are not `==` still
+    match when `|x - y| <= abs_tol + rel_tol * |y|`, inside lists, tuples, deques, dict
+    values, arrays and attributes too (set members and dict keys stay exact).
+    """
+    try:
+        x, y = decode(a), decode(b)
+        if x == y:
+            return True
+        return bool(rel_tol or abs_tol) and _close(x, y, rel_tol, abs_tol)
+    except (ValueError, TypeError, ArithmeticError, RecursionError, OverflowError, MemoryError):
+        return False
+
+
+_NUMBERS = (int, float)
+_SEQUENCES = (list, tuple, collections.deque)
+
+
+def _close(x: Any, y: Any, rel_tol: float, abs_tol: float) -> bool:
+    tx, ty = type(x), type(y)
+    if tx in _NUMBERS and ty in _NUMBERS:
+        if math.isinf(x) or math.isinf(y) or math.isnan(x) or math.isnan(y):
+            return x == y
+        return abs(x - y) <= abs_tol + rel_tol * abs(y)
+    if tx is complex or ty is complex:
+        if not (tx in (*_NUMBERS, complex) and ty in (*_NUMBERS, complex)):
+            return False
+        return (_close(complex(x).real, complex(y).real, rel_tol, abs_tol)
+                and _close(complex(x).imag, complex(y).imag, rel_tol, abs_tol))
+    if isinstance(x, _SEQUENCES) and isinstance(y, _SEQUENCES):
+        same_kind = (tx is ty or (isinstance(x, tuple) and isinstance(y, tuple)))
+        return same_kind and len(x) == len(y) and all(_close(p, q, rel_tol, abs_tol) for p, q in zip(x, y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_close(x[k], y[k], rel_tol, abs_tol) for k in x)
+    if tx is Array and ty is Array:
+        return x.shape == y.shape and all(_close(p, q, rel_tol, abs_tol) for p, q in zip(x.items, y.items))
+    if tx is Instance and ty is Instance:
+        return (x.type_name == y.type_name and x.attributes.keys() == y.attributes.keys()
+                and all(_close(x.attributes[k], y.attributes[k], rel_tol, abs_tol) for k in x.attributes))
+    return x == y
