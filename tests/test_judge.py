@@ -268,6 +268,36 @@ def test_strict_lines_and_strict_operator_count_what_the_reference_ignores(execu
     assert (r.suites[0][0].valid, r.suites[0][0].invalid_kinds) == (1, {UNPARSABLE: 1})
 
 
+BOXES = Problem(
+    id="t/boxes", question="def size(box): ...", entry_point="size",
+    reference=("from collections import Counter\nclass Box:\n    def __init__(self, items):\n"
+               "        self.items = items\ndef size(box):\n    return len(Counter(box.items))\n"),
+)
+
+
+def test_tests_may_use_the_programs_names_and_cannot_sabotage_each_other(executor):
+    """Item 4: a test may use what the reference's module defines or imports (Box, Counter);
+    the guard against sabotage is isolation (a fork per such expression), and the project's
+    allow-list stays as judge.strict_tests."""
+    uses_names = "assert size(Box([1, 1, 2])) == 2\nassert size(Box(list(Counter('aab')))) == 2\n"
+    # (`size` is looked up before its argument rebinds it: the test itself passes)
+    sabotage = "assert size(Box([5]) if globals().update(size=lambda box: 0) is None else None) == 1\n"
+    plain = "assert size(Box([7, 8])) == 2\n"
+    code = BOXES.reference  # a correct candidate
+    judge = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    (r,) = judge.judge_step([ProblemRollout(BOXES, [code], [[uses_names, sabotage, plain]])])
+    a, b, c = r.suites[0]
+    assert (a.valid, a.invalid, b.valid, c.valid) == (2, 0, 1, 1)
+    # the rebinding happened in a fork of its own: the reference's and the candidate's
+    # `size` were intact for every other test
+    assert [t.passed for s in (a, b, c) for t in s.tests] == [True, True, True, True]
+    assert c.tests[0].normalized == "assert size(Box([7, 8])) == 2"
+    strict = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, strict_tests=True))
+    (r,) = strict.judge_step([ProblemRollout(BOXES, [code], [[uses_names, sabotage, plain]])])
+    assert [s.valid for s in r.suites[0]] == [0, 0, 0]
+    assert "uses `Box`" in r.suites[0][0].tests[0].reason
+
+
 def test_mistake_update_counts_each_failing_candidate_and_suite(judge):
     wrong = "def add(a, b):\n    return 0\n"
     suites = ["assert add(1, 2) == 3\nassert add(2, 2) == 4", "assert add(1, 2) == 3"]
@@ -355,13 +385,18 @@ def test_a_test_cannot_sabotage_the_candidate_for_other_tests(executor):
     helper = "def _check(x):\n    return True\ndef add(a, b):\n    assert _check(a)\n    return a + b\n"
     sabotage = "assert add(globals().update(_check=None) or 1, 1) == 2"
     suites = [sabotage, "assert add(2, 2) == 4"]
-    strict = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    strict = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, strict_tests=True))
     (r,) = strict.judge_step([ProblemRollout(ADD, [helper], [suites])])
     assert r.suites[0][0].tests[0].kind == UNPARSABLE and "globals" in r.suites[0][0].tests[0].reason
     assert r.code_rewards == [pytest.approx(0.5)]  # suite 2 passes; suite 1 has no test
-    loose = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, strict_tests=False))
-    (r,) = loose.judge_step([ProblemRollout(ADD, [helper], [suites])])
-    assert r.suites[0][1].tests[0].passed is False  # what strict mode prevents: a correct code fails
+    # the reference's rule: any name, and isolation instead. The rebinding breaks the
+    # candidate within that test's own call only (the reference has no `_check`): suite 2 passes
+    isolated = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    (r,) = isolated.judge_step([ProblemRollout(ADD, [helper], [suites])])
+    first = r.suites[0][0].tests[0]
+    assert first.kind is None and first.passed is False and "not callable" in first.failure
+    assert r.suites[0][1].tests[0].passed is True
+    assert r.code_rewards == [pytest.approx(0.5)]
 
 
 def test_a_sandbox_failure_while_resuming_makes_the_problem_unusable(executor):

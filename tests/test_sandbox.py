@@ -43,6 +43,31 @@ def test_program_and_calls_return_plain_values(ex):
     assert r.wall_s > 0 and r.cpu_s >= 0 and r.peak_mb >= 0
 
 
+def test_isolated_calls_leave_no_trace_and_fail_alone(ex):
+    """`Job.isolated`: each such call runs in a fork of the run's state; what it changes,
+    and how it ends, concerns it alone."""
+    program = (
+        "import os\nstate = [0]\ndef f(x):\n    state[0] += x\n    return state[0]\n"
+        "def spray():\n    for fd in range(3, 256):\n        try:\n            os.write(fd, b'garbage\\n')\n"
+        "        except OSError:\n            pass\n    return 1\n"
+    )
+    calls = ["f(1)", "f(10) and globals().update(f=None)", "f(100)", "__import__('os')._exit(0)", "f(1000)",
+             "(_ for _ in ()).throw(SystemExit(2))", "__import__('os').kill(__import__('os').getpid(), 9)",
+             "spray()", "f(2)"]
+    r = ex.run(Job(program, calls, isolated=[1, 3, 5, 6, 7]))
+    assert r.status == "ok" and r.program_ok
+    assert [c.status for c in r.calls] == ["ok", "ok", "ok", "error", "ok", "error", "error", "error", "ok"]
+    assert r.calls[1].value == ["none"] and r.calls[2].value == ["int", "101"]  # f was not rebound, 10 not added
+    assert r.calls[4].value == ["int", "1101"] and r.calls[8].value == ["int", "1103"]
+    assert "IsolatedCallFailed" in r.calls[3].error and "SystemExit" in r.calls[5].error
+    assert "IsolatedCallFailed" in r.calls[6].error  # (killed)
+    assert "IsolatedCallFailed" in r.calls[7].error  # forged records on every fd: its own call fails, no other
+    with pytest.raises(ValueError, match="indexes of calls"):
+        Job(program, calls[:2], isolated=[2])
+    shared = ex.run(Job(program, calls[:3]))
+    assert "not callable" in shared.calls[2].error  # without isolation the rebinding is seen
+
+
 def test_program_error_means_no_calls(ex):
     r = ex.run(Job("def f():\n    return 1\nraise KeyError('boom')\n", ["f()"]))
     assert r.status == "error" and not r.program_ok

@@ -79,8 +79,10 @@ class JudgeConfig:
     `suite_size` is the spec's G (nominal suite size; also how many Mistake Book tests are
     replayed). `require_entry_point`: a test whose CALL never mentions the function under
     test is invalid (it tests nothing, and would be free validity reward).
-    `strict_tests`: a test may only build data (see `parse_tests(strict=True)`): all tests
-    of a candidate share one process, so a test that rebinds globals could fail the others.
+    `strict_tests`: a test may only build data (see `parse_tests(strict=True)`). Without it
+    (the reference: any name of the program, its classes, imports and helpers), every
+    expression that uses more than that is evaluated in a fork of its own (`Job.isolated`),
+    so a test that rebinds globals cannot fail the others.
     `reference_limits` applies to the reference run of a problem, which evaluates every
     distinct call of all its suites (default: `limits` with a 60 s run budget).
     `resume_rounds`: a run cut short (run time budget, output flood) leaves its remaining
@@ -107,7 +109,7 @@ class JudgeConfig:
     suite_size: int = 8
     nonprintable_penalty: bool = True
     require_entry_point: bool = True
-    strict_tests: bool = True
+    strict_tests: bool = False
     strict_validity: bool = False
     strict_lines: bool = False
     strict_operator: bool = False
@@ -348,6 +350,7 @@ class _Plan:
     ref_calls: list[str]
     expected_values: dict[str, list]  # literal EXPECTED text -> its encoding (read in the parent)
     mb_skipped: list[tuple[int, str]] = field(default_factory=list)  # (index, why not replayed)
+    apart: set[str] = field(default_factory=set)  # expressions evaluated in a fork of their own
     ref_run: RunResult | None = None
     # filled after wave 1
     ref_values: dict[str, list] = field(default_factory=dict)  # call -> encoded reference value
@@ -406,6 +409,11 @@ class Judge:
             suites.append(row)
 
         mb_calls, mb_skipped = [], []
+        # Outside strict mode a test may use any name (the reference's classes and imports,
+        # helpers): each expression that uses more than the function, safe builtins and
+        # modules runs in a fork of its own, so no test can change what another one sees.
+        apart = {text for row in suites for s in row for t in s.parsed
+                 for text, flag in ((t.call, t.call_apart), (t.expected, t.expected_apart)) if flag and text}
         g = self.config.suite_size
         for k, test in enumerate(rollout.mistakes):
             if k >= g:
@@ -415,6 +423,8 @@ class Judge:
             parsed = parse_tests(test, entry, **options)  # (stored as `assert CALL == LITERAL`)
             if len(parsed) == 1 and parsed[0].call is not None:
                 mb_calls.append((k, test, parsed[0].call))
+                if parsed[0].call_apart:
+                    apart.add(parsed[0].call)
             elif len(parsed) != 1:
                 mb_skipped.append((k, "not a test" if not parsed else f"{len(parsed)} statements, not one test"))
             else:
@@ -445,7 +455,7 @@ class Judge:
                         pass
                 ordered.append(t.expected)
         ref_calls = list(dict.fromkeys(ordered))
-        return _Plan(rollout, suites, mb_calls, ref_calls, expected_values, mb_skipped)
+        return _Plan(rollout, suites, mb_calls, ref_calls, expected_values, mb_skipped, apart)
 
     def _reference_job(self, plan: _Plan) -> Job:
         problem = plan.rollout.problem
@@ -453,6 +463,7 @@ class Judge:
             program=problem.program(problem.reference),
             calls=plan.ref_calls,
             limits=self.config.effective_reference_limits,
+            isolated=[k for k, call in enumerate(plan.ref_calls) if call in plan.apart],
         )
 
     def _absorb_reference(self, plan: _Plan, run: RunResult) -> None:
@@ -506,7 +517,8 @@ class Judge:
                 for i in members:
                     plan.cand_runs[i] = failed
                 continue
-            jobs.append((Job(program=program, calls=distinct, limits=self.config.limits), members))
+            isolated = [k for k, call in enumerate(distinct) if call in plan.apart]
+            jobs.append((Job(program=program, calls=distinct, limits=self.config.limits, isolated=isolated), members))
         return jobs
 
     # -- scoring ----------------------------------------------------------------------
@@ -813,7 +825,9 @@ class _Runs:
             if pending:
                 track.round += 1
                 track.pending = pending
-                self._send(track, replace(track.job, calls=[track.job.calls[k] for k in pending]))
+                apart = set(track.job.isolated)
+                self._send(track, replace(track.job, calls=[track.job.calls[k] for k in pending],
+                                          isolated=[j for j, k in enumerate(pending) if k in apart]))
                 return
         track.on_done(result)
 

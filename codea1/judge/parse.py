@@ -53,6 +53,9 @@ class ParsedTest:
     normalised by `ast.unparse`); `reason` says why a statement is not one (then both are
     None). `expected_literal` holds `(value,)` when EXPECTED is a plain literal, read as
     `ast.literal_eval` reads it (no code runs), so the judge need not evaluate it in a sandbox.
+    `call_apart` / `expected_apart` (outside `strict` mode): the expression uses more than the
+    function, safe builtins and modules (so it might change what other tests see), and the
+    judge evaluates it in a fork of its own.
     """
 
     source: str
@@ -61,6 +64,8 @@ class ParsedTest:
     expected: str | None = None
     reason: str | None = None
     expected_literal: tuple[Any] | None = field(default=None, compare=False, repr=False)
+    call_apart: bool = False
+    expected_apart: bool = False
 
     @property
     def ok(self) -> bool:
@@ -77,7 +82,8 @@ class ParsedTest:
         """The same test on another line (results of the line cache are shared)."""
         if line == self.line:
             return self
-        return ParsedTest(self.source, line, self.call, self.expected, self.reason, self.expected_literal)
+        return ParsedTest(self.source, line, self.call, self.expected, self.reason, self.expected_literal,
+                          self.call_apart, self.expected_apart)
 
 
 def normalize_assert(call: str, expected: str) -> str:
@@ -425,10 +431,15 @@ class _Parser:
             and call_expr.func.id == self.entry_point  # type: ignore[attr-defined]
             and _literal_source(expected_expr) is not None
         )
+        call_apart = expected_apart = False
         if self.strict and not plain:
             violation = _strict_violation((call_expr, expected_expr), self.entry_point)
             if violation is not None:
                 return ParsedTest(text, line, reason=violation)
+        elif not plain:  # any name may be used; what might touch shared state runs apart
+            call_apart = _strict_violation((call_expr,), self.entry_point) is not None
+            expected_apart = (_literal_source(expected_expr) is None
+                              and _strict_violation((expected_expr,), self.entry_point) is not None)
         try:
             call_text = literal_call or ast.unparse(call_expr)
             # The expected side is only evaluated, never compared as text: its own source
@@ -442,7 +453,8 @@ class _Parser:
             literal: tuple[Any] | None = (_literal_value(expected_expr),)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             literal = None
-        return ParsedTest(text, line, call=call_text, expected=expected_text, expected_literal=literal)
+        return ParsedTest(text, line, call=call_text, expected=expected_text, expected_literal=literal,
+                          call_apart=call_apart, expected_apart=expected_apart)
 
     def assign(self, node: ast.Assign | ast.AnnAssign) -> str | None:
         """Bind simple assignments; return a reason when the assignment is not simple."""

@@ -15,7 +15,9 @@ import resource
 import sys
 import types
 
-from codea1.sandbox.values import EncodingError, encode_json, plain_json
+import json.scanner
+
+from codea1.sandbox.values import EncodingError, check_value, encode_json, plain_json
 
 # The builtins pinned in values.py: patching ``builtins`` in the run changes nothing here.
 from codea1.sandbox.values import (  # noqa: E402
@@ -122,14 +124,17 @@ def _code(obj, filename: str, mode: str):
     return obj
 
 
-def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> None:
+def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, isolated: frozenset = frozenset()) -> None:
     """Never returns: confine, run the program and calls from ``start_at``, then ``_exit``.
 
-    ``program`` and each call are what ``compile_untrusted`` returned."""
+    ``program`` and each call are what ``compile_untrusted`` returned. A call whose index
+    is in ``isolated`` is evaluated in a fork of this process (the state the program and
+    the calls before it left), so nothing it does is seen by any later call."""
     out_fd, err_fd, res_fd = fds
     # Keep private references: a candidate that patches os/json/builtins later cannot
     # change what this function calls.
     _write, _exit, _dumps, _int_text = os.write, os._exit, plain_json, int.__repr__
+    _fork, _pipe, _read, _close, _waitpid = os.fork, os.pipe, os.read, os.close, os.waitpid
     # The result pipe sits at a per-run random fd, and the program/end records carry a
     # per-run nonce: a record blindly forged by the candidate is rejected. (Code in this
     # interpreter that digs the nonce out of memory can still forge `program_ok`; call
@@ -188,23 +193,83 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple) -> 
                 pass
     flush()
     record(["P", program_ok, program_error, _nonce])
+
+    def evaluate(i: int, index: str) -> str:
+        """Call ``i``'s result record."""
+        try:
+            value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
+            text = encode_json(value)
+            if str.__len__(text) > max_value:
+                text = _dumps(["R", i, "error", f"ValueTooLarge: encoded value exceeds {max_value} bytes"])
+            else:
+                text = '["R",' + index + ',"ok",' + text + "]"
+        except EncodingError as e:
+            text = _dumps(["R", i, "error", f"ValueTooLarge: {e}"])
+        except BaseException as e:
+            text = _dumps(["R", i, "error", _describe(e)])
+        flush()
+        return text
+
+    def evaluate_apart(i: int, index: str) -> str:
+        """Call ``i``'s result record, evaluated in a fork that ends with the call: it
+        hands its record back on a private pipe; a fork that ends without one (it exited
+        or was killed inside the call) or hands back anything else makes the call an error."""
+        try:
+            r, w = _pipe()
+            pid = _fork()
+        except BaseException as e:
+            return _dumps(["R", i, "error", f"IsolationFailed: {_describe(e)}"])
+        if pid == 0:
+            try:
+                _close(r)
+                _close(_fd)  # its only way back is the private pipe, checked below
+                data = evaluate(i, index).encode("ascii")
+                view = memoryview(data)
+                while view:
+                    view = view[_write(w, view):]
+            finally:
+                _exit(0)
+        _close(w)
+        chunks, size = [], 0
+        while True:
+            chunk = _read(r, 1 << 16)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size <= max_value + 4096:
+                chunks.append(chunk)
+        _close(r)
+        _, status = _waitpid(pid, 0)
+        text = b"".join(chunks).decode("ascii", "replace")
+        if size <= max_value + 4096 and _is_record(text, i):
+            return text
+        return _dumps(["R", i, "error", "IsolatedCallFailed: the call's process ended without a result "
+                                        f"(wait status {status})"])
+
     if program_ok:
         done = ""  # the last call's result record, written with the next record: one write
         for i in range(start_at, len(calls)):
             index = _int_text(i)
             line(done + '["S",' + index + "]")
-            try:
-                value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
-                text = encode_json(value)
-                if str.__len__(text) > max_value:
-                    text = _dumps(["R", i, "error", f"ValueTooLarge: encoded value exceeds {max_value} bytes"])
-                else:
-                    text = '["R",' + index + ',"ok",' + text + "]"
-            except EncodingError as e:
-                text = _dumps(["R", i, "error", f"ValueTooLarge: {e}"])
-            except BaseException as e:
-                text = _dumps(["R", i, "error", _describe(e)])
-            flush()
-            done = text + "\n"
+            done = (evaluate_apart(i, index) if i in isolated else evaluate(i, index)) + "\n"
         line(done + _dumps(["E", _nonce]))  # the parent accepts nothing after a failed program's record
     _exit(exit_code)
+
+
+#: json's C scanner, taken before any run's code: what an isolated call's fork hands back is
+#: read with it (the worker checks every record again).
+_scan = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def _is_record(text: str, i: int) -> bool:
+    """Whether ``text`` is one well-formed result record of call ``i``."""
+    try:
+        record, end = _scan(text, 0)
+        if end != len(text) or type(record) is not list or len(record) != 4 or record[0] != "R" or record[1] != i:
+            return False
+        if record[2] == "ok":
+            check_value(record[3])
+            return True
+        return record[2] == "error" and type(record[3]) is str
+    except BaseException:
+        return False

@@ -178,6 +178,7 @@ class Worker:
         self.host_tmp: str | None = None
         self.view: isolation.View | None = None  # what of the host the runs see (None: no root of their own)
         self.mallopt = _mallopt()
+        self.isolated: frozenset = frozenset()  # the current job's calls evaluated each in a fork of its own
 
     def lost(self, name: str, why: str) -> None:
         self.protections[name] = f"LOST: {why}"
@@ -479,6 +480,7 @@ class Worker:
         program = self.codes.get(job["program"], "program.py", "exec")
         calls = tuple(self.codes.get(c, "<call>", "eval") for c in job["calls"])
         n = len(calls)
+        self.isolated = frozenset(job.get("isolated", ()))
         self.apply_limits(lim)
         plan = self.plan(lim)
         t0 = self.run_started = time.monotonic()
@@ -645,7 +647,7 @@ class Worker:
         pid = os.fork()
         if pid == 0:
             try:
-                child_main(plan, program, calls, start, tuple(high))
+                child_main(plan, program, calls, start, tuple(high), self.isolated)
             finally:
                 os._exit(SETUP_FAILED_EXIT)
         if mallopt is not None:

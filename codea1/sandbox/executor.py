@@ -494,8 +494,11 @@ class _Task:
         self.wire_id = -1  # its number on the worker it was last sent to
 
     def message(self, default: Limits) -> dict:
-        return {"id": self.wire_id, "job": {"program": self.job.program, "calls": list(self.job.calls),
-                                            "limits": (self.job.limits or default).to_wire()}}
+        job = {"program": self.job.program, "calls": list(self.job.calls),
+               "limits": (self.job.limits or default).to_wire()}
+        if self.job.isolated:
+            job["isolated"] = list(self.job.isolated)
+        return {"id": self.wire_id, "job": job}
 
     def resolve(self, result: RunResult) -> None:
         if not self.future.done():

@@ -64,11 +64,14 @@ class Limits:
 @dataclass(frozen=True)
 class Job:
     """One run: ``program`` executes first as ``__main__``; then each ``calls`` expression
-    is evaluated in the program's globals with its own timeout."""
+    is evaluated in the program's globals with its own timeout. The calls whose indexes are
+    in ``isolated`` are each evaluated in a fork of the run's process, so nothing they
+    change (globals, modules, the function under test) is seen by any later call."""
 
     program: str
     calls: Sequence[str] = ()
     limits: Optional[Limits] = None
+    isolated: Sequence[int] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.program, str):
@@ -80,6 +83,11 @@ class Job:
             if not isinstance(c, str):
                 raise TypeError(f"Job.calls[{i}] must be str, got {type(c).__name__}")
         object.__setattr__(self, "calls", calls)
+        isolated = tuple(sorted(set(self.isolated)))
+        for k in isolated:
+            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(calls):
+                raise ValueError(f"Job.isolated must hold indexes of calls (0..{len(calls) - 1}), got {k!r}")
+        object.__setattr__(self, "isolated", isolated)
         if self.limits is not None and not isinstance(self.limits, Limits):
             raise TypeError(f"Job.limits must be a Limits or None, got {type(self.limits).__name__}")
 

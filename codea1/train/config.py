@@ -93,7 +93,7 @@ class JudgeSection(_Strict):
     strict_validity: bool = Field(False, description="a test whose written expectation was wrong earns no validity")
     strict_lines: bool = Field(False, description="non-test statements of a test block count as invalid tests")
     strict_operator: bool = Field(False, description="an assert comparing with anything but one `==` is invalid")
-    strict_tests: bool = Field(True, description="tests may use only the function, safe builtins and modules")
+    strict_tests: bool = Field(False, description="tests may use only the function, safe builtins and modules")
     exact_types: bool = Field(False, description="values must have the same type (2 != 2.0, Counter != dict)")
     float_rtol: float = Field(0.0, ge=0.0, lt=1.0, description="relative float tolerance (0: exact ==)")
     float_atol: float = Field(0.0, ge=0.0, lt=1.0, description="absolute float tolerance (0: exact ==)")
