@@ -74,6 +74,21 @@ class GRPOConfig(BaseModel):
         "sequence per micro-batch with plain causal attention (cheaper on CPUs, whose attention "
         "kernels materialise a packed row's full mask)",
     )
+    shared_prompt_rows: bool = Field(
+        True,
+        description="compute a prompt once per micro-batch row with all its sampled responses after it "
+        "(4D attention mask; same log-probs and gradients); False gives each response its own copy",
+    )
+    logprob_chunk_tokens: int = Field(
+        256, ge=0,
+        description="response tokens per chunk of the vocabulary projection, keeping only the sampled "
+        "token's log-softmax (less memory, same numbers); 0 uses the model's full logits",
+    )
+    reuse_old_logprobs: bool = Field(
+        True,
+        description="take the first mini-batch's old log-probs from its own forward pass, detached (the "
+        "policy has not moved yet, so they are equal) instead of a separate pass",
+    )
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate (peak, after warm-up)")
     weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas [beta1, beta2]")
@@ -305,6 +320,10 @@ class MicroBatch:
     advantages: "torch.Tensor"     # [T]
     seq_index: "torch.Tensor"      # [T]
     members: list[int] = field(default_factory=list)  # indices into the original list
+    # shared-prompt rows (codea1.logprobs): who may attend to whom, and the position
+    # predicting each target (used instead of `keep`)
+    attention_mask: "torch.Tensor | None" = None  # [1, 1, L, L] bool
+    logit_index: "torch.Tensor | None" = None     # [T]
 
 
 def pack_micro_batches(seqs: Sequence[Trajectory], token_budget: int, pack: bool = True) -> list[MicroBatch]:
@@ -388,15 +407,21 @@ def compute_context(model):
     return stack
 
 
-def sequence_logprobs(model, mb: MicroBatch) -> "torch.Tensor":
+def sequence_logprobs(model, mb: MicroBatch, chunk_tokens: int = 0) -> "torch.Tensor":
     """Log-probabilities (float32) of a micro-batch's response tokens under `model`.
 
     The row is packed: with no attention mask and restarting position ids, transformers
     builds a block-diagonal causal mask, so sequences never see each other. Only the
-    response positions are projected onto the vocabulary (`logits_to_keep`).
+    response positions are projected onto the vocabulary (`logits_to_keep`). Shared-prompt
+    rows and `chunk_tokens` > 0 go through `codea1.logprobs.sampled_token_logprobs`.
     """
     import torch
 
+    if chunk_tokens > 0 or mb.logit_index is not None:
+        from codea1.logprobs import sampled_token_logprobs
+
+        with compute_context(model):
+            return sampled_token_logprobs(model, mb, chunk_tokens)
     with compute_context(model):
         out = model(
             input_ids=mb.input_ids,
@@ -414,21 +439,49 @@ def sequence_logprobs(model, mb: MicroBatch) -> "torch.Tensor":
     return -torch.nn.functional.cross_entropy(logits.float(), mb.targets, reduction="none")
 
 
-def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int,
-                        pack: bool = True) -> list["torch.Tensor"]:
+def micro_batches(model, seqs: Sequence[Trajectory], cfg: GRPOConfig) -> list[MicroBatch]:
+    """The update's micro-batches: shared-prompt rows when configured and the model's
+    attention takes a 4D mask, else one row per (prompt, response) pair."""
+    if cfg.shared_prompt_rows:
+        from codea1.logprobs import pack_shared_prompt_rows, supports_shared_prompt_rows
+
+        if supports_shared_prompt_rows(model):
+            return pack_shared_prompt_rows(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
+    return pack_micro_batches(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
+
+
+def first_mini_batch(n: int, cfg: GRPOConfig) -> set[int]:
+    """The sequences whose old log-probs `update_policy` takes from its own first forward
+    pass (`reuse_old_logprobs`): nothing has moved the policy before they are computed."""
+    if not cfg.reuse_old_logprobs or n == 0:
+        return set()
+    return set(split_mini_batches(n, cfg.mini_batches)[0])
+
+
+def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int | GRPOConfig,
+                        pack: bool = True, *, skip: Iterable[int] = ()) -> list["torch.Tensor | None"]:
     """Per-sequence response log-probs without gradients (the old policy or the reference).
 
-    Sequences are packed like in the update; a sequence with an empty response gets an
-    empty tensor.
+    Sequences are packed like in the update (pass the `GRPOConfig` to use its layout;
+    a token budget packs one row per pair); a sequence with an empty response gets an
+    empty tensor, one listed in `skip` gets None (not computed).
     """
     import torch
 
-    out: list[torch.Tensor] = [torch.zeros(0) for _ in seqs]
+    skip = set(skip)
+    out: list[torch.Tensor | None] = [None if i in skip else torch.zeros(0) for i in range(len(seqs))]
+    todo = [i for i in range(len(seqs)) if i not in skip]
+    sub = [seqs[i] for i in todo]
+    if isinstance(token_budget, GRPOConfig):
+        cfg = token_budget
+        batches, chunk = micro_batches(model, sub, cfg), cfg.logprob_chunk_tokens
+    else:
+        batches, chunk = pack_micro_batches(sub, token_budget, pack), 0
     with torch.no_grad():
-        for mb in pack_micro_batches(seqs, token_budget, pack):
-            lp = sequence_logprobs(model, mb)
-            for i in mb.members:
-                out[i] = lp[mb.seq_index == i]
+        for mb in batches:
+            lp = sequence_logprobs(model, mb, chunk)
+            for j in mb.members:
+                out[todo[j]] = lp[mb.seq_index == j]
     return out
 
 
@@ -469,7 +522,9 @@ def update_policy(
     `old_logps[i]` / `ref_logps[i]` are the per-token log-probs of sequence i's response
     under the policy before the update and under the frozen reference (computed by the
     caller, e.g. with `trajectory_logprobs`, because the reference may need another adapter
-    state). Each mini-batch is packed into micro-batches; their losses are divided by
+    state). `old_logps[i]` may be None for the sequences of `first_mini_batch`: their
+    forward pass comes before any optimiser step, so its detached values are the old ones.
+    Each mini-batch is packed into micro-batches; their losses are divided by
     the mini-batch's total token count, so the accumulated gradient is the mini-batch's
     token-mean exactly. Gradients are clipped to `grad_clip` before each optimiser step.
     `is_weights[i]`: per-token importance weights of sequence i (`grpo.rollout_is`).
@@ -477,6 +532,7 @@ def update_policy(
     import torch
 
     stats = UpdateStats(sequences=len(seqs))
+    old_logps = list(old_logps)  # entries left None are filled from the first forward pass
     params = [p for g in optimizer.param_groups for p in g["params"]]
     sums = {"pg_loss_sum": 0.0, "clip_sum": 0.0, "dual_clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0}
     loss_total, n_mb, norms = 0.0, 0, []
@@ -488,12 +544,18 @@ def update_policy(
                 continue
             optimizer.zero_grad(set_to_none=True)
             mb_loss = 0.0
-            for mb in pack_micro_batches(sub, cfg.micro_batch_tokens, cfg.pack_sequences):
+            for mb in micro_batches(model, sub, cfg):
                 glob = [members[j] for j in mb.members]
-                old = torch.cat([old_logps[g] for g in glob])
                 ref = torch.cat([ref_logps[g] for g in glob]) if ref_logps is not None else None
                 isw = torch.cat([is_weights[g] for g in glob]) if is_weights is not None else None
-                logp = sequence_logprobs(model, mb)
+                logp = sequence_logprobs(model, mb, cfg.logprob_chunk_tokens)
+                for j, g in zip(mb.members, glob):
+                    if old_logps[g] is None:  # not computed ahead: see `first_mini_batch`
+                        if stats.optimizer_steps:
+                            raise ValueError(f"sequence {g} has no old log-probs and the policy has "
+                                             "already moved in this update")
+                        old_logps[g] = logp.detach()[mb.seq_index == j]
+                old = torch.cat([old_logps[g] for g in glob])
                 mask = torch.ones_like(logp)
                 loss, st = grpo_token_loss(logp, old, ref, mb.advantages, mask, cfg, n_tokens, isw)
                 loss.backward()

@@ -519,7 +519,7 @@ class Trainer:
         return {"code": code, "test": test}
 
     def _update(self, batches: dict[str, RoleBatch]) -> dict[str, Any]:
-        from codea1.grpo import trajectory_logprobs, update_policy
+        from codea1.grpo import first_mini_batch, trajectory_logprobs, update_policy
 
         g = self.cfg.grpo
         metrics: dict[str, Any] = {}
@@ -532,12 +532,15 @@ class Trainer:
             role = "code" if key == "shared" else key
             seqs = batch.trajectories
             if seqs:
+                # an engine's rollout log-probs are compared with every old log-prob up front
+                engine_logps = any(t.rollout_logprobs is not None for t in seqs)
                 with self.policies.role(role) as model:
-                    old = trajectory_logprobs(model, seqs, g.micro_batch_tokens, g.pack_sequences)
+                    old = trajectory_logprobs(model, seqs, g,
+                                              skip=() if engine_logps else first_mini_batch(len(seqs), g))
                 ref = None
                 if g.kl_coef > 0:
                     with self.policies.reference() as ref_model:
-                        ref = trajectory_logprobs(ref_model, seqs, g.micro_batch_tokens, g.pack_sequences)
+                        ref = trajectory_logprobs(ref_model, seqs, g)
                 is_weights = self._check_rollout_logprobs(key, old, seqs, metrics)
                 with self.policies.role(role) as model:
                     stats = update_policy(model, self.optimizers[key], seqs, g, old, ref, is_weights)
