@@ -126,12 +126,172 @@ def update_flops(policies, role: str, trajectories) -> float:
     return total
 
 
+# The update's log-prob plumbing, one change at a time (the GRPO config switches);
+# "before" is the path every step took until these switches existed.
+UPDATE_PATHS = [
+    ("before: a row per (prompt, response), full logits, separate old pass",
+     dict(shared_prompt_rows=False, logprob_chunk_tokens=0, reuse_old_logprobs=False)),
+    ("+ shared-prompt rows (old, reference and update passes)",
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=0, reuse_old_logprobs=False)),
+    ("+ chunked response-only head (256 tokens)",
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=False)),
+    ("+ first mini-batch's old log-probs from its own forward (after)",
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=True)),
+]
+SAME_KEYS = ("loss", "pg_loss", "kl", "clip_frac", "ratio_mean", "grad_norm")
+
+
+class PeakRSS:
+    """Peak resident memory of this process while the block runs (sampled every 20 ms)."""
+
+    def __enter__(self):
+        import threading
+
+        self.peak = self._rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    @staticmethod
+    def _rss() -> int:
+        import os
+
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def _watch(self):
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self._rss())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._rss())
+
+
+def compare_update_paths(trainer, batches, rounds: int) -> list[dict]:
+    """Time the update phase of one step's trajectories under each of `UPDATE_PATHS`.
+
+    Every run starts from the same adapters, optimiser moments and schedule (restored
+    before each), the paths alternate within each round, and each run's metrics are kept
+    so that the losses can be compared.
+    """
+    import copy
+    import os
+
+    import torch
+
+    pol = trainer.policies
+    weights = {key: pol.state_dict(key) for key in pol.weight_keys}
+    optim = {k: copy.deepcopy(o.state_dict()) for k, o in trainer.optimizers.items()}
+    sched = {k: copy.deepcopy(s.state_dict()) for k, s in trainer.schedulers.items()}
+    base = trainer.cfg.grpo
+
+    def restore():
+        with torch.no_grad():
+            for key, tensors in weights.items():
+                params = dict(pol.named_trainable_parameters("code" if key == "shared" else key))
+                for name, value in tensors.items():
+                    params[name].copy_(value)
+        for k, o in trainer.optimizers.items():
+            o.load_state_dict(copy.deepcopy(optim[k]))
+        for k, s in trainer.schedulers.items():
+            s.load_state_dict(copy.deepcopy(sched[k]))
+
+    runs = []
+    for r in range(rounds):
+        for i, (name, switches) in enumerate(UPDATE_PATHS):
+            restore()
+            trainer.cfg = trainer.cfg.model_copy(update={"grpo": base.model_copy(update=switches)})
+            load = os.getloadavg()[0]
+            with PeakRSS() as rss:
+                t = time.perf_counter()
+                metrics = trainer._update(batches)
+                seconds = time.perf_counter() - t
+            runs.append({"path": i, "name": name, "round": r, "seconds": seconds, "load1": load,
+                         "peak_rss_gib": rss.peak / 2**30, "metrics": metrics})
+            print(f"  round {r + 1} path {i}: {seconds:7.1f}s (load {load:.1f}, peak RSS "
+                  f"{rss.peak / 2**30:.2f} GiB)", flush=True)
+    trainer.cfg = trainer.cfg.model_copy(update={"grpo": base})
+    restore()
+    return runs
+
+
+def shaped_batches(trainer) -> dict:
+    """One step's trajectories in the preset's shape, without rolling out (`--update-only`).
+
+    For each of the first `problems_per_step` training problems: `n_code` responses to
+    its code prompt (its reference solution in a code block, cut to lengths spread from
+    60% to 100% of `code.max_new_tokens`), and, as the one kept test group per problem,
+    `n_test` responses to its white-box test prompt (its golden asserts, cut likewise).
+    Advantages alternate +-1. Token counts are what a step of that shape trains on;
+    the text only has to be realistic, not sampled.
+    """
+    from codea1.grpo import Trajectory
+    from codea1.rollout import code_messages, encode_prompts, test_messages
+    from codea1.train.loop import RoleBatch
+
+    cfg = trainer.cfg
+    tok = trainer.policies.tokenizer
+    problems = trainer.train_problems[: cfg.data.problems_per_step]
+    code, test = RoleBatch(groups_total=len(problems)), RoleBatch(groups_total=len(problems))
+
+    def responses(text: str, n: int, limit: int) -> list[list[int]]:
+        ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        while len(ids) < limit:  # short references are repeated up to the limit
+            ids = ids[:-1] + ids
+        return [ids[: max(1, round(limit * (0.6 + 0.4 * k / max(n - 1, 1))))] for k in range(n)]
+
+    for p in problems:
+        [cp] = encode_prompts(tok, [code_messages(p)])
+        for k, r in enumerate(responses(f"```python\n{p.reference}\n```", cfg.rollout.n_code,
+                                        cfg.rollout.code.max_new_tokens)):
+            code.trajectories.append(Trajectory(cp, r, 1.0 if k % 2 else -1.0))
+        [tp] = encode_prompts(tok, [test_messages(p, code=p.reference, n_tests=cfg.judge.suite_size)])
+        asserts = "\n".join(p.tests[: cfg.judge.suite_size]) or p.question
+        for k, r in enumerate(responses(f"```python\n{asserts}\n```", cfg.rollout.n_test,
+                                        cfg.rollout.test.max_new_tokens)):
+            test.trajectories.append(Trajectory(tp, r, 1.0 if k % 2 else -1.0))
+        code.groups_kept += 1
+        test.groups_kept += 1
+    return {"code": code, "test": test}
+
+
+def print_update_comparison(runs: list[dict]) -> None:
+    import statistics
+
+    print("\nupdate phase of the same trajectories, each path from the same state, interleaved:")
+    before = statistics.median(r["seconds"] for r in runs if r["path"] == 0)
+    roles = sorted({k.split("/")[1] for r in runs for k in r["metrics"] if k.startswith("update/")
+                    and k.endswith("/loss")})
+    for i, (name, _) in enumerate(UPDATE_PATHS):
+        mine = [r for r in runs if r["path"] == i]
+        med = statistics.median(r["seconds"] for r in mine)
+        fwd = sum(mine[0]["metrics"].get(f"update/{role}/forward_tokens", 0) for role in roles)
+        print(f"  {i}. {name}")
+        each = ", ".join(f"{r['seconds']:.1f}" for r in mine)
+        print(f"     {med:7.1f}s median ({each}), "
+              f"{before / med:4.2f}x vs before; update forward tokens {fwd}; peak RSS "
+              f"{max(r['peak_rss_gib'] for r in mine):.2f} GiB")
+        for role in roles:
+            m = mine[0]["metrics"]
+            print(f"     {role}: " + ", ".join(f"{k} {m.get(f'update/{role}/{k}', float('nan')):.6g}"
+                                            for k in SAME_KEYS))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="cpu-demo")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override KEY=VALUE")
     ap.add_argument("--steps", type=int, default=1, help="training steps to time")
     ap.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    ap.add_argument("--compare-rounds", type=int, default=1,
+                    help="rounds of the side-by-side update-path comparison on the last step's "
+                         "trajectories (0: skip)")
+    ap.add_argument("--update-only", action="store_true",
+                    help="no rollouts: compare the update paths on trajectories of the preset's "
+                         "shape built from the bundled problems (see shaped_batches)")
     args = ap.parse_args()
 
     import torch
@@ -167,6 +327,21 @@ def main() -> None:
           flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Path(tmp), policies=policies)
+        if args.update_only:
+            try:
+                batches = shaped_batches(trainer)
+                for role, b in batches.items():
+                    lens = [(len(t.prompt_ids), len(t.completion_ids)) for t in b.trajectories]
+                    print(f"{role}: {len(lens)} trajectories, prompt tokens "
+                          f"{sorted({p for p, _ in lens})}, response tokens {[c for _, c in lens]}")
+                runs = compare_update_paths(trainer, batches, max(args.compare_rounds, 1))
+            finally:
+                trainer.close()
+            print_update_comparison(runs)
+            print("load average now " + ", ".join(f"{x:.1f}" for x in __import__("os").getloadavg()))
+            if args.json:
+                args.json.write_text(json.dumps({"update_paths": runs}, indent=2, default=float) + "\n")
+            return
         try:
             plain = plain_generate(policies, trainer.train_problems, cfg.rollout.code.max_new_tokens, cfg.seed)
             figures["plain_generate"] = plain
@@ -186,6 +361,10 @@ def main() -> None:
                                                       "time/judge_s", "time/update_s", "time/step_s") if k in m)
                     + f"; rollout {m['rollout/tokens']} tokens at {m['rollout/tokens_per_s']:.1f}/s; "
                     f"update {flops / 1e12:.2f} TFLOP", flush=True)
+            runs = []
+            if args.compare_rounds:
+                print("\ncomparing update paths on step %d's trajectories:" % trainer.step, flush=True)
+                runs = compare_update_paths(trainer, trainer._last_batches, args.compare_rounds)
         finally:
             trainer.close()
 
@@ -215,6 +394,20 @@ def main() -> None:
         v = total(f"time/{key}_s") / len(steps)
         print(f"  {key:<13} {v:8.1f}s  {v / (step_s / len(steps)):6.1%}")
     print(f"  {'step':<13} {step_s / len(steps):8.1f}s")
+    import os
+    import statistics
+
+    median_step = statistics.median(s["time/step_s"] for s in steps)
+    print(f"median step {median_step:.1f}s over {len(steps)} step(s); load average now "
+          + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
+    if runs:
+        print_update_comparison(runs)
+        med = lambda i: statistics.median(r["seconds"] for r in runs if r["path"] == i)  # noqa: E731
+        last = steps[-1]
+        rest = last["time/step_s"] - last["time/update_s"]
+        print(f"\nlast step: {rest:.1f}s outside the update; with the before path's update "
+              f"{rest + med(0):.1f}s, with the after path's {rest + med(len(UPDATE_PATHS) - 1):.1f}s")
+        figures["update_paths"] = runs
     verdict = lambda ok: "PASS" if ok else "MISS"  # noqa: E731
     print(f"\nrollout tokens/s {rollout_tps:.1f} vs plain batch-8 generate {plain['tokens_per_s']:.1f}: "
           f"{ratio:.2f}x (target >= 2x) {verdict(ratio >= 2)}")
