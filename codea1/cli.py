@@ -5,15 +5,16 @@ happen inside the commands so that `codea1 --help` stays instant.
 
 This module is also the one error boundary of every command: bad input (a usage error,
 a project error such as `ConfigError` or `ProblemFormatError`, a missing or unreadable
-file, a file that is not UTF-8, JSON, YAML or parquet) prints one line `error: ...` on
-stderr and exits 2; a failure at run time (a model that does not load, a broken
-checkpoint, a sandbox that fails, a full disk) prints one line and exits 1. `--debug`
-(anywhere on the command line) or `CODEA1_DEBUG=1` shows the traceback instead. Any
-other exception is a bug and keeps its traceback.
+file, a file that is not UTF-8, JSON, YAML or parquet, a broken checkpoint given to
+`--resume`) prints one line `error: ...` on stderr and exits 2; a failure at run time (a
+model that does not load, a sandbox that fails, a full disk, no memory left) prints one
+line and exits 1. `--debug` (anywhere on the command line) or `CODEA1_DEBUG=1` shows the
+traceback instead. Any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -100,6 +101,8 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
         return 2, _os_message(exc)
     if isinstance(exc, OSError):
         return 1, _os_message(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return 2, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
     yaml = sys.modules.get("yaml")
     if yaml is not None and isinstance(exc, yaml.YAMLError):
         return 2, f"not valid YAML: {one_line(exc)}"
@@ -108,8 +111,15 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
         return 2, f"not a readable parquet/arrow file: {one_line(exc)}"
     if isinstance(exc, ValueError) and _raised_by_codea1(exc):  # (ModelNotFound is one)
         return 2, one_line(exc)
-    if isinstance(exc, (ModelError, CheckpointError, WorkerError)):
+    if isinstance(exc, CheckpointError):  # the run directory given to --resume is broken
+        return 2, one_line(exc)
+    if isinstance(exc, (ModelError, WorkerError)):
         return 1, one_line(exc)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError):
+        return 1, f"out of GPU memory: {one_line(exc).split(';')[0]} (smaller batches or micro_batch_tokens help)"
+    if isinstance(exc, MemoryError):
+        return 1, "out of memory (smaller batches, fewer problems a step or fewer workers help)"
     return None
 
 

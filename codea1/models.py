@@ -288,7 +288,14 @@ def resolve_device(device: str) -> "torch.device":
 
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    found = torch.device(device)
+    if found.type == "cuda" and not torch.cuda.is_available():
+        raise ModelError(f"device {device!r}: CUDA is not available here (use --device cpu or auto)")
+    if found.type == "cuda" and found.index is not None and found.index >= torch.cuda.device_count():
+        raise ModelError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if found.type == "mps" and not torch.backends.mps.is_available():
+        raise ModelError(f"device {device!r}: MPS is not available here (use --device cpu or auto)")
+    return found
 
 
 def resolve_dtype(dtype: str, device: "torch.device | str" = "cpu") -> "torch.dtype":

@@ -294,7 +294,7 @@ def make_plots(run_dirs: Path | list[Path], out_dir: Path | None = None,
 
 
 def plot_command(
-    run_dirs: list[Path] = typer.Argument(..., help="Training run directories (each holds metrics.jsonl); several are overlaid."),
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Training run directories (each holds metrics.jsonl); several are overlaid."),
     out: Path | None = typer.Option(None, "--out", help="Where to write the PNGs (default RUN_DIR/plots; for several runs RUN_DIR/plots/vs-OTHERS)."),
     smooth: float = typer.Option(0.6, "--smooth", min=0.0, max=0.99,
                                  help="EMA smoothing of the curves drawn over the raw points, 0 to 0.99 (0 = raw only)."),

@@ -180,3 +180,61 @@ def test_version():
 
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output == f"codea1 {__version__}\n"
+
+
+def test_a_device_that_is_not_there_is_one_line_and_leaves_no_output_dir(inputs):
+    import torch
+
+    from codea1.models import tiny_test_model
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    model = tiny_test_model(inputs.parent / "tiny")
+    line = run_bad(inputs, ["eval", "code", "--model", str(model), "--data", "ok.jsonl", "--out", "e",
+                            "--device", "cuda", "--limit", "1", "--workers", "1", "--greedy"], code=1)
+    assert "CUDA is not available here" in line
+
+
+def test_expected_errors_and_bugs_are_told_apart():
+    from codea1.cli import explain
+    from codea1.train.checkpoint import CheckpointError
+
+    def raised(exc):
+        try:
+            raise exc
+        except BaseException as caught:
+            return caught
+
+    assert explain(raised(CheckpointError("run/checkpoints/step-2/optimizer.pt: truncated"))) == (
+        2, "run/checkpoints/step-2/optimizer.pt: truncated")
+    assert explain(raised(MemoryError()))[0] == 1
+    assert explain(raised(OSError(28, "No space left on device", "out.jsonl"))) == (
+        1, "out.jsonl: No space left on device")
+    assert explain(raised(FileNotFoundError(2, "No such file or directory", "x.jsonl")))[0] == 2
+    assert explain(raised(KeyError("a bug"))) is None
+    assert explain(raised(json_error())) == (2, "not valid JSON: Expecting ',' delimiter at line 1, column 6")
+    # a ValueError from inside a library (not raised by codea1 itself) is unexpected: a bug
+    try:
+        int("abc")
+    except ValueError as exc:  # raised here, in a test, not in codea1's code
+        assert explain(exc) is None
+    from codea1.data.formats import get_format
+
+    assert explain(raised_by(get_format, "nope"))[0] == 2  # raised by codea1: a message for the user
+
+
+def json_error():
+    import json
+
+    try:
+        json.loads("[1, 2")
+    except ValueError as exc:
+        return exc
+
+
+def raised_by(function, *args):
+    try:
+        function(*args)
+    except BaseException as caught:
+        return caught
+    raise AssertionError("nothing raised")

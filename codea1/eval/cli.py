@@ -161,7 +161,7 @@ def tests_command(
 
 @app.command("mutants")
 def mutants_command(
-    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="A Python file to mutate."),
+    file: Path = typer.Argument(..., metavar="FILE", exists=True, dir_okay=False, help="A Python file to mutate."),
     show: bool = typer.Option(False, "--show", help="Print every mutant's program."),
 ) -> None:
     """List the deduplicated mutants of a Python file (the ones mut@k is computed on)."""
