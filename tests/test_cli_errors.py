@@ -238,3 +238,64 @@ def raised_by(function, *args):
     except BaseException as caught:
         return caught
     raise AssertionError("nothing raised")
+
+
+def _fake_checkpoint(run: Path) -> Path:
+    """A run directory whose one checkpoint has every file `train --resume` reads."""
+    import torch
+    from safetensors.torch import save_file
+
+    from codea1.mistakes import MistakeBook
+    from codea1.train.checkpoint import save_rng
+    from codea1.train.config import load_config, save_config
+
+    run.mkdir()
+    save_config(load_config(preset="cpu-demo"), run / "config.yaml")
+    ck = run / "checkpoints" / "step-2"
+    (ck / "policies").mkdir(parents=True)
+    (ck / "state.json").write_text(json.dumps({"step": 2, "data": {"epoch": 0, "index": 4},
+                                               "metrics_offsets": {"metrics": 0, "samples": 0}}))
+    torch.save({"optimizers": {}, "schedulers": {}}, ck / "optim.pt")
+    save_rng(ck / "rng.pt")
+    for key in ("code", "test"):
+        save_file({"w": torch.zeros(64, 64)}, str(ck / "policies" / f"{key}.safetensors"))
+    (ck / "policies" / "policies.json").write_text(json.dumps({"mode": "lora-shared", "weights": ["code", "test"]}))
+    with MistakeBook(run / "book.sqlite") as book:
+        book.snapshot(ck / "mistakes.sqlite")
+    (run / "book.sqlite").unlink()
+    return ck
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+BROKEN = [
+    ("optim.pt", _truncate),
+    ("rng.pt", Path.unlink),
+    ("state.json", lambda p: p.write_text('{"step": 2}')),
+    ("policies/test.safetensors", _truncate),
+    ("policies/policies.json", lambda p: p.write_text("{")),
+    ("mistakes.sqlite", lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)),
+]
+
+
+@pytest.mark.parametrize("name, damage", BROKEN, ids=[n for n, _ in BROKEN])
+def test_resume_names_the_broken_checkpoint_file_before_loading_a_model(inputs, monkeypatch, name, damage):
+    import codea1.models
+
+    ck = _fake_checkpoint(inputs / "crashed")
+    damage(ck / name)
+
+    def no_model(*_a, **_k):
+        raise AssertionError("the model was loaded before the checkpoint was checked")
+
+    monkeypatch.setattr(codea1.models, "load_policies", no_model)
+    line = run_bad(inputs, ["train", "--resume", "crashed"])
+    assert f"step-2/{name}" in line, line
+
+
+def test_an_intact_checkpoint_passes_verification(tmp_path):
+    from codea1.train.checkpoint import verify_checkpoint
+
+    assert verify_checkpoint(_fake_checkpoint(tmp_path / "run"))["step"] == 2

@@ -190,3 +190,85 @@ def load_rng(path: Path) -> dict[str, Any]:
     # python's and numpy's states are tuples/dicts of plain values; weights_only=False is
     # needed for numpy's state tuple and is safe for our own checkpoint files.
     return torch.load(path, weights_only=False)
+
+
+# --------------------------------------------------------------------------- verification
+
+
+def verify_checkpoint(checkpoint: Path, book_file: str = "mistakes.sqlite") -> dict[str, Any]:
+    """Read every file of a checkpoint before a model is loaded, so a broken one is named
+    in seconds instead of after minutes of loading: `state.json` (its keys), `optim.pt` and
+    `rng.pt` (loadable), the weights (`policies/policies.json` and each safetensors file it
+    lists, header and size), the Mistake Book snapshot (SQLite's integrity check).
+    Returns the state; raises `CheckpointError` naming the broken file."""
+    import sqlite3
+
+    import torch
+
+    checkpoint = Path(checkpoint)
+    state = read_state(checkpoint)
+    missing = [k for k in ("step", "data", "metrics_offsets") if k not in state]
+    if not isinstance(state, dict) or missing:
+        raise CheckpointError(f"{checkpoint / STATE_FILE}: expected the keys step, data and "
+                              f"metrics_offsets (missing {', '.join(missing)})")
+    for name, expect in (("optim.pt", ("optimizers", "schedulers")), ("rng.pt", ("python", "numpy", "torch"))):
+        path = checkpoint / name
+        try:
+            data = torch.load(path, weights_only=False, map_location="cpu")
+        except FileNotFoundError:
+            raise CheckpointError(f"{path}: missing") from None
+        except Exception as exc:  # truncated zip, unpickling error, ...: name the file
+            first = str(exc).splitlines()[0].split(". ")[0] if str(exc) else ""
+            raise CheckpointError(f"{path}: unreadable, truncated or not a torch file ({first})") from None
+        if not isinstance(data, dict) or any(k not in data for k in expect):
+            raise CheckpointError(f"{path}: expected a dict with {', '.join(expect)}")
+    _verify_weights(checkpoint / "policies")
+    book = checkpoint / book_file
+    if not book.is_file():
+        raise CheckpointError(f"{book}: missing")
+    try:
+        conn = sqlite3.connect(f"file:{book}?mode=ro", uri=True)
+        try:
+            verdict = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise CheckpointError(f"{book}: not a readable SQLite file ({exc})") from None
+    if verdict != "ok":
+        raise CheckpointError(f"{book}: SQLite integrity check failed ({verdict})")
+    return state
+
+
+def _verify_weights(directory: Path) -> None:
+    """The manifest and each safetensors file it lists: a readable header whose tensors
+    all lie inside the file (a truncated file fails here)."""
+    manifest_path = directory / "policies.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{manifest_path}: missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{manifest_path}: not valid JSON ({exc})") from None
+    weights = manifest.get("weights") if isinstance(manifest, dict) else None
+    if not isinstance(weights, list) or not weights:
+        raise CheckpointError(f"{manifest_path}: expected a non-empty 'weights' list")
+    for key in weights:
+        path = directory / f"{key}.safetensors"
+        try:
+            size = path.stat().st_size
+            with open(path, "rb") as fh:
+                head = fh.read(8)
+                if len(head) < 8:
+                    raise ValueError("shorter than a safetensors header")
+                n = int.from_bytes(head, "little")
+                if n <= 0 or 8 + n > size:
+                    raise ValueError(f"header of {n} bytes does not fit a {size}-byte file")
+                header = json.loads(fh.read(n))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"),
+                      default=0)
+            if 8 + n + end > size:
+                raise ValueError(f"truncated: tensors end at byte {8 + n + end}, the file has {size}")
+        except FileNotFoundError:
+            raise CheckpointError(f"{path}: missing") from None
+        except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"{path}: not a readable safetensors file ({exc})") from None

@@ -40,6 +40,7 @@ from codea1.train.checkpoint import (
     read_state,
     restore_rng,
     save_rng,
+    verify_checkpoint,
     write_json,
 )
 from codea1.train.config import REQUIRED, TrainConfig, load_config, require_data, save_config
@@ -759,6 +760,8 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
 
     manager = CheckpointManager(run_dir, keep=cfg.checkpoint.keep)
     latest = manager.latest() if resume else None
+    if latest is not None:
+        verify_checkpoint(latest, BOOK_FILE)  # every file readable before minutes of model loading
     if not resume:
         for name in (BOOK_FILE, BOOK_FILE + "-wal", BOOK_FILE + "-shm"):
             (run_dir / name).unlink(missing_ok=True)
