@@ -115,6 +115,9 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
         return 2, one_line(exc)
     if isinstance(exc, (ModelError, WorkerError)):
         return 1, one_line(exc)
+    distributed = sys.modules.get("codea1.train.distributed")
+    if distributed is not None and isinstance(exc, distributed.RankLost):  # another rank died
+        return 1, one_line(exc)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError):
         return 1, f"out of GPU memory: {one_line(exc).split(';')[0]} (smaller batches or micro_batch_tokens help)"

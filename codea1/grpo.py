@@ -458,13 +458,21 @@ def first_mini_batch(n: int, cfg: GRPOConfig) -> set[int]:
     return set(split_mini_batches(n, cfg.mini_batches)[0])
 
 
+def _filler(model) -> MicroBatch:
+    """A one-token micro-batch: what a rank with nothing left runs so that an FSDP2 model's
+    forward/backward collectives still pair up with the other ranks' (its loss counts 0)."""
+    pad = getattr(getattr(model, "config", None), "pad_token_id", None) or 0
+    return pack_micro_batches([Trajectory([int(pad)], [int(pad)], 0.0)], 2)[0]
+
+
 def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int | GRPOConfig,
-                        pack: bool = True, *, skip: Iterable[int] = ()) -> list["torch.Tensor | None"]:
+                        pack: bool = True, *, skip: Iterable[int] = (), sync=None) -> list["torch.Tensor | None"]:
     """Per-sequence response log-probs without gradients (the old policy or the reference).
 
     Sequences are packed like in the update (pass the `GRPOConfig` to use its layout;
     a token budget packs one row per pair); a sequence with an empty response gets an
-    empty tensor, one listed in `skip` gets None (not computed).
+    empty tensor, one listed in `skip` gets None (not computed). `sync`
+    (`codea1.train.distributed.GradSync`) pads the forward passes to the busiest rank's.
     """
     import torch
 
@@ -477,11 +485,14 @@ def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int | G
         batches, chunk = micro_batches(model, sub, cfg), cfg.logprob_chunk_tokens
     else:
         batches, chunk = pack_micro_batches(sub, token_budget, pack), 0
+    extra = sync.forwards(len(batches)) - len(batches) if sync is not None else 0
     with torch.no_grad():
         for mb in batches:
             lp = sequence_logprobs(model, mb, chunk)
             for j in mb.members:
                 out[todo[j]] = lp[mb.seq_index == j]
+        for _ in range(extra):
+            sequence_logprobs(model, _filler(model), chunk)
     return out
 
 
@@ -515,7 +526,8 @@ def split_mini_batches(n: int, mini_batches: int) -> list[list[int]]:
 def update_policy(
     model, optimizer: "torch.optim.Optimizer", seqs: Sequence[Trajectory], cfg: GRPOConfig,
     old_logps: Sequence["torch.Tensor"], ref_logps: Sequence["torch.Tensor"] | None,
-    is_weights: Sequence["torch.Tensor"] | None = None,
+    is_weights: Sequence["torch.Tensor"] | None = None, *,
+    layout: Sequence[Sequence[int]] | None = None, sync=None,
 ) -> UpdateStats:
     """One GRPO update: `ppo_epochs` passes over mini-batches of the sequences.
 
@@ -528,23 +540,34 @@ def update_policy(
     the mini-batch's total token count, so the accumulated gradient is the mini-batch's
     token-mean exactly. Gradients are clipped to `grad_clip` before each optimiser step.
     `is_weights[i]`: per-token importance weights of sequence i (`grpo.rollout_is`).
+
+    Across ranks (`codea1.train.distributed`): `layout` lists this rank's sequences of each
+    mini-batch (default: `split_mini_batches`), and `sync` sums the token count and the
+    gradients over ranks, so every rank takes the same step on the global token-mean.
     """
     import torch
 
     stats = UpdateStats(sequences=len(seqs))
+    layout = [list(m) for m in layout] if layout is not None else split_mini_batches(len(seqs), cfg.mini_batches)
     old_logps = list(old_logps)  # entries left None are filled from the first forward pass
     params = [p for g in optimizer.param_groups for p in g["params"]]
     sums = {"pg_loss_sum": 0.0, "clip_sum": 0.0, "dual_clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0}
     loss_total, n_mb, norms = 0.0, 0, []
     for _epoch in range(cfg.ppo_epochs):
-        for members in split_mini_batches(len(seqs), cfg.mini_batches):
+        for members in layout:
             sub = [seqs[i] for i in members]
             n_tokens = sum(len(s.completion_ids) for s in sub)
+            if sync is not None:
+                n_tokens = sync.tokens(n_tokens)
             if n_tokens == 0:
                 continue
             optimizer.zero_grad(set_to_none=True)
             mb_loss = 0.0
-            for mb in micro_batches(model, sub, cfg):
+            batches = micro_batches(model, sub, cfg)
+            extra = sync.forwards(len(batches)) - len(batches) if sync is not None else 0
+            for _ in range(extra):  # FSDP2: pair up with the busier ranks' collectives
+                (sequence_logprobs(model, _filler(model), cfg.logprob_chunk_tokens).sum() * 0.0).backward()
+            for mb in batches:
                 glob = [members[j] for j in mb.members]
                 ref = torch.cat([ref_logps[g] for g in glob]) if ref_logps is not None else None
                 isw = torch.cat([is_weights[g] for g in glob]) if is_weights is not None else None
@@ -563,7 +586,11 @@ def update_policy(
                 stats.forward_tokens += int(mb.input_ids.shape[1])
                 for k in sums:
                     sums[k] += st[k]
+            if sync is not None:
+                sync.gradients(params)
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            if hasattr(norm, "full_tensor"):  # a DTensor (FSDP2): the global norm
+                norm = norm.full_tensor()
             norms.append(float(norm))
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -571,6 +598,11 @@ def update_policy(
             stats.tokens += n_tokens
             loss_total += mb_loss
             n_mb += 1
+    if sync is not None:  # the statistics of the whole (all-rank) update
+        keys = list(sums)
+        total = sync.sums([sums[k] for k in keys] + [loss_total, stats.forward_tokens, stats.sequences])
+        sums = dict(zip(keys, total))
+        loss_total, stats.forward_tokens, stats.sequences = total[-3], int(total[-2]), int(total[-1])
     if stats.tokens:
         stats.pg_loss = sums["pg_loss_sum"] / stats.tokens
         stats.kl = sums["kl_sum"] / stats.tokens

@@ -237,6 +237,14 @@ def _plain_head(module) -> bool:
     return type(module) is torch.nn.Linear and module.bias is None
 
 
+def _fsdp_root(module) -> bool:
+    """An FSDP2-sharded model gathers its weights in its own forward's hooks, so the
+    decoder and head cannot be called apart: it takes the model's forward."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(module, FSDPModule)
+
+
 def _causal_lm(model):
     """The transformers causal LM inside a peft wrapper (or the model itself)."""
     get = getattr(model, "get_base_model", None)
@@ -259,7 +267,8 @@ def sampled_token_logprobs(model, mb: "MicroBatch", chunk_tokens: int) -> "torch
     if mb.attention_mask is not None:
         dtype = next(p for p in lm.parameters()).dtype
         mask = model_attention_mask(lm, mb.attention_mask, dtype)
-    if chunk_tokens <= 0 or not _plain_head(head) or getattr(lm.config, "final_logit_softcapping", None):
+    if (chunk_tokens <= 0 or not _plain_head(head) or getattr(lm.config, "final_logit_softcapping", None)
+            or _fsdp_root(lm)):
         out = model(input_ids=mb.input_ids, position_ids=mb.position_ids, attention_mask=mask,
                     logits_to_keep=index, use_cache=False)
         logits = out.logits.reshape(-1, out.logits.shape[-1])

@@ -530,14 +530,19 @@ class Policies:
         role = "code" if key == "shared" else key
         return {name: p.detach().to("cpu").clone() for name, p in self.named_trainable_parameters(role)}
 
-    def save(self, directory: str | os.PathLike[str]) -> None:
-        """Write the trainable weights (adapters or full models) as safetensors + a manifest."""
+    def save(self, directory: str | os.PathLike[str],
+             states: dict[str, dict[str, "torch.Tensor"]] | None = None) -> None:
+        """Write the trainable weights (adapters or full models) as safetensors + a manifest.
+
+        `states`: the weights per weight set when the caller already has them whole (a
+        model sharded across ranks gathers them first); default: this process's own."""
         from safetensors.torch import save_file
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         for key in self.weight_keys:
-            tensors = {k: v.contiguous() for k, v in self.state_dict(key).items()}
+            state = states[key] if states is not None else self.state_dict(key)
+            tensors = {k: v.contiguous() for k, v in state.items()}
             # tied weights (embeddings = output head) appear once per name: break the sharing
             seen: dict[int, str] = {}
             for name, tensor in list(tensors.items()):
@@ -553,8 +558,19 @@ class Policies:
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Load weights written by `save` (same mode and shapes), checking every name."""
         import torch
+
+        for key, tensors in self.read_weights(directory).items():
+            role = "code" if key == "shared" else key
+            with torch.no_grad():
+                for name, param in self.named_trainable_parameters(role):
+                    param.copy_(tensors[name].to(dtype=param.dtype, device=param.device))
+
+    def read_weights(self, directory: str | os.PathLike[str]) -> dict[str, dict[str, "torch.Tensor"]]:
+        """The weights `save` wrote, per weight set, checked against this model's names and
+        (global) shapes; not yet loaded."""
         from safetensors.torch import load_file
 
+        out: dict[str, dict[str, torch.Tensor]] = {}
         directory = Path(directory)
         manifest_path = directory / "policies.json"
         if not manifest_path.is_file():
@@ -576,13 +592,13 @@ class Policies:
                     f"{path}: weights do not match the model (missing {missing[:3]}, "
                     f"unexpected {unexpected[:3]})"
                 )
-            with torch.no_grad():
-                for name, param in params.items():
-                    value = tensors[name]
-                    if value.shape != param.shape:
-                        raise ModelError(f"{path}: {name} has shape {tuple(value.shape)}, "
-                                         f"expected {tuple(param.shape)}")
-                    param.copy_(value.to(dtype=param.dtype, device=param.device))
+            for name, param in params.items():
+                value = tensors[name]
+                if value.shape != param.shape:
+                    raise ModelError(f"{path}: {name} has shape {tuple(value.shape)}, "
+                                     f"expected {tuple(param.shape)}")
+            out[key] = tensors
+        return out
 
 
 def load_policies(cfg: ModelConfig | dict | None = None, **overrides: Any) -> Policies:

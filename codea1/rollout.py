@@ -246,9 +246,33 @@ def fit_prompts(encoded: Sequence[list[int]], cfg: SamplingConfig, context: int 
     return prompt_ids, cut
 
 
+def derive_seed(*parts: Any) -> int:
+    """A 63-bit seed from the parts (e.g. run seed, step, role, problem slot, sample).
+
+    Training seeds every sample's stream from where the sample sits in the step, not from
+    a stream shared by the batch, so a sample is the same whichever rank draws it and
+    whatever else is batched with it (1 rank or N ranks sample identically).
+    """
+    import hashlib
+
+    digest = hashlib.blake2b(repr(tuple(parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def _row_uniforms(generators: "Sequence[torch.Generator]", like: "torch.Tensor") -> "torch.Tensor":
+    """One uniform number per row, each from its own (CPU) generator, shaped [B, 1] as `like`."""
+    import torch
+
+    u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in generators])
+    return u.to(device=like.device, dtype=like.dtype).unsqueeze(-1)
+
+
 def sample_next(logits: "torch.Tensor", temperature: float, top_p: float,
-                generator: "torch.Generator | None") -> "torch.Tensor":
-    """Draw one token per row from float logits [B, V] (greedy when temperature is 0)."""
+                generator: "torch.Generator | Sequence[torch.Generator] | None") -> "torch.Tensor":
+    """Draw one token per row from float logits [B, V] (greedy when temperature is 0).
+
+    `generator` is one generator for the batch, or a list of one generator per row.
+    """
     import torch
 
     if temperature == 0.0:
@@ -261,7 +285,10 @@ def sample_next(logits: "torch.Tensor", temperature: float, top_p: float,
         probs = probs.masked_fill((probs.cumsum(dim=-1) - probs) >= top_p, 0.0)
     # inverse-CDF draw: one uniform number a row (torch.multinomial draws one a vocabulary entry)
     cumulative = probs.cumsum(dim=-1)
-    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cumulative.dtype)
+    if isinstance(generator, (list, tuple)):
+        u = _row_uniforms(generator, cumulative[:, :1])
+    else:
+        u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cumulative.dtype)
     picked = torch.searchsorted(cumulative, u * cumulative[:, -1:], right=True)
     picked = picked.clamp_(max=probs.shape[-1] - 1)
     # a zero-probability entry can only be hit at the float edge: step back to a live one
@@ -399,7 +426,7 @@ class GenerationInterrupted(Exception):
 
 def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[int]],
                   cfg: SamplingConfig, stops: "torch.Tensor", pad_id: int,
-                  generator: "torch.Generator | None", stats: GenerationStats,
+                  generator: "torch.Generator | list[torch.Generator] | None", stats: GenerationStats,
                   device, should_stop: "Callable[[], bool] | None" = None,
                   ) -> list[tuple[int, list[int], bool]]:
     """Sample the rows of one chunk; returns (prompt index, completion ids, finished) per row."""
@@ -431,13 +458,15 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
 
     rows = len(row_prompt)
     active = torch.arange(rows, device=device)           # original row of each live batch row
+    row_gens = generator if isinstance(generator, list) else None  # one per row of the chunk
     tokens: list[list[int]] = [[] for _ in range(rows)]
     finished = [False] * rows
     step_limit = cfg.max_new_tokens
     for step in range(step_limit):
         if should_stop is not None and should_stop():
             raise GenerationInterrupted(f"stopped after {step} of {step_limit} decoding steps")
-        nxt = sample_next(logits, cfg.temperature, cfg.top_p, generator)
+        gens = [row_gens[r] for r in active.tolist()] if row_gens is not None else generator
+        nxt = sample_next(logits, cfg.temperature, cfg.top_p, gens)
         done = torch.isin(nxt, stops)
         nxt_list = nxt.tolist()
         done_list = done.tolist()
@@ -467,7 +496,7 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
 
 def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int = 1,
              sampling: SamplingConfig | None = None, *, generator: "torch.Generator | None" = None,
-             stats: GenerationStats | None = None,
+             seeds: Sequence[int] | None = None, stats: GenerationStats | None = None,
              should_stop: "Callable[[], bool] | None" = None) -> list[list[Sample]]:
     """Sample `n` completions for each prompt with `role`'s weights.
 
@@ -478,7 +507,9 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
     Prompts are chat messages (formatted with the model's chat template) or raw strings.
     Returns, per prompt in order, `n` `Sample`s. A prompt longer than `max_prompt_tokens`
     is cut from the left (counted in `stats.prompts_truncated`). Reproducible for a given
-    `generator` (or `sampling.seed`) and the same inputs.
+    `generator` (or `sampling.seed`) and the same inputs. With `seeds` (one per prompt),
+    sample j of prompt p draws from its own stream `derive_seed(seeds[p], j)` instead: the
+    same whatever the other prompts of the call, their order or the batch size.
     """
     import torch
 
@@ -488,6 +519,8 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
     stats = stats if stats is not None else GenerationStats()
     if not prompts or n == 0:
         return [[] for _ in prompts]
+    if seeds is not None and len(seeds) != len(prompts):
+        raise ValueError(f"seeds: {len(seeds)} given for {len(prompts)} prompts (one a prompt)")
     started = time.perf_counter()
     tokenizer = policies.tokenizer
     encoded = encode_prompts(tokenizer, prompts)
@@ -507,11 +540,19 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
         results: list[list[tuple[list[int], bool]]] = [[] for _ in prompts]
         was_training = model.training
         model.eval()
+        drawn = [0] * len(prompts)  # samples of each prompt given a stream so far
         try:
             with torch.inference_mode(), _adapters_in_model_dtype(model, policies.dtype):
                 for pieces in chunks:
+                    chunk_gen = generator
+                    if seeds is not None:
+                        chunk_gen = []
+                        for p, k in pieces:
+                            chunk_gen += [torch.Generator().manual_seed(derive_seed(seeds[p], drawn[p] + j))
+                                          for j in range(k)]
+                            drawn[p] += k
                     for p, completion, done in _decode_chunk(model, pieces, prompt_ids, cfg, stops,
-                                                            pad_id, generator, stats, device,
+                                                            pad_id, chunk_gen, stats, device,
                                                             should_stop):
                         results[p].append((completion, done))
         finally:

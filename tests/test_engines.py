@@ -409,3 +409,21 @@ def test_generation_benchmark_runs_both_engines(fake, monkeypatch, capsys):
     for name in ("vllm", "hf"):   # one row of figures per engine
         assert len(re.findall(rf"^{name} +\d+ +\d+ +\d+ +\d+$", out, re.M)) == 1, out
     assert "vllm / hf:" in out
+
+
+def test_under_torchrun_each_rank_runs_an_external_launcher_engine_seeded_per_prompt(fake, tiny_dir, tmp_path,
+                                                                                     monkeypatch):
+    """WORLD_SIZE > 1: vLLM's external_launcher executor (one engine per rank); the loop's
+    per-prompt seeds reach the requests, so a prompt samples alike whatever it is batched with."""
+    pol = _policies(tiny_dir, "lora-shared")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    engine = _vllm(pol, tmp_path)
+    assert engine.llm.init_args["distributed_executor_backend"] == "external_launcher"
+    ids = _prompts(pol)
+    both = engine.generate("code", ids, n=2, sampling=SAMPLING, seeds=[11, 22, 33])
+    assert [c["params"].seed for c in engine.llm.calls] == [11, 22, 33]
+    alone = engine.generate("code", ids[1:2], n=2, sampling=SAMPLING, seeds=[22])
+    assert [s.completion_ids for s in alone[0]] == [s.completion_ids for s in both[1]]
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert "distributed_executor_backend" not in _vllm(pol, tmp_path).llm.init_args

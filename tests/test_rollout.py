@@ -134,6 +134,24 @@ def test_reproducible_with_seed_and_generator(policies):
     assert [[s.completion_ids for s in ss] for ss in c] != [[s.completion_ids for s in ss] for ss in d]
 
 
+def test_per_prompt_seeds_sample_alike_whatever_the_batch(policies):
+    """What lets 1 rank and N ranks sample the same: a prompt's samples depend on its seed,
+    not on the other prompts of the call, their order, or the batch size."""
+    prompts = ["def f(x):", "assert", "for i in range(3):", "import math"]
+    seeds = [101, 202, 303, 404]
+    cfg = SamplingConfig(max_new_tokens=12, batch_size=64)
+    ids = lambda out: [[s.completion_ids for s in g] for g in out]  # noqa: E731
+    whole = ids(generate(policies, "code", prompts, n=3, sampling=cfg, seeds=seeds))
+    odd = ids(generate(policies, "code", prompts[1::2], n=3, sampling=cfg.model_copy(update={"batch_size": 2}),
+                       seeds=seeds[1::2]))
+    assert odd == whole[1::2]
+    reversed_ = ids(generate(policies, "code", prompts[::-1], n=3, sampling=cfg, seeds=seeds[::-1]))
+    assert reversed_ == whole[::-1]
+    assert ids(generate(policies, "code", prompts[:1], n=3, sampling=cfg, seeds=[999])) != whole[:1]
+    with pytest.raises(ValueError, match="seeds: 1 given for 4 prompts"):
+        generate(policies, "code", prompts, n=1, sampling=cfg, seeds=[1])
+
+
 def test_batch_size_does_not_change_greedy_results(policies):
     prompts = ["def f(x):", "assert f(1) == 2", "x = [1, 2]", "import math"]
     cfg = SamplingConfig(max_new_tokens=10, temperature=0.0)

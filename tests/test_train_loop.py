@@ -80,9 +80,15 @@ def scripted(monkeypatch, tiny):
     """Wrap `codea1.rollout.generate` with scripted completions drawn from its generator."""
     import codea1.rollout as rollout
 
-    real = rollout.generate
-    by_question = [(p.question.strip(), p) for p in tiny["problems"]]
     counts = {"junk": 0}
+    monkeypatch.setattr(rollout, "generate", make_scripted(rollout.generate, tiny["problems"], counts))
+    return counts
+
+
+def make_scripted(real, problems, counts):
+    """`real` (codea1.rollout.generate) with some completions replaced by scripted ones,
+    chosen with each prompt's own random stream (also used by tests/test_distributed.py)."""
+    by_question = [(p.question.strip(), p) for p in problems]
 
     def problem_of(prompt, tok):
         # the loop hands the rollout engine token ids; other callers chat messages
@@ -92,39 +98,44 @@ def scripted(monkeypatch, tiny):
                 return p
         raise AssertionError("scripted generate: unknown problem")
 
-    def fake(policies, role, prompts, n=1, sampling=None, *, generator=None, stats=None, should_stop=None):
-        out = real(policies, role, prompts, n=n, sampling=sampling, generator=generator, stats=stats,
-                   should_stop=should_stop)
+    def fake(policies, role, prompts, n=1, sampling=None, *, generator=None, seeds=None, stats=None,
+             should_stop=None):
+        out = real(policies, role, prompts, n=n, sampling=sampling, generator=generator, seeds=seeds,
+                   stats=stats, should_stop=should_stop)
         tok = policies.tokenizer
         eos = tok.convert_tokens_to_ids("<|im_end|>")
-        for prompt, group in zip(prompts, out):
+        for i, (prompt, group) in enumerate(zip(prompts, out)):
             p = problem_of(prompt, tok)
+            if seeds is not None:  # the prompt's own stream, as the sampler's (any rank, any batch)
+                generator = torch.Generator().manual_seed(seeds[i] + 1)
             for s in group:
                 pick = int(torch.randint(0, 8, (1,), generator=generator))
                 if role == "code":
                     options = {1: f"```python\n{p.reference}```", 2: f"```python\n{WRONG[p.id]}```",
                                3: f"```python\n{p.reference}```", 4: f"```python\n{WRONG[p.id]}```",
-                               5: CODE_JUNK[pick % len(CODE_JUNK)], 6: CODE_JUNK[(pick + 1) % 4]}
+                               5: CODE_JUNK[pick % len(CODE_JUNK)], 6: CODE_JUNK[(pick + 2) % 4]}
                 else:
                     bad = [t.rsplit("==", 1)[0] + "== 12345" for t in p.tests]
                     options = {1: "```python\n" + "\n".join(p.tests) + "\n```",
                                2: "```python\n" + "\n".join(p.tests[:1] + bad[1:]) + "\n```",
                                3: "```python\n" + "\n".join(bad) + "\n```",
                                4: "```python\n" + "\n".join(p.tests[::-1]) + "\n```",
-                               5: TEST_JUNK[pick % len(TEST_JUNK)], 6: TEST_JUNK[(pick + 3) % 4]}
+                               5: TEST_JUNK[pick % len(TEST_JUNK)], 6: TEST_JUNK[(pick + 2) % 4]}
                 if pick not in options:
                     continue  # keep the tiny model's own junk
                 text = options[pick]
                 ids = tok(text, add_special_tokens=False)["input_ids"][:400]
                 endless = len(text) > 2000
+                if stats is not None:  # count the scripted text as the sampler counts its own
+                    stats.empty_completions += int(not text.strip()) - int(not s.text.strip())
+                    stats.completions_truncated += int(endless) - int(s.truncated)
                 s.text = text if not endless else tok.decode(ids)
                 s.completion_ids = ids if endless else ids + [eos]
                 s.truncated, s.finished = endless, not endless
                 counts["junk"] += pick >= 5
         return out
 
-    monkeypatch.setattr(rollout, "generate", fake)
-    return counts
+    return fake
 
 
 def _config(tiny, mode="a1", steps=3, *extra):

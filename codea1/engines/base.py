@@ -96,12 +96,16 @@ class RolloutEngine(abc.ABC):
     def generate(self, role: str, prompt_ids: Sequence[Sequence[int]], n: int = 1,
                  sampling: "SamplingConfig | None" = None, *,
                  generator: "torch.Generator | None" = None,
+                 seeds: Sequence[int] | None = None,
                  stats: "GenerationStats | None" = None,
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
         """`n` samples per prompt with `role`'s current weights, per prompt in order.
 
         Prompts longer than the sampling config allows are cut from the left
-        (`codea1.rollout.fit_prompts`). Raises `GenerationInterrupted` when `should_stop`
+        (`codea1.rollout.fit_prompts`). `seeds` (one a prompt) make each prompt's samples
+        depend only on its seed, not on the batch it is in (what training passes, so that
+        any number of ranks samples alike); else `generator` drives the draws.
+        Raises `GenerationInterrupted` when `should_stop`
         returns true (how often it is polled depends on the engine).
         """
 

@@ -30,9 +30,10 @@ class HFEngine(RolloutEngine):
     def generate(self, role: str, prompt_ids: Sequence[Sequence[int]], n: int = 1,
                  sampling: "SamplingConfig | None" = None, *,
                  generator: "torch.Generator | None" = None,
+                 seeds: Sequence[int] | None = None,
                  stats: "GenerationStats | None" = None,
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
         from codea1.rollout import generate
 
         return generate(self.policies, role, [list(p) for p in prompt_ids], n=n, sampling=sampling,
-                        generator=generator, stats=stats, should_stop=should_stop)
+                        generator=generator, seeds=seeds, stats=stats, should_stop=should_stop)

@@ -233,6 +233,7 @@ class VLLMEngine(RolloutEngine):
     def generate(self, role: str, prompt_ids: Sequence[Sequence[int]], n: int = 1,
                  sampling: "SamplingConfig | None" = None, *,
                  generator: "torch.Generator | None" = None,
+                 seeds: Sequence[int] | None = None,
                  stats: "GenerationStats | None" = None,
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
         """See `RolloutEngine.generate`; `should_stop` is polled before the batch starts."""
@@ -262,7 +263,11 @@ class VLLMEngine(RolloutEngine):
         ids, cut = fit_prompts([list(p) for p in prompt_ids], cfg, self.max_model_len, stats)
         stats.prompts += len(ids)
         stats.prompts_truncated += sum(cut)
-        if generator is not None:
+        if seeds is not None:
+            if len(seeds) != len(ids):
+                raise ValueError(f"seeds: {len(seeds)} given for {len(ids)} prompts (one a prompt)")
+            base_seed = None
+        elif generator is not None:
             base_seed = int(torch.randint(0, 2**30, (1,), generator=generator))
         elif cfg.seed is not None:
             base_seed = cfg.seed
@@ -270,7 +275,10 @@ class VLLMEngine(RolloutEngine):
             base_seed = int(torch.randint(0, 2**30, (1,)))
         stops = sorted(stop_token_ids(self.policies.tokenizer, self.policies.module(role)))
         # one seed a prompt; vLLM gives the n samples of a request seeds seed + 0..n-1
-        seeds = [base_seed + i * n for i in range(len(ids))]
+        if base_seed is not None:
+            seeds = [base_seed + i * n for i in range(len(ids))]
+        else:  # vLLM takes 64-bit seeds as ints; keep them in its (signed) range
+            seeds = [int(s) % 2**62 for s in seeds]
         if self._tp_group is not None:
             outputs = self._generate_tp(role, ids, seeds, n, cfg, stops)
         else:

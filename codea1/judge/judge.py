@@ -731,6 +731,11 @@ class Judge:
             runs.submit(job, per_call * len(job.calls) - queued_at,
                         lambda result, members=members: candidate_done(result, members))
 
+    def infra_failures(self, rollouts: Sequence[ProblemRollout], why: str) -> list[ProblemJudgement]:
+        """Judgements of problems whose runs were lost (a sandbox node died): unusable, so
+        they never train, and no pass/fail is claimed for them. Needs no executor."""
+        return [self._unjudged(self._plan(r), f"infra: {why}", None) for r in rollouts]
+
     def judge(self, rollout: ProblemRollout) -> ProblemJudgement:
         """Judge a single problem (the debugging CLI's entry)."""
         return self.judge_step([rollout])[0]

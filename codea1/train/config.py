@@ -98,6 +98,20 @@ class JudgeSection(_Strict):
     float_rtol: float = Field(0.0, ge=0.0, lt=1.0, description="relative float tolerance (0: exact ==)")
     float_atol: float = Field(0.0, ge=0.0, lt=1.0, description="absolute float tolerance (0: exact ==)")
     unicode_printable: bool = Field(False, description="non-printable = refused by str.isprintable, not non-ASCII")
+    backend: Literal["local", "ray"] = Field(
+        "local", description="where tests run: local (each process's own sandbox) or ray (sandbox actors "
+        "on the nodes of a Ray cluster; the codea1[ray] extra; docs/SCALING.md)")
+    ray_address: str | None = Field(
+        None, description="Ray cluster to join ('auto', 'ray://host:10001'); null: start one on this machine")
+    ray_actors: int | None = Field(None, ge=1, description="sandbox actors; null: one per live Ray node")
+    ray_batch_problems: int = Field(8, ge=1, description="problems an actor judges per call")
+    ray_in_flight: int = Field(2, ge=1, description="batches queued on one actor at a time")
+    ray_retries: int = Field(1, ge=0, description="times a batch whose actor died is retried before "
+                             "its problems count as infra failures")
+    ray_require: list[str] = Field(
+        default_factory=list,
+        description="sandbox protections every Ray node must hold (e.g. [net-namespace, memory-cgroup]; "
+        "`codea1 sandbox check` lists them); a node lacking one is refused")
 
 
 class MistakeConfig(_Strict):
@@ -142,6 +156,22 @@ class LoggingConfig(_Strict):
         "auto", description="progress display: rich (live), plain (a line a step), none; auto: rich on a terminal")
 
 
+class DistributedConfig(_Strict):
+    """Runs over several processes (torchrun, srun, accelerate launch: docs/SCALING.md). One
+    process (no WORLD_SIZE in the environment) ignores this section."""
+
+    backend: Literal["auto", "nccl", "gloo"] = Field(
+        "auto", description="torch.distributed backend: auto = nccl on CUDA, gloo on CPU")
+    timeout_s: float = Field(
+        1800.0, gt=0,
+        description="seconds a collective waits for the other ranks; a rank that is gone or stuck "
+        "for longer stops the run on every rank (resume with --resume)")
+    fsdp: bool = Field(
+        True,
+        description="full-weight modes shard the policies with FSDP2 (fully_shard, float32 master "
+        "weights, compute in model.dtype); false: every rank holds whole copies and sums gradients")
+
+
 class TrainConfig(_Strict):
     """Everything a run needs; the defaults are the paper's reference settings."""
 
@@ -160,6 +190,7 @@ class TrainConfig(_Strict):
     validation: ValidationConfig = ValidationConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     logging: LoggingConfig = LoggingConfig()
+    distributed: DistributedConfig = DistributedConfig()
 
     @model_validator(mode="before")
     @classmethod

@@ -157,6 +157,7 @@ class RoleBatch:
     groups_total: int = 0
     groups_kept: int = 0
     chosen: dict = field(default_factory=dict)  # problem index -> candidates whose samples train
+    origins: list = field(default_factory=list)  # per trajectory: (0 code / 1 test, problem index)
 
 
 @dataclass
@@ -171,7 +172,7 @@ class Trainer:
     """Holds the models, optimisers, sandbox and Mistake Book of one run."""
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, *, policies=None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, ranks=None) -> None:
         import numpy as np
         import torch
 
@@ -179,9 +180,11 @@ class Trainer:
         from codea1.mistakes import MistakeBook
         from codea1.models import load_policies
         from codea1.sandbox import Executor, Limits
+        from codea1.train import distributed as D
 
         self.cfg = cfg
         self.run_dir = Path(run_dir)
+        self.ranks = ranks if ranks is not None else D.Ranks()
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         # seed before the models load: LoRA initialisation draws from torch's RNG
@@ -190,11 +193,16 @@ class Trainer:
         random.seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
         torch.manual_seed(cfg.seed)
-        self.rollout_gen = torch.Generator().manual_seed(cfg.seed)
 
         self.train_problems, self.heldout = load_training_data(cfg)
         self.sampler = ProblemSampler(len(self.train_problems), cfg.seed, cfg.data.shuffle)
-        self.policies = policies if policies is not None else load_policies(cfg.model)
+        self.policies = policies if policies is not None else load_policies(D.rank_model_config(cfg, self.ranks))
+        self.sharded = D.uses_fsdp(cfg, self.ranks)
+        if self.sharded:
+            from codea1.models import resolve_dtype
+
+            D.shard_policies(self.policies, self.ranks, resolve_dtype(cfg.model.dtype, self.policies.device))
+        self.grad_sync = D.GradSync(self.ranks, sharded=self.sharded) if self.ranks.enabled else None
         from codea1.engines import make_engine
 
         self.engine = make_engine(cfg.rollout.engine, self.policies, cfg.rollout.vllm)
@@ -213,18 +221,27 @@ class Trainer:
             self.schedulers[key] = make_scheduler(opt, cfg.grpo, cfg.steps)
         self.limits = Limits(timeout_s=cfg.judge.timeout_s, call_timeout_s=cfg.judge.call_timeout_s,
                              memory_mb=cfg.judge.memory_mb)
-        self._executor_cm = Executor(workers=cfg.judge.workers, limits=self.limits)
+        self._executor_cm = Executor(workers=D.local_workers(cfg.judge.workers, self.ranks), limits=self.limits)
         self.executor = self._executor_cm.__enter__()
         self.judge = None
         if cfg.mode != "golden":
             from codea1.judge import Judge, JudgeConfig
             from codea1.judge.judge import REFERENCE_SWITCHES
 
-            self.judge = Judge(self.executor, JudgeConfig(
+            judge_config = JudgeConfig(
                 alpha=cfg.judge.alpha, suite_size=cfg.judge.suite_size,
                 nonprintable_penalty=cfg.judge.nonprintable_penalty, limits=self.limits,
-                **cfg.judge.model_dump(include=set(REFERENCE_SWITCHES))))
-        self.book = MistakeBook(self.run_dir / BOOK_FILE)
+                **cfg.judge.model_dump(include=set(REFERENCE_SWITCHES)))
+            if cfg.judge.backend == "ray":
+                from codea1.judge.ray_backend import RayJudge
+
+                j = cfg.judge
+                self.judge = RayJudge(judge_config, self.limits, workers=j.workers, address=j.ray_address,
+                                      actors=j.ray_actors, batch_problems=j.ray_batch_problems,
+                                      in_flight=j.ray_in_flight, retries=j.ray_retries, require=j.ray_require)
+            else:
+                self.judge = Judge(self.executor, judge_config)
+        self.book = MistakeBook(self.run_dir / BOOK_FILE) if self.ranks.main else None  # rank 0's alone
         self.step = 0
         self.progress = progress
         self.stop = StopFlag()
@@ -232,15 +249,29 @@ class Trainer:
     # ------------------------------------------------------------------ state
 
     def rng_generators(self) -> dict[str, Any]:
-        return {"rollout": self.rollout_gen}
+        # rollouts seed each sample's stream from its place in the step (`_generate`):
+        # no generator of the loop's own carries state from step to step
+        return {}
 
-    def save_checkpoint(self, manager: CheckpointManager, log: MetricsLog) -> Path:
+    def save_checkpoint(self, manager: CheckpointManager, log: MetricsLog | None) -> Path | None:
+        """Rank 0 writes the checkpoint (the others join in gathering sharded weights)."""
         import torch
 
+        from codea1.train import distributed as D
+
+        weights = optim = None
+        if self.sharded:  # FSDP2: gather whole weights and optimiser state (collective)
+            weights = {k: D.full_state(self.policies, k) for k in self.policies.weight_keys}
+            optim = {k: D.full_optimizer_state(self.policies, "shared" if k == "shared" else k, o)
+                     for k, o in self.optimizers.items()}
+        if not self.ranks.main:
+            self.ranks.barrier()
+            return None
+
         def write(tmp: Path) -> None:
-            self.policies.save(tmp / "policies")
+            self.policies.save(tmp / "policies", states=weights)
             torch.save({
-                "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+                "optimizers": optim or {k: o.state_dict() for k, o in self.optimizers.items()},
                 "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
             }, tmp / "optim.pt")
             save_rng(tmp / "rng.pt", self.rng_generators())
@@ -255,19 +286,31 @@ class Trainer:
                 "saved_at": time.time(),
             })
 
-        return manager.save(self.step, write)
+        path = manager.save(self.step, write)
+        self.ranks.barrier()
+        return path
 
     def load_checkpoint(self, path: Path) -> dict[str, Any]:
         import torch
 
+        from codea1.train import distributed as D
+
         state = read_state(path)
-        self.policies.load(path / "policies")
         opt = torch.load(path / "optim.pt", weights_only=False)
-        for key, o in self.optimizers.items():
-            o.load_state_dict(opt["optimizers"][key])
+        if self.sharded:
+            weights = self.policies.read_weights(path / "policies")
+            for key in self.policies.weight_keys:
+                D.load_full_state(self.policies, key, weights[key])
+            for key, o in self.optimizers.items():
+                D.load_full_optimizer_state(self.policies, key, o, opt["optimizers"][key])
+        else:
+            self.policies.load(path / "policies")
+            for key, o in self.optimizers.items():
+                o.load_state_dict(opt["optimizers"][key])
         for key, s in self.schedulers.items():
             s.load_state_dict(opt["schedulers"][key])
-        self.book.restore(path / BOOK_FILE)
+        if self.book is not None:
+            self.book.restore(path / BOOK_FILE)
         self.sampler.load_state(state["data"])
         restore_rng(load_rng(path / "rng.pt"), self.rng_generators())
         self.step = int(state["step"])
@@ -275,9 +318,13 @@ class Trainer:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self.book.close()
+            if self.book is not None:
+                self.book.close()
         with contextlib.suppress(Exception):
             self.engine.close()
+        with contextlib.suppress(Exception):
+            if hasattr(self.judge, "close"):
+                self.judge.close()
         self._executor_cm.__exit__(None, None, None)
 
     # ------------------------------------------------------------------ phases
@@ -286,25 +333,34 @@ class Trainer:
         if self.progress is not None:
             self.progress.set_phase(name, self.step + 1)
 
-    def _check_stop(self) -> None:
-        if self.stop.requested:
-            raise StopRequested(self.stop.reason)
+    def _check_stop(self, interrupted: bool = False) -> None:
+        # every rank meets here at the same points of the step: a stop asked for on any
+        # rank (or a rollout interrupted there) stops the step on all of them
+        if self.ranks.any(self.stop.requested or interrupted):
+            raise StopRequested(self.stop.reason or "a stop on another rank")
 
-    def _generate(self, role: str, prompts, n: int, sampling, gen_stats):
+    def _generate(self, role: str, prompts, n: int, sampling, gen_stats, places):
+        """Sample; each prompt's stream is seeded from `places` (its slot in the step, ...)."""
         from codea1.rollout import GenerationInterrupted, encode_prompts
+        from codea1.train.distributed import sample_seeds, gathered
 
+        seeds = sample_seeds(self.cfg.seed, self.step + 1, role, places)
+        sharded = gathered(self.policies.module(role)) if self.sharded else contextlib.nullcontext()
         try:
-            return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
-                                        sampling=sampling, generator=self.rollout_gen, stats=gen_stats,
-                                        should_stop=lambda: self.stop.requested)
+            with sharded:
+                return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
+                                            sampling=sampling, seeds=seeds, stats=gen_stats,
+                                            should_stop=lambda: self.stop.requested)
         except GenerationInterrupted:
             # nothing of this step is committed yet: abandon it like any stop before commit
+            self._check_stop(interrupted=True)
             raise StopRequested(self.stop.reason) from None
 
     def run_step(self) -> dict[str, Any]:
         """One training step; returns its metrics. May raise StopRequested before commit."""
         from codea1.judge import extract_code
         from codea1.rollout import GenerationStats, code_messages, test_messages
+        from codea1.train import distributed as D
 
         cfg = self.cfg
         step = self.step + 1
@@ -312,16 +368,19 @@ class Trainer:
         metrics: dict[str, Any] = {}
         t_step = time.perf_counter()
 
-        # 1. problems
+        # 1. problems (every rank draws the step's problems and keeps its own slots)
         idx = self.sampler.take(cfg.data.problems_per_step)
-        problems = [self.train_problems[i] for i in idx]
+        step_problems = [self.train_problems[i] for i in idx]
+        slots = self.ranks.slots(len(step_problems))
+        problems = [step_problems[s] for s in slots]
+        comm_before = self.ranks.comm_s
 
         # 2. code rollout
         self._phase("code rollout")
         t = time.perf_counter()
         code_stats = GenerationStats()
         code_samples = self._generate("code", [code_messages(p) for p in problems],
-                                      cfg.rollout.n_code, cfg.rollout.code, code_stats)
+                                      cfg.rollout.n_code, cfg.rollout.code, code_stats, [(s,) for s in slots])
         codes = [[extract_code(s.text) for s in group] for group in code_samples]
         times["code_rollout"] = time.perf_counter() - t
         self._check_stop()
@@ -342,7 +401,8 @@ class Trainer:
                     prompts.append(test_messages(p, white_box=False, n_tests=cfg.judge.suite_size))
                     where.append((pi, None))
             n_gen = cfg.rollout.n_test if cfg.rollout.white_box else cfg.rollout.n_test * cfg.rollout.n_code
-            out = self._generate("test", prompts, n_gen, cfg.rollout.test, test_stats)
+            out = self._generate("test", prompts, n_gen, cfg.rollout.test, test_stats,
+                                 [(slots[pi],) if ci is None else (slots[pi], ci) for pi, ci in where])
             for (pi, ci), group in zip(where, out):
                 if ci is not None:
                     test_samples[pi].append(group)
@@ -359,8 +419,11 @@ class Trainer:
             code_rewards, judge_metrics, judgements = self._judge_golden(problems, codes)
             test_rewards = None
         else:
+            k = cfg.mistakes.top_k or cfg.judge.suite_size
+            mistakes = (D.book_tops(self.ranks, self.book, step_problems, slots, k) if cfg.mistakes.enabled
+                        else [[] for _ in problems])
             code_rewards, test_rewards, judge_metrics, judgements = self._judge_a1(
-                problems, code_samples, test_samples)
+                problems, code_samples, test_samples, mistakes)
         times["judge"] = time.perf_counter() - t
         self._check_stop()
 
@@ -368,15 +431,9 @@ class Trainer:
         mistake_metrics: dict[str, Any] = {}
         if cfg.mode != "golden" and cfg.mistakes.enabled:
             # (pairs, not a dict: two copies of a problem in one step each count)
-            updates = [(p.id, j.mistake_update(cfg.mistakes.once_per_candidate))
-                       for p, j in zip(problems, judgements)]
-            summary = self.book.apply_step(step, updates)
-            stats = self.book.stats()
-            mistake_metrics = {
-                "mistakes/size": stats.tests, "mistakes/problems": stats.problems,
-                "mistakes/added": summary.added, "mistakes/increased": summary.increased,
-                "mistakes/decreased": summary.decreased, "mistakes/removed": summary.removed,
-            }
+            updates = [(s, (p.id, j.mistake_update(cfg.mistakes.once_per_candidate)))
+                       for s, p, j in zip(slots, problems, judgements)]
+            mistake_metrics = D.commit_book(self.ranks, self.book, step, updates)
 
         # 6. GRPO updates
         self._phase("update")
@@ -385,7 +442,7 @@ class Trainer:
                                judgements)
         self._last_batches = batches  # kept for inspection (benchmarks/train_step.py)
         self.engine.release_memory()
-        update_metrics = self._update(batches)
+        update_metrics = self._update(batches, slots)
         self.engine.weights_changed(self.update_roles)
         times["update"] = time.perf_counter() - t
         self.step = step
@@ -404,10 +461,12 @@ class Trainer:
         metrics["data/epoch"] = self.sampler.epoch
         for key, value in times.items():
             metrics[f"time/{key}_s"] = value
+        samples = self._pick_samples(problems, code_samples, code_rewards, test_samples, test_rewards, batches)
+        if self.ranks.enabled:
+            metrics["time/comm_s"] = self.ranks.comm_s - comm_before
         metrics["time/step_s"] = time.perf_counter() - t_step
-        self._last_samples = self._pick_samples(problems, code_samples, code_rewards,
-                                                test_samples, test_rewards, batches)
-        return metrics
+        self._last_samples = D.gather_samples(self.ranks, samples, slots, cfg.logging.samples_per_step)
+        return D.reduce_metrics(self.ranks, metrics, len(problems))
 
     # ------------------------------------------------------------------ judging
 
@@ -431,19 +490,17 @@ class Trainer:
         }
         return rates, metrics, [None] * len(problems)
 
-    def _judge_a1(self, problems, code_samples, test_samples):
+    def _judge_a1(self, problems, code_samples, test_samples, mistakes):
         import torch
 
         from codea1.judge import ProblemRollout
 
-        k = self.cfg.mistakes.top_k or self.cfg.judge.suite_size
         rollouts = []
         for pi, p in enumerate(problems):
-            mistakes = self.book.top(p.id, k=k) if self.cfg.mistakes.enabled else []
             rollouts.append(ProblemRollout(
                 p, codes=[s.text for s in code_samples[pi]],
                 tests=[[s.text for s in group] for group in test_samples[pi]],
-                mistakes=mistakes))
+                mistakes=mistakes[pi]))
         judgements = self.judge.judge_step(rollouts)
         code_rewards = torch.tensor([list(j.code_rewards) for j in judgements], dtype=torch.float64)
         test_rewards = torch.tensor([[list(r) for r in j.test_rewards] for j in judgements],
@@ -496,6 +553,7 @@ class Trainer:
             for ci, s in enumerate(code_samples[pi]):
                 code.trajectories.append(Trajectory(s.prompt_ids, s.completion_ids, float(adv[pi, ci]),
                                                     s.logprobs))
+                code.origins.append((0, pi))
 
         test = RoleBatch()
         if test_rewards is not None:
@@ -513,14 +571,17 @@ class Trainer:
                     for ti, s in enumerate(test_samples[pi][ci]):
                         test.trajectories.append(Trajectory(s.prompt_ids, s.completion_ids, float(tadv[ti]),
                                                             s.logprobs))
+                        test.origins.append((1, pi))
         if self.cfg.mode == "selfplay":
             merged = RoleBatch(code.trajectories + test.trajectories,
-                               code.groups_total + test.groups_total, code.groups_kept + test.groups_kept)
+                               code.groups_total + test.groups_total, code.groups_kept + test.groups_kept,
+                               origins=code.origins + test.origins)
             return {"shared": merged, "_code": code, "_test": test}
         return {"code": code, "test": test}
 
-    def _update(self, batches: dict[str, RoleBatch]) -> dict[str, Any]:
-        from codea1.grpo import first_mini_batch, trajectory_logprobs, update_policy
+    def _update(self, batches: dict[str, RoleBatch], slots: Sequence[int] | None = None) -> dict[str, Any]:
+        from codea1.grpo import trajectory_logprobs, update_policy
+        from codea1.train.distributed import global_keys, minibatch_layout
 
         g = self.cfg.grpo
         metrics: dict[str, Any] = {}
@@ -532,19 +593,24 @@ class Trainer:
             batch = batches[key]
             role = "code" if key == "shared" else key
             seqs = batch.trajectories
-            if seqs:
+            # the step's mini-batches, cut from every rank's trajectories in their global order
+            layout = minibatch_layout(self.ranks, global_keys(batch.origins, slots), g.mini_batches)
+            sync = self.grad_sync
+            # a rank with nothing of its own still joins the others' reductions
+            if self.ranks.any(bool(seqs)):
                 # an engine's rollout log-probs are compared with every old log-prob up front
-                engine_logps = any(t.rollout_logprobs is not None for t in seqs)
+                engine_logps = self.ranks.any(any(t.rollout_logprobs is not None for t in seqs))
+                first = set(layout[0]) if g.reuse_old_logprobs and layout else set()
                 with self.policies.role(role) as model:
-                    old = trajectory_logprobs(model, seqs, g,
-                                              skip=() if engine_logps else first_mini_batch(len(seqs), g))
+                    old = trajectory_logprobs(model, seqs, g, skip=() if engine_logps else first, sync=sync)
                 ref = None
                 if g.kl_coef > 0:
                     with self.policies.reference() as ref_model:
-                        ref = trajectory_logprobs(ref_model, seqs, g)
+                        ref = trajectory_logprobs(ref_model, seqs, g, sync=sync)
                 is_weights = self._check_rollout_logprobs(key, old, seqs, metrics)
                 with self.policies.role(role) as model:
-                    stats = update_policy(model, self.optimizers[key], seqs, g, old, ref, is_weights)
+                    stats = update_policy(model, self.optimizers[key], seqs, g, old, ref, is_weights,
+                                          layout=layout, sync=sync)
                 metrics.update(stats.as_dict(f"update/{key}"))
             else:
                 metrics[f"update/{key}/sequences"] = 0
@@ -737,7 +803,12 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
       interrupted; used to test resuming.
     - `policies`: already loaded `codea1.models.Policies` (else loaded from the config).
     - `on_step(step, metrics)`: called after each step (and its checkpoint).
+
+    Under torchrun (WORLD_SIZE > 1) every rank calls this with the same arguments; rank 0's
+    run directory is the run's, and rank 0 alone writes to it (`codea1.train.distributed`).
     """
+    from codea1.train.distributed import init_ranks
+
     run_dir = Path(run_dir)
     cfg_path = run_dir / CONFIG_FILE
     if resume:
@@ -756,17 +827,29 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
         config = config.model_copy(update={"steps": steps})
     cfg = config
     require_data(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    ranks = init_ranks(cfg)
+    try:
+        return _train(cfg, ranks, run_dir, resume, stop_after, policies, progress, on_step)
+    finally:
+        ranks.close()
 
+
+def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, stop_after: int | None, policies,
+           progress: str | None, on_step) -> TrainResult:
+    run_dir = Path(ranks.broadcast(str(run_dir)))  # rank 0's (a default name holds the time)
+    cfg_path = run_dir / CONFIG_FILE
+    if ranks.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
     manager = CheckpointManager(run_dir, keep=cfg.checkpoint.keep)
-    latest = manager.latest() if resume else None
+    latest = ranks.broadcast(manager.latest() if resume else None)  # one answer for every rank
     if latest is not None:
         verify_checkpoint(latest, BOOK_FILE)  # every file readable before minutes of model loading
-    if not resume:
+    if not resume and ranks.main:
         for name in (BOOK_FILE, BOOK_FILE + "-wal", BOOK_FILE + "-shm"):
             (run_dir / name).unlink(missing_ok=True)
-    show = Progress(cfg.steps, style=progress or cfg.logging.progress)
-    trainer = Trainer(cfg, run_dir, policies=policies, progress=show)
+    ranks.barrier()
+    show = Progress(cfg.steps, style=(progress or cfg.logging.progress) if ranks.main else "none")
+    trainer = Trainer(cfg, run_dir, policies=policies, progress=show, ranks=ranks)
     log = None
     stopped = False
     rows: list[dict[str, Any]] = []
@@ -778,12 +861,13 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
             show.message(f"resumed {run_dir} at step {trainer.step} from {latest.name}")
         elif resume:
             show.message(f"{run_dir}: no checkpoint yet; starting from step 0")
-        save_config(cfg, cfg_path)
-        log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
-                         purge_step=trainer.step + 1 if trainer.step else None)
+        if ranks.main:
+            save_config(cfg, cfg_path)
+            log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
+                             purge_step=trainer.step + 1 if trainer.step else None)
         show.start_step = show.step = trainer.step
         show.current = trainer.step + 1
-        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0:
+        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0 and ranks.main:
             log.log(0, trainer.validate())
         done_here = 0
         with trainer.stop:
@@ -798,25 +882,27 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
                     stopped = True
                     break
                 step = trainer.step
-                if cfg.validation.every and step % cfg.validation.every == 0 and trainer.heldout:
-                    show.set_phase("validation", step)
-                    metrics.update(trainer.validate())
-                log.log(step, metrics)
-                log.log_samples(step, trainer._last_samples)
-                rows.append({"step": step, **metrics})
+                if ranks.main:  # the other ranks wait for rank 0's validation at the next collective
+                    if cfg.validation.every and step % cfg.validation.every == 0 and trainer.heldout:
+                        show.set_phase("validation", step)
+                        metrics.update(trainer.validate())
+                    log.log(step, metrics)
+                    log.log_samples(step, trainer._last_samples)
+                    rows.append({"step": step, **metrics})
                 done_here += 1
                 last = step >= cfg.steps
-                stop_now = trainer.stop.requested or (stop_after is not None and done_here >= stop_after)
+                stop_now = ranks.any(trainer.stop.requested) or (stop_after is not None and done_here >= stop_after)
                 if step % cfg.checkpoint.every == 0 or last or stop_now:
                     show.set_phase("checkpoint", step)
                     trainer.save_checkpoint(manager, log)
-                show.step_done(step, metrics)
+                show.step_done(step, metrics or {})
                 if on_step is not None:
-                    on_step(step, metrics)
+                    on_step(step, metrics or {})
                 if stop_now:
                     stopped = True
                     break
-            if stopped and (manager.latest() is None or read_state(manager.latest())["step"] != trainer.step):
+            if stopped and ranks.broadcast(manager.latest() is None
+                                           or read_state(manager.latest())["step"] != trainer.step):
                 show.set_phase("checkpoint", trainer.step)
                 trainer.save_checkpoint(manager, log)
         if stopped:

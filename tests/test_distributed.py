@@ -1,0 +1,191 @@
+"""Several ranks on gloo (CPU): a 2-rank run equals a 1-rank run; a lost rank stops the run.
+
+Each rank is a spawned process that joins the process group through the variables
+torchrun sets (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and calls `train` as
+`codea1 train` does; the tiny model's completions are scripted per prompt stream as in
+tests/test_train_loop.py, so rewards, Mistake Book and updates are real.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from codea1.mistakes import MistakeBook
+from codea1.train.config import load_config
+from codea1.train.loop import train
+from codea1.train.metrics import read_metrics
+from test_train_loop import _problems, _weights, make_scripted, PROBLEMS, HELDOUT  # noqa: F401
+
+torch.set_num_threads(1)
+
+COMPARED = ("code/reward_mean", "code/reward_std", "test/reward_mean", "test/reward_std",
+            "judge/code_valid_rate", "mistakes/size", "mistakes/added", "mistakes/removed",
+            "rollout/code_samples", "rollout/test_samples", "rollout/code_tokens",
+            "update/code/sequences", "update/test/sequences", "update/code/tokens")
+
+
+def _overrides(tiny, mode):
+    return [f"model.name={tiny['model']}", "model.dtype=float32", "model.lora_r=4", f"model.mode={mode}",
+            "steps=3", f"data.train={tiny['train']}", "data.heldout=null",
+            # 3 problems a step: rank 0 holds slots 0 and 2, rank 1 slot 1 (uneven on purpose)
+            "data.problems_per_step=3", "rollout.n_code=4", "rollout.n_test=2",
+            "rollout.code.max_new_tokens=6", "rollout.test.max_new_tokens=6", "validation.every=0",
+            "grpo.lr=1e-3", "grpo.warmup_steps=1", "grpo.micro_batch_tokens=512", "grpo.mini_batches=2",
+            "judge.workers=1", "checkpoint.every=1", "checkpoint.keep=10", "distributed.timeout_s=60",
+            "logging.progress=none", "logging.tensorboard=false", "threads=1"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, world: int, port: int, tiny: dict, mode: str, run_dir: str, resume: bool,
+          kill_at: int | None, report: str) -> None:
+    """One rank: the scripted sampler, the launcher's variables, then `train`."""
+    import codea1.rollout as rollout
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    fake = make_scripted(rollout.generate, tiny["problems"], {"junk": 0})
+    calls = {"n": 0}
+
+    def generate(*args, **kwargs):
+        calls["n"] += 1
+        if kill_at is not None and calls["n"] == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)   # this rank dies mid-step, no goodbye
+        return fake(*args, **kwargs)
+
+    rollout.generate = generate
+    out: dict = {"rank": rank}
+    try:
+        cfg = None if resume else load_config(preset="cpu-demo", overrides=_overrides(tiny, mode))
+        result = train(cfg, run_dir, resume=resume)
+        out.update(step=result.step, stopped=result.stopped)
+    except BaseException as exc:  # reported to the test, which asserts on it
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    Path(report).write_text(json.dumps(out))
+
+
+def _launch(tmp_path, tiny, mode, run_dir, world=2, resume=False, kill=None, limit=240.0):
+    """Run `world` ranks; returns each rank's (exit code, report)."""
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    procs, reports = [], []
+    for r in range(world):
+        report = tmp_path / f"report-{r}-{time.monotonic_ns()}.json"
+        kill_at = kill[1] if kill is not None and kill[0] == r else None
+        p = ctx.Process(target=_rank, args=(r, world, port, tiny, mode, str(run_dir), resume, kill_at, str(report)))
+        p.start()
+        procs.append(p)
+        reports.append(report)
+    deadline = time.monotonic() + limit
+    for p in procs:
+        p.join(max(1.0, deadline - time.monotonic()))
+    hung = [i for i, p in enumerate(procs) if p.is_alive()]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    assert not hung, f"ranks {hung} still running after {limit} s: the run hangs"
+    return [(p.exitcode, json.loads(rep.read_text()) if rep.exists() else None) for p, rep in zip(procs, reports)]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from codea1.data import save_problems
+    from codea1.models import tiny_test_model
+
+    root = tmp_path_factory.mktemp("tiny-dist")
+    model = tiny_test_model(root / "model")
+    train_path = root / "train.jsonl"
+    save_problems(_problems(PROBLEMS[:4], "train"), train_path)   # no over-long prompt: fast
+    return {"model": str(model), "train": str(train_path), "problems": _problems(PROBLEMS + HELDOUT, "x")}
+
+
+def _one_rank(tmp_path, tiny, mode, name="one"):
+    """The reference: the same run in this process (one rank), same scripted sampler."""
+    import codea1.rollout as rollout
+
+    real = rollout.generate
+    rollout.generate = make_scripted(real, tiny["problems"], {"junk": 0})
+    try:
+        train(load_config(preset="cpu-demo", overrides=_overrides(tiny, mode)), tmp_path / name)
+    finally:
+        rollout.generate = real
+    return tmp_path / name
+
+
+def _book(run: Path):
+    with MistakeBook(run / "mistakes.sqlite", readonly=True) as book:
+        return [(e.problem_id, e.test, e.frequency) for e in book.entries()]
+
+
+def _assert_same_run(a: Path, b: Path, atol: float) -> None:
+    ra, rb = read_metrics(a), read_metrics(b)
+    assert [r["step"] for r in ra] == [r["step"] for r in rb] == [1, 2, 3]
+    for x, y in zip(ra, rb):
+        for key in COMPARED:
+            if key in x or key in y:
+                assert x[key] == pytest.approx(y[key], rel=1e-9, abs=1e-9), (x["step"], key)
+        # the update's figures are sums over ranks: equal up to the order of float additions
+        for key in ("update/code/loss", "update/code/kl", "update/code/grad_norm"):
+            if key in x:
+                assert x[key] == pytest.approx(y[key], rel=1e-4, abs=1e-6), (x["step"], key)
+    assert _book(a) == _book(b) and _book(a)
+    assert (a / "samples.jsonl").read_text() == (b / "samples.jsonl").read_text()
+    for step in (1, 3):
+        wa, wb = _weights(a / "checkpoints" / f"step-{step}"), _weights(b / "checkpoints" / f"step-{step}")
+        assert wa.keys() == wb.keys()
+        for f in wa:
+            assert wa[f].keys() == wb[f].keys()
+            for k in wa[f]:
+                torch.testing.assert_close(wa[f][k], wb[f][k], atol=atol, rtol=1e-4, msg=f"{step} {f} {k}")
+    # the weights moved, so equal weights mean equal updates
+    w1, w3 = _weights(a / "checkpoints" / "step-1"), _weights(a / "checkpoints" / "step-3")
+    assert any(not torch.equal(w1[f][k], w3[f][k]) for f in w1 for k in w1[f])
+
+
+def test_two_ranks_equal_one_rank_lora_shared(tmp_path, tiny):
+    one = _one_rank(tmp_path, tiny, "lora-shared")
+    results = _launch(tmp_path, tiny, "lora-shared", tmp_path / "two")
+    for code, report in results:
+        assert code == 0 and report and "error" not in report and report["step"] == 3, results
+    _assert_same_run(one, tmp_path / "two", atol=1e-6)
+    rows = read_metrics(tmp_path / "two")
+    assert all(r["time/comm_s"] >= 0 for r in rows)
+
+
+def test_two_ranks_equal_one_rank_full_fsdp2(tmp_path, tiny):
+    one = _one_rank(tmp_path, tiny, "full")
+    results = _launch(tmp_path, tiny, "full", tmp_path / "two")
+    for code, report in results:
+        assert code == 0 and report and "error" not in report and report["step"] == 3, results
+    _assert_same_run(one, tmp_path / "two", atol=1e-5)
+
+
+def test_killed_rank_stops_every_rank_and_resume_is_exact(tmp_path, tiny):
+    """Rank 1 is SIGKILLed in step 2's test rollout: rank 0 stops (no hang) with one clear
+    error; resuming on 2 ranks from step 1's checkpoint ends where an unbroken run ends."""
+    one = _one_rank(tmp_path, tiny, "lora-shared")
+    run = tmp_path / "broken"
+    results = _launch(tmp_path, tiny, "lora-shared", run, kill=(1, 4), limit=150.0)
+    (code0, rep0), (code1, rep1) = results
+    assert code1 == -signal.SIGKILL and rep1 is None
+    assert rep0 is not None and "RankLost" in rep0.get("error", ""), rep0
+    assert "--resume" in rep0["error"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.startswith("step-")) == ["step-1"]
+    results = _launch(tmp_path, tiny, "lora-shared", run, resume=True)
+    for code, report in results:
+        assert code == 0 and report and "error" not in report and report["step"] == 3, results
+    _assert_same_run(one, run, atol=1e-6)
