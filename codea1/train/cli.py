@@ -7,6 +7,7 @@ the training and held-out sets) are checked before `train` creates or changes an
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -61,4 +62,5 @@ def train_command(
     from codea1.train.loop import train
 
     result = train(cfg, target, resume=resume is not None, steps=steps)
-    typer.echo(f"run directory: {result.run_dir} (step {result.step})")
+    if os.environ.get("RANK", "0") == "0":  # under torchrun: rank 0 speaks for the run
+        typer.echo(f"run directory: {result.run_dir} (step {result.step})")
