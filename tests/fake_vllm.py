@@ -144,13 +144,18 @@ class _WeightLoader:
             raise RuntimeError("load_weights while the weights are asleep (freed memory)")
         params = dict(eng.base.named_parameters())
         loaded = set()
+        dtypes = set()
         with torch.no_grad():
             for name, tensor in weights:
                 if name not in params:
                     raise KeyError(f"load_weights: unknown weight {name!r}")
+                if type(tensor) is not torch.Tensor:  # e.g. an FSDP2 shard (DTensor)
+                    raise TypeError(f"load_weights: {name!r} is a {type(tensor).__name__}, not a tensor")
                 params[name].copy_(tensor.to(params[name].dtype))
                 loaded.add(name)
+                dtypes.add(tensor.dtype)
         eng.weight_loads.append(loaded)
+        eng.weight_dtypes.append(dtypes)
         return loaded
 
 
@@ -208,6 +213,7 @@ class LLM:
         self.calls: list[dict[str, Any]] = []        # every generate call's LoRA and params
         self.lora_loads: list[LoRARequest] = []      # every adapter read from disk
         self.weight_loads: list[set[str]] = []
+        self.weight_dtypes: list[set] = []  # dtypes of the tensors each load_weights got
         self.prefix_resets = 0
         self.sleeps: list[int] = []
         self.wakes: list[list[str] | None] = []

@@ -226,6 +226,33 @@ def test_full_mode_pushes_the_active_roles_weights_and_sleeps_during_the_update(
     assert _gap(pol, "code", code2) < 1e-4
 
 
+def test_full_mode_under_fsdp2_pushes_whole_weights_in_the_compute_dtype(fake, tiny_dir, tmp_path):
+    """FSDP2 keeps float32 master weights as shards (DTensors): the engine samples in the
+    compute dtype it is given and receives whole tensors, never one rank's slice."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+    from codea1.engines.vllm_engine import VLLMEngine, whole_tensor
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        value = torch.randn(6, 4)
+        shard = distribute_tensor(value, mesh, [Shard(0)])
+        assert isinstance(shard, DTensor)
+        whole = whole_tensor(torch.nn.Parameter(shard))
+        assert type(whole) is torch.Tensor and torch.equal(whole, value), (type(whole), whole, value)
+    finally:
+        dist.destroy_process_group()
+    pol = _policies(tiny_dir, "full")
+    engine = VLLMEngine(pol, VLLMConfig(adapter_dir=str(tmp_path)), dtype=torch.bfloat16)
+    assert engine.llm.init_args["dtype"] == "bfloat16"
+    engine.generate("code", _prompts(pol), n=1, sampling=SAMPLING)
+    assert engine.llm.weight_dtypes == [{torch.bfloat16}]
+
+
 # --- conversion to Sample ----------------------------------------------------------------------
 
 

@@ -119,13 +119,16 @@ class RolloutEngine(abc.ABC):
         """Free the engine (and any files it wrote)."""
 
 
-def make_engine(name: str, policies: "Policies", vllm_cfg: VLLMConfig | None = None) -> RolloutEngine:
-    """The engine `name` (auto/hf/vllm) resolves to for these policies."""
+def make_engine(name: str, policies: "Policies", vllm_cfg: VLLMConfig | None = None,
+                dtype: "torch.dtype | None" = None) -> RolloutEngine:
+    """The engine `name` (auto/hf/vllm) resolves to for these policies. `dtype`: the dtype
+    the engine samples in when it differs from the policies' (FSDP2 keeps float32 master
+    weights and computes in `model.dtype`: the engine takes the compute dtype)."""
     resolved = resolve_engine(name, policies.device)
     if resolved == "vllm":
         from codea1.engines.vllm_engine import VLLMEngine
 
-        return VLLMEngine(policies, vllm_cfg or VLLMConfig())
+        return VLLMEngine(policies, vllm_cfg or VLLMConfig(), dtype=dtype)
     from codea1.engines.hf_engine import HFEngine
 
     return HFEngine(policies)

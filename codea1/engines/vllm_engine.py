@@ -85,6 +85,15 @@ def lora_rank_for_vllm(rank: int) -> int:
     raise EngineUnavailable(f"model.lora_r={rank}: vLLM supports LoRA ranks up to {VLLM_LORA_RANKS[-1]}")
 
 
+def whole_tensor(param: "torch.Tensor") -> "torch.Tensor":
+    """A parameter's whole value, detached: an FSDP2 shard (a DTensor, when the push runs
+    outside `gathered()`) is all-gathered first, so the engine never gets one rank's slice."""
+    from torch.distributed.tensor import DTensor
+
+    value = param.detach()
+    return value.full_tensor() if isinstance(value, DTensor) else value
+
+
 def _dtype_name(dtype: "torch.dtype") -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -95,12 +104,13 @@ class VLLMEngine(RolloutEngine):
     name = "vllm"
     reports_logprobs = True
 
-    def __init__(self, policies: "Policies", cfg: VLLMConfig, *, llm_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(self, policies: "Policies", cfg: VLLMConfig, *, llm_kwargs: dict[str, Any] | None = None,
+                 dtype: "torch.dtype | None" = None) -> None:
         vllm = import_vllm()
         self.policies = policies
         self.cfg = cfg
         self.lora = policies.config.uses_lora
-        self.dtype = policies.dtype
+        self.dtype = dtype or policies.dtype
         level = cfg.sleep_level
         if level == "auto":
             level = 1 if self.lora else 2
@@ -192,7 +202,7 @@ class VLLMEngine(RolloutEngine):
         params = list(self.policies.module(role).named_parameters())
 
         def load(model) -> None:
-            model.load_weights(weights=((name, p.detach().to(dtype)) for name, p in params))
+            model.load_weights(weights=((name, whole_tensor(p).to(dtype)) for name, p in params))
 
         self.llm.apply_model(load)
         self._loaded = key

@@ -198,14 +198,16 @@ class Trainer:
         self.sampler = ProblemSampler(len(self.train_problems), cfg.seed, cfg.data.shuffle)
         self.policies = policies if policies is not None else load_policies(D.rank_model_config(cfg, self.ranks))
         self.sharded = D.uses_fsdp(cfg, self.ranks)
+        compute_dtype = None
         if self.sharded:
             from codea1.models import resolve_dtype
 
-            D.shard_policies(self.policies, self.ranks, resolve_dtype(cfg.model.dtype, self.policies.device))
+            compute_dtype = resolve_dtype(cfg.model.dtype, self.policies.device)
+            D.shard_policies(self.policies, self.ranks, compute_dtype)
         self.grad_sync = D.GradSync(self.ranks, sharded=self.sharded) if self.ranks.enabled else None
         from codea1.engines import make_engine
 
-        self.engine = make_engine(cfg.rollout.engine, self.policies, cfg.rollout.vllm)
+        self.engine = make_engine(cfg.rollout.engine, self.policies, cfg.rollout.vllm, dtype=compute_dtype)
         if cfg.grpo.rollout_is != "none" and not self.engine.reports_logprobs:
             warnings.warn(f"grpo.rollout_is={cfg.grpo.rollout_is!r} has no effect with the "
                           f"{self.engine.name} rollout engine, which samples with the trainer's own "
