@@ -23,7 +23,9 @@ from codea1.mistakes import MistakeBook
 from codea1.train.config import load_config
 from codea1.train.loop import train
 from codea1.train.metrics import read_metrics
-from test_train_loop import _problems, _weights, make_scripted, PROBLEMS, HELDOUT  # noqa: F401
+from test_train_loop import _weights
+from tiny_run import HELDOUT, PROBLEMS, make_scripted
+from tiny_run import problems as _problems
 
 torch.set_num_threads(1)
 

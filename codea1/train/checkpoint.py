@@ -3,8 +3,11 @@
 A checkpoint is a directory `RUN_DIR/checkpoints/step-N/`. It is written into a hidden
 temporary directory next to it, every file fsync'ed, then renamed into place in one
 atomic `rename` (and the parent directory fsync'ed): a crash mid-write leaves at most a
-stray temporary directory, which the next save removes, and the last good checkpoint
-stays as it was. The oldest checkpoints beyond `keep` are removed after a save.
+stray temporary directory, and the last good checkpoint stays as it was. The oldest
+checkpoints beyond `keep` are removed after a save, each first renamed out of the way
+(`.deleting-step-N-PID`) and only then deleted, so a crash while pruning never leaves a
+half-deleted `step-N`. `CheckpointManager.clean()` (run when a run starts or resumes)
+removes what a crash can leave behind: temporary and half-deleted directories.
 
 What goes in it is the loop's business (`loop.py`); this module provides the atomic
 directory, the listing, and the capture/restore of every random number generator.
@@ -22,6 +25,8 @@ from typing import Any, Callable
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 STATE_FILE = "state.json"
+TMP_PREFIX = ".tmp-step-"      # a checkpoint being written
+TRASH_PREFIX = ".deleting-"    # a checkpoint being removed
 
 
 class CheckpointError(RuntimeError):
@@ -77,9 +82,8 @@ class CheckpointManager:
     def save(self, step: int, write: Callable[[Path], None]) -> Path:
         """Create `step-N` atomically: `write(tmp_dir)` fills it, `state.json` must be among it."""
         self.root.mkdir(parents=True, exist_ok=True)
-        for stale in self.root.glob(".tmp-step-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp = self.root / f".tmp-step-{step}-{os.getpid()}"
+        self.clean()
+        tmp = self.root / f"{TMP_PREFIX}{step}-{os.getpid()}"
         tmp.mkdir()
         try:
             write(tmp)
@@ -87,14 +91,11 @@ class CheckpointManager:
                 raise CheckpointError(f"checkpoint writer left no {STATE_FILE} in {tmp}")
             _fsync_tree(tmp)
             final = self.root / f"step-{step}"
-            if final.exists():  # re-saving a step (e.g. after a resume): swap, then drop the old
-                old = self.root / f".tmp-step-{step}-old-{os.getpid()}"
-                os.replace(final, old)
-                os.replace(tmp, final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, final)
+            old = self._move_to_trash(final) if final.exists() else None  # re-saving a step
+            os.replace(tmp, final)
             _fsync_path(self.root)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -106,11 +107,67 @@ class CheckpointManager:
         items = self.list()
         removed = []
         for _step, path in items[: max(len(items) - self.keep, 0)]:
-            shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(self._move_to_trash(path), ignore_errors=True)
             removed.append(path)
+        return removed
+
+    def clean(self) -> list[Path]:
+        """Remove what a crash left: checkpoints half-written (`.tmp-step-*`), half-deleted
+        (`.deleting-*`), and `step-N` directories without a `state.json` (half-deleted by
+        an older version, which deleted in place). Returns what was removed."""
+        if not self.root.is_dir():
+            return []
+        removed = []
+        for child in sorted(self.root.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.startswith((TMP_PREFIX, TRASH_PREFIX)):
+                shutil.rmtree(child, ignore_errors=True)
+                removed.append(child)
+            elif _STEP_DIR.match(child.name) and not (child / STATE_FILE).exists():
+                shutil.rmtree(self._move_to_trash(child), ignore_errors=True)
+                removed.append(child)
         if removed:
             _fsync_path(self.root)
         return removed
+
+    def _move_to_trash(self, path: Path) -> Path:
+        """Rename a checkpoint out of the listing in one atomic step (made durable), so that
+        a crash during the slow delete that follows leaves nothing that looks like one."""
+        trash = self.root / f"{TRASH_PREFIX}{path.name}-{os.getpid()}"
+        if trash.exists():
+            shutil.rmtree(trash, ignore_errors=True)
+        os.replace(path, trash)
+        _fsync_path(self.root)
+        return trash
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Replace `path` by `text` in one step: a temporary file next to it, fsync'ed, renamed
+    over it, and the directory fsync'ed. A crash leaves the old file or the new, never a
+    part (at most a stray `.NAME.tmp-PID`, which `remove_stray_temps` clears)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_path(path.parent)
+
+
+def remove_stray_temps(path: str | os.PathLike[str]) -> list[Path]:
+    """Delete the temporary files a crash inside `atomic_write_text(path, ...)` left."""
+    path = Path(path)
+    removed = []
+    for stray in path.parent.glob(f".{path.name}.tmp-*"):
+        stray.unlink(missing_ok=True)
+        removed.append(stray)
+    return removed
 
 
 def write_json(path: Path, data: Any) -> None:

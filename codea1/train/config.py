@@ -362,4 +362,83 @@ def config_to_yaml(cfg: TrainConfig) -> str:
 
 
 def save_config(cfg: TrainConfig, path: str | Path) -> None:
-    Path(path).write_text(config_to_yaml(cfg))
+    """Write a run's config.yaml atomically: a crash leaves the old file or the new one."""
+    from codea1.train.checkpoint import atomic_write_text
+
+    atomic_write_text(path, config_to_yaml(cfg))
+
+
+# Keys a resumed run may change (`codea1 train --resume RUN --steps N`); any other
+# difference between a run's config.yaml and its checkpoint's config is refused.
+RESUME_OVERRIDES = ("steps",)
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix[:-1]: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def raw_digest(data: dict[str, Any]) -> str:
+    """sha256 of a config mapping as `loop.config_digest` computes it of a `TrainConfig`."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def read_run_config(path: str | Path) -> tuple[TrainConfig, dict[str, Any]]:
+    """A run directory's own config.yaml: (the config, the file's mapping as written).
+
+    Unlike `load_config`, an empty file is an error, not the defaults: a run's config is
+    always written whole, so an empty one means the file was damaged.
+    """
+    path = Path(path)
+    raw = _read_yaml(path)
+    if not raw:
+        raise ConfigError(f"{path}: empty; a run's config.yaml holds its whole config "
+                          "(written by codea1 train), so this run cannot be resumed from it")
+    return load_config(path), raw
+
+
+def check_run_config(raw: dict[str, Any], path: str | Path, state: dict[str, Any] | None,
+                     checkpoint: str | Path | None = None) -> None:
+    """Refuse a run config that is not the one its checkpoint was trained with.
+
+    `state` is the checkpoint's state.json (None: no checkpoint yet). It records the
+    config (`config`, since crash-safe resumes) or only its digest (`config_sha256`,
+    older checkpoints); the keys of `RESUME_OVERRIDES` may differ. With no checkpoint
+    the file must hold every key of the config (a file cut short would silently fill
+    the rest with defaults).
+    """
+    raw_flat = _flatten(raw)
+    if state is None or ("config" not in state and "config_sha256" not in state):
+        full = _flatten(TrainConfig().model_dump(mode="json"))
+        missing = [k for k in full if k not in raw_flat and not any(k.startswith(f"{r}.") for r in raw_flat)]
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise ConfigError(f"{path}: incomplete, {shown} missing; a run's config.yaml holds its "
+                              "whole config (written by codea1 train)")
+        return
+    where = f"checkpoint {Path(checkpoint).name}" if checkpoint is not None else "the checkpoint"
+    if "config" in state:
+        saved = _flatten(state["config"])
+        changed = [k for k in dict.fromkeys([*saved, *raw_flat])
+                   if k not in RESUME_OVERRIDES and saved.get(k, "<absent>") != raw_flat.get(k, "<absent>")]
+        if changed:
+            k = changed[0]
+            more = f" (and {len(changed) - 1} more keys)" if len(changed) > 1 else ""
+            raise ConfigError(
+                f"{path}: {k!r} is {raw_flat.get(k, '<absent>')!r} but {where} was trained with "
+                f"{saved.get(k, '<absent>')!r}{more}; a resumed run keeps its config "
+                f"(only {', '.join('--' + o for o in RESUME_OVERRIDES)} may change)")
+        return
+    if raw_digest(raw) != state["config_sha256"]:
+        raise ConfigError(f"{path}: changed since {where} was written (its sha256 does not match the "
+                          "checkpoint's config_sha256); a resumed run keeps its config")

@@ -2,8 +2,11 @@
 
 `train(config, run_dir)` runs a new run; `train(None, run_dir, resume=True)` continues
 the run in `run_dir` from its latest checkpoint, exactly where it stopped (same weights,
-optimiser moments, schedule, random streams, data position, Mistake Book, and metrics
-files cut back to the checkpoint).
+optimiser moments, schedule, random streams, data position, Mistake Book rolled back to
+the checkpoint's step, and metrics files cut back to the checkpoint), also after a kill
+-9 at any moment; with no checkpoint yet it starts as a new run does (an empty Mistake
+Book). A resume checks config.yaml against the checkpoint and rewrites it only to record
+`steps` (docs/ARCHITECTURE.md, "Crashes and --resume").
 
 Modes (`config.mode`):
 - `a1`: the code model is rewarded by the judge's pass scores and the test model by
@@ -21,8 +24,6 @@ checkpoint on disk stays intact).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
 import os
 import signal
@@ -38,12 +39,22 @@ from codea1.train.checkpoint import (
     capture_rng,
     load_rng,
     read_state,
+    remove_stray_temps,
     restore_rng,
     save_rng,
     verify_checkpoint,
     write_json,
 )
-from codea1.train.config import REQUIRED, TrainConfig, load_config, require_data, save_config
+from codea1.train.config import (
+    REQUIRED,
+    ConfigError,
+    TrainConfig,
+    check_run_config,
+    raw_digest,
+    read_run_config,
+    require_data,
+    save_config,
+)
 from codea1.train.metrics import MetricsLog, Progress
 
 CONFIG_FILE = "config.yaml"
@@ -284,6 +295,7 @@ class Trainer:
                 "data": self.sampler.state(),
                 "metrics_offsets": log.offsets(),
                 "config_sha256": config_digest(self.cfg),
+                "config": self.cfg.model_dump(mode="json"),  # a resume compares config.yaml with it
                 "mode": self.cfg.mode,
                 "saved_at": time.time(),
             })
@@ -786,10 +798,34 @@ def config_digest(cfg: TrainConfig, ignore_steps: bool = False) -> str:
     data = cfg.model_dump(mode="json")
     if ignore_steps:
         data.pop("steps", None)
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return raw_digest(data)
 
 
 # --------------------------------------------------------------------------- entry point
+
+
+def _resume_config(config: TrainConfig | None, run_dir: Path,
+                   steps: int | None) -> tuple[TrainConfig, Path | None, bool]:
+    """The config a resumed run continues with, its latest checkpoint (None: none yet),
+    and whether config.yaml must be rewritten to record an override.
+
+    The run's config.yaml must be whole and the one its latest checkpoint was trained
+    with; only the keys of `RESUME_OVERRIDES` (`steps`) may change, through `steps`.
+    """
+    cfg_path = run_dir / CONFIG_FILE
+    if not cfg_path.is_file():
+        raise FileNotFoundError(f"{cfg_path}: missing; {run_dir} is not a run directory to resume")
+    saved, raw = read_run_config(cfg_path)
+    latest = CheckpointManager(run_dir, keep=saved.checkpoint.keep).latest()
+    # every file of the checkpoint readable before minutes of model loading
+    state = verify_checkpoint(latest, BOOK_FILE) if latest is not None else None
+    check_run_config(raw, cfg_path, state, latest)
+    if config is not None and config_digest(config, True) != config_digest(saved, True):
+        raise ConfigError(f"{run_dir}: resuming needs the run's own config ({cfg_path}); "
+                          "give no config (or only --steps)")
+    if steps is None or steps == saved.steps:
+        return saved, latest, False
+    return saved.model_copy(update={"steps": steps}), latest, True
 
 
 def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume: bool = False,
@@ -814,41 +850,43 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     run_dir = Path(run_dir)
     cfg_path = run_dir / CONFIG_FILE
     if resume:
-        if not cfg_path.is_file():
-            raise FileNotFoundError(f"{cfg_path}: missing; {run_dir} is not a run directory to resume")
-        saved = load_config(cfg_path)
-        if config is not None and config_digest(config, True) != config_digest(saved, True):
-            raise ValueError(f"{run_dir}: resuming needs the run's own config ({cfg_path}); "
-                             "give no config (or only --steps)")
-        config = saved
+        config, latest, record = _resume_config(config, run_dir, steps)
     elif config is None:
         raise ValueError("train: a config is needed for a new run")
     elif cfg_path.exists() and (run_dir / "checkpoints").exists():
         raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir")
-    if steps is not None:
-        config = config.model_copy(update={"steps": steps})
+    else:
+        latest, record = None, True
+        if steps is not None:
+            config = config.model_copy(update={"steps": steps})
     cfg = config
     require_data(cfg)
     ranks = init_ranks(cfg)
     try:
-        return _train(cfg, ranks, run_dir, resume, stop_after, policies, progress, on_step)
+        return _train(cfg, ranks, run_dir, resume, latest, record, stop_after, policies, progress, on_step)
     finally:
         ranks.close()
 
 
-def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, stop_after: int | None, policies,
-           progress: str | None, on_step) -> TrainResult:
+def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | None, record: bool,
+           stop_after: int | None, policies, progress: str | None, on_step) -> TrainResult:
     run_dir = Path(ranks.broadcast(str(run_dir)))  # rank 0's (a default name holds the time)
     cfg_path = run_dir / CONFIG_FILE
     if ranks.main:
         run_dir.mkdir(parents=True, exist_ok=True)
     manager = CheckpointManager(run_dir, keep=cfg.checkpoint.keep)
-    latest = ranks.broadcast(manager.latest() if resume else None)  # one answer for every rank
-    if latest is not None:
-        verify_checkpoint(latest, BOOK_FILE)  # every file readable before minutes of model loading
-    if not resume and ranks.main:
-        for name in (BOOK_FILE, BOOK_FILE + "-wal", BOOK_FILE + "-shm"):
-            (run_dir / name).unlink(missing_ok=True)
+    latest = ranks.broadcast(latest)  # one answer for every rank
+    if ranks.main:
+        manager.clean()  # what a crash left: half-written or half-deleted checkpoints,
+        manager.prune()  # and old ones a crash kept from being pruned
+        remove_stray_temps(cfg_path)
+        if latest is None:
+            # a new run, or a resume with no checkpoint yet: start as a new run, with an
+            # empty Mistake Book (a crashed first attempt may have committed steps to it)
+            for name in (BOOK_FILE, BOOK_FILE + "-wal", BOOK_FILE + "-shm"):
+                (run_dir / name).unlink(missing_ok=True)
+        if record:  # a new run's config; on resume only to record an override (--steps)
+            save_config(cfg, cfg_path)
     ranks.barrier()
     show = Progress(cfg.steps, style=(progress or cfg.logging.progress) if ranks.main else "none")
     trainer = Trainer(cfg, run_dir, policies=policies, progress=show, ranks=ranks)
@@ -864,9 +902,8 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, stop_after: int
         elif resume:
             show.message(f"{run_dir}: no checkpoint yet; starting from step 0")
         if ranks.main:
-            save_config(cfg, cfg_path)
             log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
-                             purge_step=trainer.step + 1 if trainer.step else None)
+                             purge_step=trainer.step + 1 if trainer.step else (0 if resume else None))
         show.start_step = show.step = trainer.step
         show.current = trainer.step + 1
         if cfg.validation.every and cfg.validation.at_start and trainer.step == 0 and ranks.main:
