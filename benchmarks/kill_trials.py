@@ -3,9 +3,10 @@
     python benchmarks/kill_trials.py                 # 20 trials
     python benchmarks/kill_trials.py --trials 50 --seed 3 --out kill_trials.json
 
-One uninterrupted reference run (PYTHONHASHSEED=1) is timed; then each trial starts the
+One uninterrupted reference run (PYTHONHASHSEED=1) is made and timed (again, in the
+process that runs the trials, so the draw fits its speed); then each trial starts the
 same run (PYTHONHASHSEED=1) and SIGKILLs it from outside at a moment drawn uniformly from
-the reference's duration (rollouts, judge, Mistake Book commit, update, checkpoint write,
+the first 90% of that duration (start-up, rollouts, judge, Mistake Book commit, update, checkpoint write,
 pruning: wherever it lands), then resumes it with `--resume` in a fresh process with
 PYTHONHASHSEED=2 and compares the end with the reference: weights, optimiser, scheduler
 and RNG state of the last checkpoint, the Mistake Book's rows in insertion order,
@@ -69,11 +70,15 @@ def main(argv: list[str] | None = None) -> int:
         made, ref = reference.wait()
         if made["ended"] != "exit 0" or ref["ended"] != "exit 0":
             raise SystemExit(f"the reference run failed:\n{ref['log']}")
-        duration = ref["seconds"]
-        kills = [rng.uniform(0, duration) for _ in range(args.trials)]
-        trials_h.submit([{**run, "run_dir": str(work / f"trial-{i}"), "kill_after_s": t,
-                          "trace": str(work / f"trial-{i}.trace")} for i, t in enumerate(kills)])
-        started = trials_h.wait()
+        fractions = [rng.uniform(0.0, 0.9) for _ in range(args.trials)]  # (a later kill may come too late)
+        trials_h.submit([{**run, "run_dir": str(work / "timing"), "timing": True}]
+                        + [{**run, "run_dir": str(work / f"trial-{i}"), "kill_after_fraction": f,
+                            "trace": str(work / f"trial-{i}.trace")} for i, f in enumerate(fractions)])
+        timing, *started = trials_h.wait()
+        if timing["ended"] != "exit 0":
+            raise SystemExit(f"the timing run failed:\n{timing['log']}")
+        duration = timing["seconds"]
+        kills = [r["kill_after_s"] for r in started]
         resumes = []
         for i, _ in enumerate(started):
             run_dir = work / f"trial-{i}"
@@ -107,10 +112,12 @@ def main(argv: list[str] | None = None) -> int:
             print(again["log"][-2000:])
         rows.append({"trial": i, "kill_after_s": kills[i], "ended": start["ended"], "landed": landed,
                      "resume": how, "resume_ended": again["ended"], "differences": diff})
-    print(f"{identical} of {args.trials} resumed bit-identical; kills landed: "
+    killed = sum(r["ended"] == "killed" for r in started)
+    print(f"{identical} of {args.trials} resumed bit-identical ({killed} killed, "
+          f"{args.trials - killed} finished before their kill); kills landed: "
           + ", ".join(f"{k} x{n}" for k, n in sorted(where.items())))
     if args.out:
-        args.out.write_text(json.dumps({"trials": rows, "identical": identical, "n": args.trials,
+        args.out.write_text(json.dumps({"trials": rows, "identical": identical, "n": args.trials, "killed": killed,
                                         "reference_seconds": duration}, indent=2) + "\n")
     return 0 if identical == args.trials else 1
 

@@ -21,7 +21,9 @@ while another harness works, and waits for JOBS.json to appear. A job is
   hooks below patch functions of the loop in the child only; nothing in codea1 knows
   about them). MOMENTS says what each one is.
 - `kill_after_s`: the harness SIGKILLs the child from outside after that many seconds
-  (the kill-trial benchmark: a random moment).
+  (the kill-trial benchmark: a random moment); `kill_after_fraction`: after that share of
+  the seconds of the last job marked `"timing": true` in this harness (so the draw fits
+  this process's own speed, whatever the machine's load).
 - `trace`: a file the child appends the moments it passes to ("<seconds> <moment>
   <step>"), so the last line says where a kill landed.
 
@@ -192,7 +194,12 @@ def _run_job(job: dict) -> None:
 def run_jobs(jobs: list[dict]) -> list[dict]:
     """Each job in a forked child, one after another; how each ended."""
     results = []
+    timing = None
     for job in jobs:
+        if job.get("kill_after_fraction") is not None:
+            if timing is None:
+                raise ValueError("kill_after_fraction needs an earlier job marked timing: true")
+            job = {**job, "kill_after_s": job["kill_after_fraction"] * timing}
         t = time.monotonic()
         pid = os.fork()
         if pid == 0:  # the child
@@ -218,6 +225,9 @@ def run_jobs(jobs: list[dict]) -> list[dict]:
         if status is None:
             _pid, status = os.waitpid(pid, 0)
         result = _ended(status, t)
+        result["kill_after_s"] = job.get("kill_after_s")
+        if job.get("timing") and result["ended"] == "exit 0":
+            timing = result["seconds"]
         run = Path(job.get("run_dir") or job.get("make_tiny") or job["out"])
         result["files"] = sorted(str(p.relative_to(run)) for p in run.rglob("*")) if run.is_dir() else []
         results.append(result)

@@ -37,7 +37,9 @@ def train_command(
         None, "--run-dir", help="Where the run writes (default: runs/NAME-YYYYmmdd-HHMMSS)."),
     resume: Optional[Path] = typer.Option(
         None, "--resume", help="Continue the run in this directory from its latest checkpoint."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Total training steps (overrides the config)."),
+    steps: Optional[int] = typer.Option(
+        None, "--steps", min=1, help="Total training steps (overrides the config; with --resume the one "
+        "key that may change, recorded in the run's config.yaml)."),
 ) -> None:
     """Train a code model and a test model against each other (Code-A1)."""
     from codea1.train.config import load_config
