@@ -149,7 +149,7 @@ def install_hooks(crash_at: str | None, trace: str | None = None) -> None:
                 mark("prune")
             return rmtree(path, ignore_errors=ignore_errors)
 
-    write_text = ckpt.atomic_write_text
+    write_text = getattr(ckpt, "atomic_write_text", None)  # (absent before crash-safe config writes)
 
     def write_text_hook(path, text):
         if moment == "config" and current["step"] == step:
@@ -165,7 +165,8 @@ def install_hooks(crash_at: str | None, trace: str | None = None) -> None:
     loop.save_rng = save_rng_hook
     ckpt.CheckpointManager.prune = prune_hook
     ckpt.shutil = _Shutil
-    ckpt.atomic_write_text = write_text_hook
+    if write_text is not None:
+        ckpt.atomic_write_text = write_text_hook
 
 
 def _run_job(job: dict) -> None:
