@@ -271,7 +271,9 @@ def verify_checkpoint(checkpoint: Path, book_file: str = "mistakes.sqlite") -> d
     for name, expect in (("optim.pt", ("optimizers", "schedulers")), ("rng.pt", ("python", "numpy", "torch"))):
         path = checkpoint / name
         try:
-            data = torch.load(path, weights_only=False, map_location="cpu")
+            # mmap: the archive and its index are read and checked, the tensors' bytes are
+            # not copied (a full model's optimiser state is loaded once, by the resume itself)
+            data = torch.load(path, weights_only=False, map_location="cpu", mmap=True)
         except FileNotFoundError:
             raise CheckpointError(f"{path}: missing") from None
         except Exception as exc:  # truncated zip, unpickling error, ...: name the file
