@@ -158,22 +158,16 @@ def _assert_same_run(a: Path, b: Path, atol: float) -> None:
     assert any(not torch.equal(w1[f][k], w3[f][k]) for f in w1 for k in w1[f])
 
 
-def test_two_ranks_equal_one_rank_lora_shared(tmp_path, tiny):
-    one = _one_rank(tmp_path, tiny, "lora-shared")
-    results = _launch(tmp_path, tiny, "lora-shared", tmp_path / "two")
+@pytest.mark.parametrize("mode, atol", [("lora-shared", 1e-6), ("full", 1e-5)], ids=["lora_shared", "full_fsdp2"])
+def test_two_ranks_equal_one_rank(tmp_path, tiny, mode, atol):
+    """LoRA gradients all-reduced, or full weights sharded with FSDP2: the same run as one rank."""
+    one = _one_rank(tmp_path, tiny, mode)
+    results = _launch(tmp_path, tiny, mode, tmp_path / "two")
     for code, report in results:
         assert code == 0 and report and "error" not in report and report["step"] == 3, results
-    _assert_same_run(one, tmp_path / "two", atol=1e-6)
+    _assert_same_run(one, tmp_path / "two", atol=atol)
     rows = read_metrics(tmp_path / "two")
     assert all(r["time/comm_s"] >= 0 for r in rows)
-
-
-def test_two_ranks_equal_one_rank_full_fsdp2(tmp_path, tiny):
-    one = _one_rank(tmp_path, tiny, "full")
-    results = _launch(tmp_path, tiny, "full", tmp_path / "two")
-    for code, report in results:
-        assert code == 0 and report and "error" not in report and report["step"] == 3, results
-    _assert_same_run(one, tmp_path / "two", atol=1e-5)
 
 
 def test_killed_rank_stops_every_rank_and_resume_is_exact(tmp_path, tiny):
