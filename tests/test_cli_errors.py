@@ -80,6 +80,8 @@ CASES = [
     (["train", "--preset", "cpu-demo", "--run-dir", "afile"], "afile is a file, expected a directory"),
     (["train", "--config", "binary.bin"], "binary.bin: not a YAML config (not UTF-8"),
     (["train", "--preset", "cpu-demo", "--steps", "0"], "'--steps'"),
+    (["train", "--preset", "cpu-demo", "--time-limit", "2 hours"], "'--time-limit'"),
+    (["train", "--preset", "cpu-demo", "--time-limit", "0m"], "'--time-limit'"),
     (["train", "--resume", "no-such-run"], "no-such-run is not a run directory"),
     (["train", "--preset", "cpu-demo", "--set", "grpo.lr=abc"], "config key 'grpo.lr'"),
     # data check / convert

@@ -139,6 +139,31 @@ def test_resume_is_exact(tmp_path, tiny, scripted):
             assert torch.equal(st["exp_avg"], ob["optimizers"][role]["state"][pid]["exp_avg"])
 
 
+def test_time_limit_stops_with_a_checkpoint_and_resumes(tmp_path, tiny, scripted):
+    """A budget the first step overruns: stop after it, checkpointed; resume finishes the run.
+    A budget no step nears, or one ending at the last step, is not a stop."""
+    run = tmp_path / "run"
+    first = train(_config(tiny, "a1", 3), run, time_limit_s=1e-3)
+    assert first.stopped and first.step == 1
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
+    assert train(None, run, resume=True, time_limit_s=1e6).step == 3
+    assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
+    last = train(_config(tiny, "a1", 1), tmp_path / "one", time_limit_s=1e-3)
+    assert last.step == 1 and not last.stopped
+
+
+def test_parse_duration():
+    import typer
+
+    from codea1.train.cli import parse_duration
+
+    assert [parse_duration(t) for t in ("2h", "90m", "1h30m", "45s", "3600", "1.5h")] == \
+        [7200, 5400, 5400, 45, 3600, 5400]
+    for bad in ("", "abc", "2x", "h", "-5", "0", "inf", "nan"):
+        with pytest.raises(typer.BadParameter):
+            parse_duration(bad)
+
+
 def test_sigterm_mid_run_checkpoints_and_resumes_exactly(tmp_path, tiny, scripted):
     """SIGTERM during step 2 abandons it (nothing committed yet), saves step 1, resumes."""
     a, b = tmp_path / "a", tmp_path / "b"

@@ -8,6 +8,7 @@ the training and held-out sets) are checked before `train` creates or changes an
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -29,6 +30,28 @@ def check_new_run(cfg, run_dir: Path) -> None:
     load_training_data(cfg)
 
 
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+
+
+def parse_duration(text: Optional[str]) -> Optional[float]:
+    """Seconds in '2h', '90m', '1h30m', '45s' or a plain number of seconds."""
+    if text is None:
+        return None
+    value = text.strip().lower()
+    try:
+        seconds = float(value)
+    except ValueError:
+        match = _DURATION.fullmatch(value)
+        if not value or match is None:
+            raise typer.BadParameter(f"{text!r}: expected a duration such as 2h, 90m, 1h30m, 45s "
+                                     "or a number of seconds") from None
+        hours, minutes, secs = (float(g) if g else 0.0 for g in match.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    if not seconds > 0 or seconds == float("inf"):
+        raise typer.BadParameter(f"{text!r}: expected a positive, finite duration")
+    return seconds
+
+
 def train_command(
     config: Optional[Path] = CONFIG_OPTION,
     preset: Optional[str] = PRESET_OPTION,
@@ -40,6 +63,10 @@ def train_command(
     steps: Optional[int] = typer.Option(
         None, "--steps", min=1, help="Total training steps (overrides the config; with --resume the one "
         "key that may change, recorded in the run's config.yaml)."),
+    time_limit: Optional[str] = typer.Option(
+        None, "--time-limit", help="Wall-clock budget of this call, e.g. 2h, 90m, 1h30m or seconds: stop "
+        "with a checkpoint when the next step would end past it (resume with --resume).",
+        callback=parse_duration),
 ) -> None:
     """Train a code model and a test model against each other (Code-A1)."""
     from codea1.train.config import load_config
@@ -63,6 +90,6 @@ def train_command(
 
     from codea1.train.loop import train
 
-    result = train(cfg, target, resume=resume is not None, steps=steps)
+    result = train(cfg, target, resume=resume is not None, steps=steps, time_limit_s=time_limit)
     if os.environ.get("RANK", "0") == "0":  # under torchrun: rank 0 speaks for the run
         typer.echo(f"run directory: {result.run_dir} (step {result.step})")

@@ -829,7 +829,8 @@ def _resume_config(config: TrainConfig | None, run_dir: Path,
 
 
 def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume: bool = False,
-          steps: int | None = None, stop_after: int | None = None, policies=None,
+          steps: int | None = None, stop_after: int | None = None,
+          time_limit_s: float | None = None, policies=None,
           progress: str | None = None,
           on_step: Callable[[int, dict[str, Any]], None] | None = None) -> TrainResult:
     """Train (or, with `resume`, continue) the run in `run_dir`.
@@ -839,6 +840,10 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     - `steps`: overrides `config.steps` (the total, which the LR schedule spans).
     - `stop_after`: stop (with a checkpoint) after this many steps of this call, as if
       interrupted; used to test resuming.
+    - `time_limit_s`: a wall-clock budget for this call: after each step, stop (with a
+      checkpoint, resumable) when the next step would end past it, judged by the slowest
+      step so far, so "train for two hours" ends near two hours, not one step later. The
+      LR schedule still spans `steps`.
     - `policies`: already loaded `codea1.models.Policies` (else loaded from the config).
     - `on_step(step, metrics)`: called after each step (and its checkpoint).
 
@@ -863,13 +868,16 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     require_data(cfg)
     ranks = init_ranks(cfg)
     try:
-        return _train(cfg, ranks, run_dir, resume, latest, record, stop_after, policies, progress, on_step)
+        return _train(cfg, ranks, run_dir, resume, latest, record, stop_after, time_limit_s,
+                      policies, progress, on_step)
     finally:
         ranks.close()
 
 
 def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | None, record: bool,
-           stop_after: int | None, policies, progress: str | None, on_step) -> TrainResult:
+           stop_after: int | None, time_limit_s: float | None, policies, progress: str | None,
+           on_step) -> TrainResult:
+    started = time.monotonic()
     run_dir = Path(ranks.broadcast(str(run_dir)))  # rank 0's (a default name holds the time)
     cfg_path = run_dir / CONFIG_FILE
     if ranks.main:
@@ -909,8 +917,11 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
         if cfg.validation.every and cfg.validation.at_start and trainer.step == 0 and ranks.main:
             log.log(0, trainer.validate())
         done_here = 0
+        slowest = 0.0  # the longest step (with its validation and checkpoint) of this call
+        out_of_time = False
         with trainer.stop:
             while trainer.step < cfg.steps:
+                step_started = time.monotonic()
                 rng_before = capture_rng(trainer.rng_generators())
                 data_before = trainer.sampler.state()
                 try:
@@ -930,7 +941,11 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
                     rows.append({"step": step, **metrics})
                 done_here += 1
                 last = step >= cfg.steps
-                stop_now = ranks.any(trainer.stop.requested) or (stop_after is not None and done_here >= stop_after)
+                if time_limit_s is not None and not last:  # would the next step end past the budget?
+                    slowest = max(slowest, time.monotonic() - step_started)
+                    out_of_time = ranks.any(time.monotonic() - started + slowest > time_limit_s)
+                stop_now = (ranks.any(trainer.stop.requested) or out_of_time
+                            or (stop_after is not None and done_here >= stop_after))
                 if step % cfg.checkpoint.every == 0 or last or stop_now:
                     show.set_phase("checkpoint", step)
                     trainer.save_checkpoint(manager, log)
@@ -945,7 +960,7 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
                 show.set_phase("checkpoint", trainer.step)
                 trainer.save_checkpoint(manager, log)
         if stopped:
-            why = trainer.stop.reason or "stop_after"
+            why = trainer.stop.reason or (f"time limit {time_limit_s:g} s" if out_of_time else "stop_after")
             show.message(f"stopped at step {trainer.step} ({why}); resume with: codea1 train --resume {run_dir}")
     finally:
         if log is not None:
