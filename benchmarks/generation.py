@@ -23,6 +23,16 @@ a code, 1,024 new tokens; each flag can be changed) and prints the tokens/s of e
     pip install 'codea1[vllm]'
     python benchmarks/generation.py --engine vllm
 
+`--engine llamacpp` runs codea1's sampler and llama.cpp (through llama-cpp-python, built
+from source by pip with this CPU's instruction set) side by side on the same GGUF file,
+the same prompt token ids, the same sampling (temperature 1, top_p 1, no top-k, min-p or
+repetition penalty) and the same thread count. llama.cpp decodes one sequence at a time
+and reuses a prompt's KV cache across its n samples; it computes with the Q4_K_M weights
+as stored, where codea1 computes with them dequantised (the trainer's weights):
+
+    pip install 'codea1[llamacpp]'
+    python benchmarks/generation.py --engine llamacpp --threads 2
+
 Peak memory is the process's peak resident set size (`ru_maxrss`); ours runs first so
 the figure after it is its own peak. Run it on a quiet machine: other processes on the
 same cores slow both sides, unevenly when the load changes during the run.
@@ -42,8 +52,9 @@ def _peak_rss_mib() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--engine", choices=("hf", "vllm"), default="hf",
-                    help="hf: codea1's sampler vs plain generate; vllm: the vllm and hf engines side by side")
+    ap.add_argument("--engine", choices=("hf", "vllm", "llamacpp"), default="hf",
+                    help="hf: codea1's sampler vs plain generate; vllm: the vllm and hf engines side by side; "
+                    "llamacpp: codea1's sampler vs llama.cpp on the same GGUF file")
     ap.add_argument("--model", default=None,
                     help="model name or path; 'tests-tiny' builds a tiny random model "
                     "(default qwen2.5-coder-0.5b-instruct; with --engine vllm Qwen/Qwen2.5-Coder-1.5B-Instruct)")
@@ -65,6 +76,9 @@ def main() -> None:
     args.max_new_tokens = args.max_new_tokens or (1024 if paper else 128)
     if paper:
         engines_side_by_side(args)
+        return
+    if args.engine == "llamacpp":
+        llamacpp_side_by_side(args)
         return
 
     import torch
@@ -132,6 +146,68 @@ def main() -> None:
     print(f"peak RSS: {rss_loaded:.0f} MiB after loading, {rss_ours:.0f} MiB after ours (run first), "
           f"{rss_base:.0f} MiB after the baseline")
     print(f"example completion: {samples[0][0].text[:200]!r}")
+
+
+def llamacpp_side_by_side(args) -> None:
+    """The same rows through codea1's sampler (code adapter on, as in training), then llama.cpp."""
+    import os
+    from pathlib import Path
+
+    import torch
+
+    try:
+        import llama_cpp
+    except ImportError:
+        raise SystemExit("benchmarks/generation.py --engine llamacpp: llama-cpp-python is not installed "
+                         "(pip install 'codea1[llamacpp]'; it compiles llama.cpp, a few minutes)") from None
+    from codea1.data import bundled_problems
+    from codea1.models import ModelConfig, load_policies, resolve_model
+    from codea1.rollout import GenerationStats, SamplingConfig, code_messages, encode_prompts, generate, stop_token_ids, test_messages
+
+    resolved = resolve_model(args.model)
+    if not resolved.gguf_file:
+        raise SystemExit(f"--engine llamacpp needs a GGUF model; {args.model} resolves to {resolved.describe()}")
+    gguf = Path(resolved.source) / resolved.gguf_file
+    threads = args.threads or os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    policies = load_policies(ModelConfig(name=args.model, mode="lora-shared", dtype=args.dtype))
+    tok = policies.tokenizer
+    problems = bundled_problems("train")[: args.problems]
+    prompts = [code_messages(p) for p in problems] + [test_messages(p, p.reference) for p in problems]
+    encoded = encode_prompts(tok, prompts)
+    print(f"model: {gguf} ({gguf.stat().st_size / 2**20:.0f} MiB); codea1 dtype {policies.dtype}; threads {threads}")
+    print(f"rows: {len(prompts)} prompts x {args.n} samples, max_new_tokens {args.max_new_tokens}, "
+          f"temperature 1.0, top_p 1.0")
+
+    stats = GenerationStats()
+    cfg = SamplingConfig(temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                         batch_size=args.batch_size, seed=args.seed)
+    generate(policies, "code", prompts, n=args.n, sampling=cfg, stats=stats)
+    print(f"  codea1: {stats.completion_tokens} tokens in {stats.seconds:.1f}s", flush=True)
+    with policies.reference() as base:
+        stops = set(stop_token_ids(tok, base))
+
+    llm = llama_cpp.Llama(model_path=str(gguf), n_ctx=max(len(r) for r in encoded) + args.max_new_tokens + 8,
+                          n_threads=threads, n_threads_batch=threads, n_batch=512, seed=args.seed, verbose=False)
+    tokens = prompt_tokens = 0
+    t0 = time.perf_counter()
+    for row in encoded:
+        for _ in range(args.n):
+            made = 0
+            for token in llm.generate(row, temp=1.0, top_p=1.0, top_k=0, min_p=0.0, typical_p=1.0,
+                                      repeat_penalty=1.0, reset=True):
+                made += 1
+                if token in stops or made >= args.max_new_tokens:
+                    break
+            tokens += made
+        prompt_tokens += len(row)
+        print(f"  llama.cpp: {tokens} tokens, {time.perf_counter() - t0:.0f}s", flush=True)
+    cpp_s = time.perf_counter() - t0
+    print(f"codea1 generate (batch {args.batch_size}, {policies.dtype}): {stats.completion_tokens} tokens in "
+          f"{stats.seconds:.1f}s = {stats.tokens_per_s:.1f} tokens/s")
+    print(f"llama.cpp {llama_cpp.__version__} (one sequence at a time, Q4_K_M): {tokens} tokens in {cpp_s:.1f}s = "
+          f"{tokens / cpp_s:.1f} tokens/s (prompts: {prompt_tokens} tokens, each evaluated once)")
+    print(f"llama.cpp / codea1: {tokens / cpp_s / stats.tokens_per_s:.2f}x tokens/s")
 
 
 def engines_side_by_side(args) -> None:

@@ -113,6 +113,9 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
         return 2, one_line(exc)
     if isinstance(exc, CheckpointError):  # the run directory given to --resume is broken
         return 2, one_line(exc)
+    engines = sys.modules.get("codea1.engines.base")
+    if engines is not None and isinstance(exc, engines.EngineUnavailable):  # rollout.engine can't run here
+        return 2, one_line(exc)
     if isinstance(exc, (ModelError, WorkerError)):
         return 1, one_line(exc)
     distributed = sys.modules.get("codea1.train.distributed")

@@ -1,4 +1,4 @@
-"""Rollout engines: `hf` (codea1's own sampler, any device) and `vllm` (CUDA, optional extra).
+X
 
 `make_engine(config.rollout.engine, policies, config.rollout.vllm)` gives the run's
 engine; see `base.RolloutEngine` for the contract and `correction` for the check of the

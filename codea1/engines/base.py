@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from codea1.models import Policies
     from codea1.rollout import GenerationStats, Sample, SamplingConfig
 
-ENGINE_NAMES = ("auto", "hf", "vllm")
+ENGINE_NAMES = ("auto", "hf", "vllm", "llamacpp")
 VLLM_EXTRA_HINT = "pip install 'codea1[vllm]'"
 
 
@@ -63,8 +63,9 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def resolve_engine(name: str, device: "torch.device | str") -> Literal["hf", "vllm"]:
-    """The engine `name` stands for on `device`: `auto` is vllm when installed and on CUDA."""
+def resolve_engine(name: str, device: "torch.device | str") -> Literal["hf", "vllm", "llamacpp"]:
+    """The engine `name` stands for on `device`: `auto` is vllm when installed and on CUDA,
+    else hf (llamacpp, which samples with quantised weights, is only ever asked for)."""
     import torch
 
     kind = torch.device(device).type
@@ -82,6 +83,16 @@ def resolve_engine(name: str, device: "torch.device | str") -> Literal["hf", "vl
                 f"rollout.engine=vllm: vLLM needs a CUDA GPU but the model is on {kind!r}; "
                 "use rollout.engine=hf (or auto)")
         return "vllm"
+    if name == "llamacpp":
+        from codea1.engines.llamacpp_engine import LLAMACPP_EXTRA_HINT, llamacpp_installed
+
+        if not llamacpp_installed():
+            raise EngineUnavailable(f"rollout.engine=llamacpp: llama-cpp-python is not installed; "
+                                    f"{LLAMACPP_EXTRA_HINT} (it compiles llama.cpp), or use rollout.engine=hf")
+        if kind != "cpu":
+            raise EngineUnavailable(f"rollout.engine=llamacpp runs on the CPU, but the model is on {kind!r}; "
+                                    "use rollout.engine=vllm or hf there")
+        return "llamacpp"
     raise ValueError(f"rollout.engine {name!r}: expected one of {', '.join(ENGINE_NAMES)}")
 
 
@@ -120,11 +131,16 @@ class RolloutEngine(abc.ABC):
 
 
 def make_engine(name: str, policies: "Policies", vllm_cfg: VLLMConfig | None = None,
-                dtype: "torch.dtype | None" = None) -> RolloutEngine:
-    """The engine `name` (auto/hf/vllm) resolves to for these policies. `dtype`: the dtype
-    the engine samples in when it differs from the policies' (FSDP2 keeps float32 master
-    weights and computes in `model.dtype`: the engine takes the compute dtype)."""
+                dtype: "torch.dtype | None" = None, threads: int | None = None) -> RolloutEngine:
+    """The engine `name` (auto/hf/vllm/llamacpp) resolves to for these policies. `dtype`:
+    the dtype the engine samples in when it differs from the policies' (FSDP2 keeps float32
+    master weights and computes in `model.dtype`: the engine takes the compute dtype).
+    `threads`: llama.cpp's CPU threads (None: the cores this process may use)."""
     resolved = resolve_engine(name, policies.device)
+    if resolved == "llamacpp":
+        from codea1.engines.llamacpp_engine import LlamaCppEngine
+
+        return LlamaCppEngine(policies, threads=threads)
     if resolved == "vllm":
         from codea1.engines.vllm_engine import VLLMEngine
 

@@ -41,9 +41,11 @@ class RolloutConfig(_Strict):
     code: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     test: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     white_box: bool = Field(True, description="show the test model the candidate's code")
-    engine: Literal["auto", "hf", "vllm"] = Field(
+    engine: Literal["auto", "hf", "vllm", "llamacpp"] = Field(
         "auto", description="who samples the rollouts: hf (codea1's sampler, any device), vllm "
-        "(CUDA, the codea1[vllm] extra), auto (vllm when installed and on CUDA, else hf)")
+        "(CUDA, the codea1[vllm] extra), llamacpp (CPU, LoRA modes on a GGUF base, the "
+        "codea1[llamacpp] extra: faster on CPU, samples with the quantised weights), auto (vllm "
+        "when installed and on CUDA, else hf)")
     vllm: VLLMConfig = VLLMConfig()
 
 

