@@ -1,4 +1,5 @@
-X
+"""Rollout engines: `hf` (codea1's own sampler, any device), `vllm` (CUDA, optional extra) and
+`llamacpp` (CPU, optional extra, `codea1.engines.llamacpp_engine`).
 
 `make_engine(config.rollout.engine, policies, config.rollout.vllm)` gives the run's
 engine; see `base.RolloutEngine` for the contract and `correction` for the check of the
