@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import List, Optional
 
 import typer
 
@@ -237,8 +238,9 @@ def run_names(run_dirs: list[Path]) -> list[str]:
 
 
 def make_plots(run_dirs: Path | list[Path], out_dir: Path | None = None,
-               smoothing: float = 0.6) -> list[Path]:
+               smoothing: float = 0.6, metrics: list[str] | None = None) -> list[Path]:
     """Draw the figures of one run, or of several runs overlaid; returns the PNGs written.
+    `metrics`: keys drawn together in one more figure, `selected.png` (one panel each).
     Every run's metrics are read (and any error raised) before anything is written."""
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"--smooth must be in [0, 1), got {smoothing}")
@@ -246,6 +248,10 @@ def make_plots(run_dirs: Path | list[Path], out_dir: Path | None = None,
     if not dirs:
         raise ValueError("no run directory given")
     runs = list(zip(run_names(dirs), [read_metrics(d) for d in dirs]))
+    unknown = [k for k in metrics or [] if not any(m.has(k) for _, m in runs)]
+    if unknown:
+        known = sorted({k for _, m in runs for k in m.series})
+        raise MetricsError(f"--metric {', '.join(unknown)}: no run logged it; the runs logged {', '.join(known)}")
     if out_dir is not None:
         out_dir = Path(out_dir)
     elif len(dirs) == 1:
@@ -288,6 +294,9 @@ def make_plots(run_dirs: Path | list[Path], out_dir: Path | None = None,
     if eval_keys:
         save(_panels(plt, runs, eval_keys, "Evaluation scores", smoothing), "eval")
 
+    if metrics:
+        save(_panels(plt, runs, list(dict.fromkeys(metrics)), "Selected metrics", smoothing), "selected")
+
     all_keys = sorted({k for _, m in runs for k in m.series})
     save(_panels(plt, runs, all_keys, "All metrics", smoothing), "all_metrics")
     return written
@@ -300,6 +309,9 @@ def plot_command(
                                  help="EMA smoothing of the curves drawn over the raw points, 0 to 0.99 (0 = raw only)."),
     summary: bool = typer.Option(True, "--summary/--no-summary",
                                  help="Print first- vs last-quarter means with bootstrap 95% intervals for the reward and rate curves."),
+    metric: Optional[List[str]] = typer.Option(
+        None, "--metric", help="A logged metric (e.g. judge/code_valid_rate) to draw in selected.png and "
+        "add to the summary (repeatable)."),
 ) -> None:
     """Draw training runs' rewards, rates, Mistake Book size and evaluation scores as PNGs."""
     from rich.console import Console
@@ -309,11 +321,11 @@ def plot_command(
     if out is not None:  # (RUN_DIR itself is checked by reading its metrics.jsonl)
         check_output_dir(out, "--out")
     console = Console(soft_wrap=True)  # paths stay whole, copy-pasteable
-    for path in make_plots(run_dirs, out, smoothing=smooth):
+    for path in make_plots(run_dirs, out, smoothing=smooth, metrics=metric):
         console.print(f"wrote {path}", markup=False)
     if summary:
         for name, run_dir in zip(run_names(run_dirs), run_dirs):
-            trends = learning_summary(read_metrics(run_dir), list(SUMMARY_KEYS))
+            trends = learning_summary(read_metrics(run_dir), list(dict.fromkeys([*SUMMARY_KEYS, *(metric or [])])))
             if trends:
                 console.print(f"\n{name}: first vs last quarter of steps (mean [bootstrap 95% interval])",
                               markup=False, highlight=False)

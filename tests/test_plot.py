@@ -153,3 +153,22 @@ def test_two_runs_are_overlaid_in_one_set_of_figures(tmp_path):
     # a missing second run fails before anything is written
     bad = CliRunner().invoke(app, ["plot", str(a1), str(tmp_path / "nope"), "--out", str(tmp_path / "never")])
     assert bad.exit_code == 2 and bad.stderr.startswith("error: ") and not (tmp_path / "never").exists()
+
+
+def test_chosen_metrics_get_their_own_figure_and_summary(tmp_path):
+    from typer.testing import CliRunner
+
+    from codea1.cli import app
+
+    run = tmp_path / "run"
+    write_metrics(run, [{"step": s, "code_reward": 0.4, "judge": {"code_valid_rate": 0.5 + 0.04 * s}}
+                        for s in range(1, 13)])
+    out = tmp_path / "plots"
+    result = CliRunner().invoke(app, ["plot", str(run), "--out", str(out), "--metric", "judge/code_valid_rate"])
+    assert result.exit_code == 0, result.output
+    assert is_png(out / "selected.png")
+    line = next(r for r in result.output.splitlines() if r.startswith("judge/code_valid_rate"))
+    assert line.endswith("rose")
+    bad = CliRunner().invoke(app, ["plot", str(run), "--out", str(tmp_path / "never"), "--metric", "judge/nope"])
+    assert bad.exit_code == 2 and "--metric judge/nope: no run logged it" in bad.stderr
+    assert "judge/code_valid_rate" in bad.stderr and not (tmp_path / "never").exists()
