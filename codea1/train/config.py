@@ -76,6 +76,11 @@ class DataConfig(_Strict):
         description="'bundled' (the bundled held-out split), a path, null for none, or "
         "'required' (the paper presets: the paper's validation file must be given)",
     )
+    include: list[str] | None = Field(
+        None,
+        description="train only on these problems of data.train: ids or shell patterns "
+        "(`a1/0*`), kept in file order; null = all. Each must match a problem",
+    )
     problems_per_step: int = Field(256, ge=1, description="problems a training step samples")
     shuffle: bool = Field(True, description="a new order of the training problems every epoch (seeded)")
 

@@ -126,7 +126,27 @@ def load_training_data(cfg: TrainConfig):
         heldout = load_problems(cfg.data.heldout)
     if not train:
         raise ValueError(f"data.train {cfg.data.train!r}: no problems")
+    if cfg.data.include is not None:
+        train = select_problems(train, cfg.data.include, source=cfg.data.train)
     return train, heldout
+
+
+def select_problems(problems: list, include: list[str], source: str = "data.train") -> list:
+    """The problems whose id is one of `include` or matches one of its shell patterns, in
+    their original order. A pattern that matches no problem is an error (a typo would
+    otherwise shrink the training set in silence)."""
+    from fnmatch import fnmatchcase
+
+    if not include:
+        raise ValueError("data.include is empty: list problem ids or patterns, or set it to null for all")
+    ids = [p.id for p in problems]
+    missing = [pat for pat in include if not any(fnmatchcase(i, pat) for i in ids)]
+    if missing:
+        raise ValueError(
+            f"data.include: {', '.join(repr(m) for m in missing)} match no problem of "
+            f"{source!r} (its ids look like {ids[0]!r}); --set data.include=null trains on all"
+        )
+    return [p for p in problems if any(fnmatchcase(p.id, pat) for pat in include)]
 
 
 # --------------------------------------------------------------------------- signals
