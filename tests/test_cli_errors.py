@@ -73,6 +73,9 @@ CASES = [
      "format: closest is codea1-rows"),
     (TRAIN + ["--set", "data.heldout=malformed.jsonl"], "malformed.jsonl, row 1"),
     (TRAIN + ["--set", "data.train=missing.jsonl"], "missing.jsonl: no such problem file"),
+    (TRAIN + ["--set", "data.train=bundled:hard"], "data.train: 'bundled:hard': unknown bundled split"),
+    (TRAIN + ["--set", "data.include=[a1/999-*]"], "data.include: no problem of 'bundled:demo' matches 'a1/999-*'"),
+    (TRAIN + ["--set", "data.include=[]"], "data.include is empty"),
     # the model and the run directory
     (TRAIN + ["--set", "model.name=./no-such-model"], "model path not found: ./no-such-model"),
     (TRAIN + ["--set", "model.name=/no/such/model.gguf"], "GGUF file not found"),

@@ -68,8 +68,9 @@ class DataConfig(_Strict):
 
     train: str = Field(
         "bundled",
-        description="'bundled', or a problem file; 'required' (the paper presets): the run "
-        "refuses to start until a file is given",
+        description="'bundled' (the bundled train split), 'bundled:SPLIT' (train, heldout, "
+        "all, demo), or a problem file; 'required' (the paper presets): the run refuses to "
+        "start until a file is given",
     )
     heldout: str | None = Field(
         "bundled",

@@ -113,17 +113,22 @@ class ProblemSampler:
 
 def load_training_data(cfg: TrainConfig):
     """(train problems, held-out problems) as the config names them."""
-    from codea1.data import bundled_problems, load_problems
+    from codea1.data import bundled_problems, bundled_split, load_problems
 
     if REQUIRED in (cfg.data.train, cfg.data.heldout):
         require_data(cfg)
-    train = bundled_problems("train") if cfg.data.train == "bundled" else load_problems(cfg.data.train)
-    if cfg.data.heldout is None:
-        heldout = []
-    elif cfg.data.heldout == "bundled":
-        heldout = bundled_problems("heldout")
-    else:
-        heldout = load_problems(cfg.data.heldout)
+
+    def load(field: str, text: str, bundled_means: str) -> list:
+        try:
+            split = bundled_split(text)   # `bundled` alone: the train (or held-out) split
+        except ValueError as exc:
+            raise ValueError(f"data.{field}: {exc}") from None
+        if split is None:
+            return load_problems(text)
+        return bundled_problems(bundled_means if text == "bundled" else split)
+
+    train = load("train", cfg.data.train, "train")
+    heldout = [] if cfg.data.heldout is None else load("heldout", cfg.data.heldout, "heldout")
     if not train:
         raise ValueError(f"data.train {cfg.data.train!r}: no problems")
     if cfg.data.include is not None:
@@ -143,8 +148,8 @@ def select_problems(problems: list, include: list[str], source: str = "data.trai
     missing = [pat for pat in include if not any(fnmatchcase(i, pat) for i in ids)]
     if missing:
         raise ValueError(
-            f"data.include: {', '.join(repr(m) for m in missing)} match no problem of "
-            f"{source!r} (its ids look like {ids[0]!r}); --set data.include=null trains on all"
+            f"data.include: no problem of {source!r} matches {', '.join(repr(m) for m in missing)} "
+            f"(its ids look like {ids[0]!r}); --set data.include=null trains on all"
         )
     return [p for p in problems if any(fnmatchcase(p.id, pat) for pat in include)]
 
