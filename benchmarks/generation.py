@@ -26,9 +26,11 @@ a code, 1,024 new tokens; each flag can be changed) and prints the tokens/s of e
 `--engine llamacpp` runs codea1's sampler and llama.cpp (through llama-cpp-python, built
 from source by pip with this CPU's instruction set) side by side on the same GGUF file,
 the same prompt token ids, the same sampling (temperature 1, top_p 1, no top-k, min-p or
-repetition penalty) and the same thread count. llama.cpp decodes one sequence at a time
-and reuses a prompt's KV cache across its n samples; it computes with the Q4_K_M weights
-as stored, where codea1 computes with them dequantised (the trainer's weights):
+repetition penalty) and the same thread count, three ways: codea1's sampler, llama.cpp
+decoding one sequence at a time (a prompt's KV cache reused by its n samples), and the
+`rollout.engine=llamacpp` engine, which decodes all rows together (each in its own KV
+stream). llama.cpp computes with the Q4_K_M weights as stored, where codea1 computes with
+them dequantised (the trainer's weights):
 
     pip install 'codea1[llamacpp]'
     python benchmarks/generation.py --engine llamacpp --threads 2
@@ -203,11 +205,23 @@ def llamacpp_side_by_side(args) -> None:
         prompt_tokens += len(row)
         print(f"  llama.cpp: {tokens} tokens, {time.perf_counter() - t0:.0f}s", flush=True)
     cpp_s = time.perf_counter() - t0
+    llm.close()
+
+    from codea1.engines import make_engine
+
+    engine = make_engine("llamacpp", policies, threads=threads)
+    engine._llm("code")   # the adapter export and model load are not decoding
+    batched = GenerationStats()
+    engine.generate("code", encoded, n=args.n, sampling=cfg, seeds=list(range(len(encoded))), stats=batched)
+    engine.close()
     print(f"codea1 generate (batch {args.batch_size}, {policies.dtype}): {stats.completion_tokens} tokens in "
           f"{stats.seconds:.1f}s = {stats.tokens_per_s:.1f} tokens/s")
     print(f"llama.cpp {llama_cpp.__version__} (one sequence at a time, Q4_K_M): {tokens} tokens in {cpp_s:.1f}s = "
           f"{tokens / cpp_s:.1f} tokens/s (prompts: {prompt_tokens} tokens, each evaluated once)")
-    print(f"llama.cpp / codea1: {tokens / cpp_s / stats.tokens_per_s:.2f}x tokens/s")
+    print(f"rollout.engine=llamacpp (rows decoded together, up to {args.batch_size}, Q4_K_M): "
+          f"{batched.completion_tokens} tokens in {batched.seconds:.1f}s = {batched.tokens_per_s:.1f} tokens/s")
+    print(f"llama.cpp one at a time / codea1: {tokens / cpp_s / stats.tokens_per_s:.2f}x tokens/s; "
+          f"llamacpp engine / codea1: {batched.tokens_per_s / stats.tokens_per_s:.2f}x")
 
 
 def engines_side_by_side(args) -> None:

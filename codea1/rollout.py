@@ -558,12 +558,22 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
         finally:
             model.train(was_training)
 
+    out = make_samples(tokenizer, prompt_ids, cut, results, stats)
+    stats.seconds += time.perf_counter() - started
+    return out
+
+
+def make_samples(tokenizer, prompt_ids: Sequence[Sequence[int]], cut: Sequence[bool],
+                 results: Sequence[Sequence[tuple[list[int], bool]]],
+                 stats: GenerationStats) -> list[list[Sample]]:
+    """`Sample`s from each prompt's (completion ids, ended by a stop token) pairs, counted
+    in `stats`: the one place every engine turns decoded tokens into samples."""
     out: list[list[Sample]] = []
     for p, rows in enumerate(results):
         samples = []
         for completion, done in rows:
             text = tokenizer.decode(completion, skip_special_tokens=True)
-            samples.append(Sample(prompt_ids=list(prompt_ids[p]), completion_ids=completion,
+            samples.append(Sample(prompt_ids=list(prompt_ids[p]), completion_ids=list(completion),
                                   text=text, truncated=not done, finished=done,
                                   prompt_truncated=cut[p]))
             stats.completion_tokens += len(completion)
@@ -572,5 +582,4 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
             stats.empty_completions += int(not text.strip())
         out.append(samples)
     stats.samples += sum(len(s) for s in out)
-    stats.seconds += time.perf_counter() - started
     return out

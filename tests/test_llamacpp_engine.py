@@ -120,6 +120,37 @@ def test_a_rank_stabilised_adapter_keeps_its_scale(tmp_path):
     assert alpha == pytest.approx(8 / 4 ** 0.5 * 4)   # llama.cpp's alpha / r == 8 / sqrt(4)
 
 
+def test_the_row_sampler_draws_from_softmax_within_the_nucleus():
+    """The batched decoder samples each row itself: greedy is argmax, temperature 1 follows
+    softmax, top-p keeps only the smallest set of tokens holding p of the mass."""
+    import numpy as np
+
+    from codea1.engines.llamacpp_engine import _sample_token
+
+    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05], dtype=np.float32))
+    assert _sample_token(logits, 0.0, 1.0, np.random.default_rng(0)) == 0
+    rng = np.random.default_rng(0)
+    counts = np.bincount([_sample_token(logits, 1.0, 1.0, rng) for _ in range(20000)], minlength=4) / 20000
+    assert np.abs(counts - [0.5, 0.3, 0.15, 0.05]).max() < 0.015
+    rng = np.random.default_rng(1)
+    nucleus = np.bincount([_sample_token(logits, 1.0, 0.8, rng) for _ in range(20000)], minlength=4) / 20000
+    assert nucleus[2] == nucleus[3] == 0 and abs(nucleus[0] - 0.5 / 0.8) < 0.015
+    hot = np.bincount([_sample_token(logits, 2.0, 1.0, rng) for _ in range(20000)], minlength=4) / 20000
+    flat = np.sqrt([0.5, 0.3, 0.15, 0.05])
+    assert np.abs(hot - flat / flat.sum()).max() < 0.015                  # softmax(logits / T)
+    same = [_sample_token(logits, 1.0, 1.0, np.random.default_rng(9)) for _ in range(5)]
+    assert len(set(same)) == 1                                             # a row's seed fixes its draw
+
+
+def test_waves_group_prompts_longest_first_within_the_row_budget():
+    from codea1.engines.llamacpp_engine import _waves
+
+    assert _waves([5, 9, 7, 1], 4, 8) == [[1, 2], [0, 3]]
+    assert _waves([5, 9, 7], 4, 64) == [[1, 2, 0]]
+    assert _waves([5, 9], 100, 64) == [[1], [0]]      # more samples than the budget: a wave each
+    assert sorted(p for w in _waves(list(range(13)), 3, 8) for p in w) == list(range(13))
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not llamacpp_installed(), reason="llama-cpp-python is not installed "
                     "(pip install 'codea1[llamacpp]')")
@@ -127,8 +158,9 @@ def test_llamacpp_follows_the_adapter_like_the_trainer(tmp_path, capfd):
     """On the real 0.5B: llama.cpp's next-token logits match the trainer's with zero
     adapters, and the change a random code adapter makes to them matches the trainer's
     change (correlation and slope), so the export is read as the trainer computes it.
-    The engine rebuilds its context after `weights_changed`, repeats seeded samples
-    exactly, and keeps llama.cpp's per-tensor loading notes off stderr."""
+    The batched decoder's greedy rows equal llama.cpp's own one-sequence decoding; the
+    engine rebuilds its context after `weights_changed`, repeats seeded samples exactly,
+    and keeps llama.cpp's per-tensor loading notes off stderr."""
     import llama_cpp
     import numpy as np
 
@@ -160,6 +192,18 @@ def test_llamacpp_follows_the_adapter_like_the_trainer(tmp_path, capfd):
     assert np.corrcoef(h0, c0)[0, 1] > 0.99 and h0.argmax() == c0.argmax()
     cpp = make_engine("llamacpp", pol, threads=2)
     try:
+        # the batched decoder (rows in their own KV streams, a prompt's cache copied to its
+        # samples) continues greedily exactly as llama.cpp's own one-sequence generate
+        greedy = cpp.generate("code", ids, n=2, sampling=SamplingConfig(temperature=0.0, max_new_tokens=12))
+        llm = cpp._llm("code")
+        for p, rows in enumerate(greedy):
+            own = []
+            for token in llm.generate(ids[p], temp=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
+                                      reset=True):
+                own.append(int(token))
+                if len(own) == 12:
+                    break
+            assert [s.completion_ids for s in rows] == [own, own]
         sampling = SamplingConfig(temperature=1.0, max_new_tokens=16)
         before = cpp.generate("code", ids, n=2, sampling=sampling, seeds=[7, 8])
         gen = torch.Generator().manual_seed(1)

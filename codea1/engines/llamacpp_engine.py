@@ -2,8 +2,12 @@
 
 On a CPU, llama.cpp decodes one sequence faster than PyTorch (it computes with the
 quantised weights as stored, with kernels written for this one job): measured 2.45x
-codea1's tokens/s on 8 rows, but no faster than codea1's batched sampler on the 32 test
-rows of a cpu-demo step, since it decodes the rows one after another. The base it
+codea1's tokens/s on 8 rows. This engine decodes all rows of a rollout together: each
+prompt is evaluated once, its KV cache copied to its n samples, and every unfinished row
+advances by one token per `llama_decode`, each row in its own KV stream (so it attends
+over its own tokens only, and its samples depend on its prompt and seed, not on the other
+rows, up to the rounding of batched kernels). Each row is sampled here from its logits
+with its own generator. The base it
 runs is the very GGUF file the trainer dequantised, so both hold the same weight values;
 llama.cpp also quantises activations inside its dot products, so its distribution is
 close to the trainer's but not bit-equal (the off-policy gap any separate engine has, as
@@ -11,10 +15,8 @@ vLLM's does on a GPU; it reports no log-probabilities, so `grpo.rollout_is` is o
 
 After each update the changed role's adapter is written as a GGUF LoRA adapter
 (`export_lora_gguf`: llama.cpp's format, `general.type=adapter`, tensors
-`<base tensor>.lora_a` / `.lora_b`) and that role's llama.cpp context is rebuilt on it.
-Sequences are decoded one at a time; a prompt is evaluated afresh, then its KV cache is
-reused by its n samples.
-Each sample is seeded from its place in the step (`derive_seed`), like the `hf` engine.
+`<base tensor>.lora_a` / `.lora_b`) and that role's llama.cpp model and context are
+rebuilt on it. Each sample is seeded from its place in the step (`derive_seed`), like the `hf` engine.
 """
 
 from __future__ import annotations
@@ -132,6 +134,11 @@ class LlamaCppEngine(RolloutEngine):
         self._llms: dict[str, object] = {}   # adapter name -> llama_cpp.Llama on its current adapter
         self._stale: set[str] = set()
         self._version = 0
+        self._decoders: dict[str, _BatchDecoder] = {}   # adapter name -> its batched decoder
+        with policies.reference() as base:
+            from codea1.rollout import stop_token_ids
+
+            self._stops = frozenset(stop_token_ids(policies.tokenizer, base))
 
     def _adapter(self, role: str) -> str:
         return self.policies._adapter_name(role)
@@ -143,6 +150,9 @@ class LlamaCppEngine(RolloutEngine):
         if key in self._llms and key not in self._stale:
             return self._llms[key]
         self._llms.pop(key, None)
+        dec = self._decoders.pop(key, None)
+        if dec is not None:
+            dec.close()
         self._version += 1
         adapter = export_lora_gguf(self.policies.module(role), key, self._dir / f"{key}-{self._version}.gguf", self.base)
         for old in self._dir.glob(f"{key}-*.gguf"):
@@ -155,6 +165,20 @@ class LlamaCppEngine(RolloutEngine):
         self._stale.discard(key)
         return self._llms[key]
 
+    def _decoder(self, role: str, rows: int, per_row: int) -> "_BatchDecoder":
+        """The role's batched decoder; made again (never smaller) when a call needs more
+        rows or a longer row than it holds. `_llm` drops it when the adapter changes."""
+        llm = self._llm(role)
+        key = self._adapter(role)
+        dec = self._decoders.get(key)
+        if dec is not None and dec.rows >= rows and dec.per_row >= per_row:
+            return dec
+        if dec is not None:
+            rows, per_row = max(rows, dec.rows), max(per_row, dec.per_row)
+            dec.close()
+        self._decoders[key] = _BatchDecoder(llm, rows, per_row, self.threads)
+        return self._decoders[key]
+
     def generate(self, role: str, prompt_ids: Sequence[Sequence[int]], n: int = 1,
                  sampling: "SamplingConfig | None" = None, *,
                  generator: "torch.Generator | None" = None,
@@ -163,8 +187,7 @@ class LlamaCppEngine(RolloutEngine):
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
         import torch
 
-        from codea1.rollout import (GenerationInterrupted, GenerationStats, Sample, SamplingConfig,
-                                    derive_seed, fit_prompts, stop_token_ids)
+        from codea1.rollout import GenerationStats, SamplingConfig, derive_seed, fit_prompts, make_samples
 
         cfg = sampling or SamplingConfig()
         stats = stats if stats is not None else GenerationStats()
@@ -173,47 +196,23 @@ class LlamaCppEngine(RolloutEngine):
         if seeds is not None and len(seeds) != len(prompt_ids):
             raise ValueError(f"seeds: {len(seeds)} given for {len(prompt_ids)} prompts (one a prompt)")
         started = time.perf_counter()
-        llm = self._llm(role)
-        tokenizer = self.policies.tokenizer
-        with self.policies.reference() as base:
-            stops = stop_token_ids(tokenizer, base)
         prompts, cut = fit_prompts([list(p) for p in prompt_ids], cfg, self.context, stats)
-        if generator is None and seeds is None:
-            generator = torch.Generator().manual_seed(cfg.seed if cfg.seed is not None else 0)
-        greedy = cfg.temperature == 0
-        out: list[list[Sample]] = []
-        for p, ids in enumerate(prompts):
-            samples = []
-            for j in range(n):
-                seed = derive_seed(seeds[p], j) if seeds is not None else \
-                    int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator))
-                llm.set_seed(seed & 0x7FFFFFFF)
-                if j == 0:  # a prompt's KV cache is its own (not a prefix of the last prompt's):
-                    llm.reset()  # its samples then depend on the prompt and seed, not the batch
-                completion: list[int] = []
-                done = False
-                for token in llm.generate(ids, temp=0.0 if greedy else cfg.temperature, top_p=cfg.top_p,
-                                          top_k=0, min_p=0.0, typical_p=1.0, repeat_penalty=1.0, reset=True):
-                    completion.append(int(token))
-                    if token in stops:
-                        done = True
-                        break
-                    if len(completion) >= cfg.max_new_tokens:
-                        break
-                    if should_stop is not None and should_stop():
-                        raise GenerationInterrupted(f"{role} rollout stopped")
-                stats.forward_passes += len(completion)
-                text = tokenizer.decode(completion, skip_special_tokens=True)
-                samples.append(Sample(prompt_ids=list(ids), completion_ids=completion, text=text,
-                                      truncated=not done, finished=done, prompt_truncated=cut[p]))
-                stats.completion_tokens += len(completion)
-                stats.prompt_tokens += len(ids)
-                stats.completions_truncated += int(not done)
-                stats.empty_completions += int(not text.strip())
-            out.append(samples)
         stats.prompts += len(prompts)
         stats.prompts_truncated += sum(cut)
-        stats.samples += sum(len(s) for s in out)
+        if generator is None and seeds is None:
+            generator = torch.Generator().manual_seed(cfg.seed if cfg.seed is not None else 0)
+        row_seeds = [[derive_seed(seeds[p], j) if seeds is not None else
+                      int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator)) for j in range(n)]
+                     for p in range(len(prompts))]
+        results: list[list[tuple[list[int], bool]]] = [[] for _ in prompts]
+        for wave in _waves([len(p) for p in prompts], n, min(cfg.batch_size, _MAX_ROWS)):
+            per_row = max(len(prompts[p]) for p in wave) + cfg.max_new_tokens + 1
+            decoder = self._decoder(role, len(wave) * n, per_row)
+            done = decoder.run([prompts[p] for p in wave], n, [row_seeds[p] for p in wave], cfg,
+                               self._stops, stats, should_stop, role)
+            for p, rows in zip(wave, done):
+                results[p] = rows
+        out = make_samples(self.policies.tokenizer, prompts, cut, results, stats)
         stats.seconds += time.perf_counter() - started
         return out
 
@@ -222,12 +221,161 @@ class LlamaCppEngine(RolloutEngine):
         self._stale.update(keys)
 
     def close(self) -> None:
+        for dec in self._decoders.values():
+            dec.close()
+        self._decoders.clear()
         for llm in self._llms.values():
             close = getattr(llm, "close", None)
             if close is not None:
                 close()
         self._llms.clear()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+_MAX_ROWS = 64   # rows decoded together at most (and llama.cpp's limit of parallel sequences)
+
+
+def _waves(lengths: Sequence[int], n: int, max_rows: int) -> list[list[int]]:
+    """Prompt indices grouped so that each group's rows (n a prompt) fit `max_rows`
+    (a prompt with more than max_rows samples is a group of its own), longest first so a
+    group's rows end at about the same time."""
+    order = sorted(range(len(lengths)), key=lambda p: -lengths[p])
+    per_wave = max(1, max_rows // max(n, 1))
+    return [order[i:i + per_wave] for i in range(0, len(order), per_wave)]
+
+
+def _sample_token(logits, temperature: float, top_p: float, rng) -> int:
+    """One token from next-token logits: greedy at temperature 0, else softmax(logits / T)
+    restricted to the top-p nucleus, drawn with the row's own generator."""
+    import numpy as np
+
+    if temperature == 0:
+        return int(np.argmax(logits))
+    z = logits.astype(np.float64) / temperature
+    probs = np.exp(z - z.max())
+    if top_p < 1.0:
+        order = np.argsort(-probs)
+        cum = np.cumsum(probs[order])
+        keep = order[: int(np.searchsorted(cum, top_p * cum[-1])) + 1]
+        kept = probs[keep]
+        return int(keep[min(int(np.searchsorted(np.cumsum(kept), rng.random() * kept.sum(), side="right")),
+                            len(keep) - 1)])
+    cum = np.cumsum(probs)
+    return min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")), len(probs) - 1)
+
+
+class _BatchDecoder:
+    """A llama.cpp context of `rows` sequences of `per_row` tokens each (one KV stream per
+    sequence, so a row attends only over its own tokens) on a loaded model and adapter.
+
+    `run` evaluates each prompt once, copies its KV cache to its n rows, then decodes all
+    rows together, one token of every unfinished row per `llama_decode`.
+    """
+
+    def __init__(self, llm, rows: int, per_row: int, threads: int) -> None:
+        import ctypes
+
+        import llama_cpp
+
+        self.llm, self.rows = llm, rows
+        self.per_row = -(-per_row // 256) * 256
+        params = type(llm.context_params).from_buffer_copy(llm.context_params)
+        params.n_ctx = self.rows * self.per_row
+        params.n_seq_max = self.rows
+        params.kv_unified = False
+        params.n_batch = params.n_ubatch = max(512, self.rows)
+        params.n_threads = params.n_threads_batch = threads
+        params.n_outputs_max = params.n_outputs_max_per_seq = 0   # up to n_batch logits a decode
+        self.n_batch = params.n_batch
+        with _native_stderr_silenced():
+            self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
+        if not self.ctx:
+            raise RuntimeError(f"llama.cpp could not make a context of {self.rows} x {self.per_row} tokens")
+        if llm._lora_adapter is not None:
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(llm._lora_adapter)
+            scales = (ctypes.c_float * 1)(llm.lora_scale)
+            if llama_cpp.llama_set_adapters_lora(self.ctx, adapters, 1, scales):
+                self.close()
+                raise RuntimeError("llama.cpp could not set the LoRA adapter on the batched context")
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self.n_vocab = llm.n_vocab()
+
+    def _decode(self, entries: list[tuple[int, int, int, bool]]) -> None:
+        """One `llama_decode` of (token, position, sequence, wants logits) entries."""
+        import llama_cpp
+
+        b = self.batch
+        for i, (token, pos, seq, logits) in enumerate(entries):
+            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = token, pos, 1, logits
+            b.seq_id[i][0] = seq
+        b.n_tokens = len(entries)
+        code = llama_cpp.llama_decode(self.ctx, b)
+        if code != 0:
+            raise RuntimeError(f"llama_decode returned {code} ({len(entries)} tokens)")
+
+    def _logits(self, i: int):
+        import ctypes
+
+        import llama_cpp
+        import numpy as np
+
+        ptr = llama_cpp.llama_get_logits_ith(self.ctx, i)
+        return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(self.n_vocab,))
+
+    def run(self, prompts: list[list[int]], n: int, seeds: list[list[int]], cfg, stops: frozenset[int],
+            stats, should_stop, role: str) -> list[list[tuple[list[int], bool]]]:
+        """Per prompt, its n (completion ids, ended by a stop token) pairs."""
+        import llama_cpp
+        import numpy as np
+
+        from codea1.rollout import GenerationInterrupted
+
+        llama_cpp.llama_memory_clear(self.memory, True)
+        rngs = [[np.random.default_rng(seed) for seed in row] for row in seeds]
+        completions: list[list[list[int]]] = [[[] for _ in range(n)] for _ in prompts]
+        finished = [[False] * n for _ in prompts]
+        active: list[tuple[int, int]] = []   # (prompt, sample) rows still decoding
+
+        def take(p: int, j: int, logits) -> None:
+            token = _sample_token(logits, cfg.temperature, cfg.top_p, rngs[p][j])
+            completions[p][j].append(token)
+            if token in stops:
+                finished[p][j] = True
+            elif len(completions[p][j]) < cfg.max_new_tokens:
+                active.append((p, j))
+
+        for p, ids in enumerate(prompts):
+            seq = p * n
+            for start in range(0, len(ids), self.n_batch):
+                chunk = ids[start:start + self.n_batch]
+                self._decode([(t, start + k, seq, start + k == len(ids) - 1) for k, t in enumerate(chunk)])
+                stats.forward_passes += 1
+            logits = self._logits(len(ids) - 1 - (len(ids) - 1) // self.n_batch * self.n_batch).copy()
+            for j in range(1, n):
+                llama_cpp.llama_memory_seq_cp(self.memory, seq, seq + j, -1, -1)
+            for j in range(n):
+                take(p, j, logits)
+        while active:
+            if should_stop is not None and should_stop():
+                raise GenerationInterrupted(f"{role} rollout stopped")
+            rows, active = active, []
+            self._decode([(completions[p][j][-1], len(prompts[p]) + len(completions[p][j]) - 1, p * n + j, True)
+                          for p, j in rows])
+            stats.forward_passes += 1
+            for i, (p, j) in enumerate(rows):
+                take(p, j, self._logits(i))
+        return [[(completions[p][j], finished[p][j]) for j in range(n)] for p in range(len(prompts))]
+
+    def close(self) -> None:
+        import llama_cpp
+
+        if getattr(self, "batch", None) is not None:
+            llama_cpp.llama_batch_free(self.batch)
+            self.batch = None
+        if getattr(self, "ctx", None):
+            llama_cpp.llama_free(self.ctx)
+            self.ctx = None
 
 
 @contextlib.contextmanager

@@ -44,7 +44,7 @@ class RolloutConfig(_Strict):
     engine: Literal["auto", "hf", "vllm", "llamacpp"] = Field(
         "auto", description="who samples the rollouts: hf (codea1's sampler, any device), vllm "
         "(CUDA, the codea1[vllm] extra), llamacpp (CPU, LoRA modes on a GGUF base, the "
-        "codea1[llamacpp] extra: decodes one sequence at a time with the quantised weights), auto (vllm "
+        "codea1[llamacpp] extra: decodes the rows together with the quantised weights), auto (vllm "
         "when installed and on CUDA, else hf)")
     vllm: VLLMConfig = VLLMConfig()
 
