@@ -41,7 +41,7 @@ def test_paper_presets_carry_the_reference_hyperparameters():
 def test_cpu_demo_is_small_lora_shared_offline():
     c = load_config(preset="cpu-demo")
     assert c.model.name == "qwen2.5-coder-0.5b-instruct" and c.model.mode == "lora-shared"
-    assert c.model.dtype == "auto" and c.data.train == "bundled"
+    assert c.model.dtype == "auto" and c.data.train == "bundled:demo" and c.data.include is None
     assert c.data.problems_per_step * c.rollout.n_code * c.rollout.n_test <= 64
 
 
