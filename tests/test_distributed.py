@@ -33,14 +33,20 @@ COMPARED = ("code/reward_mean", "code/reward_std", "test/reward_mean", "test/rew
             "judge/code_valid_rate", "mistakes/size", "mistakes/added", "mistakes/removed",
             "rollout/code_samples", "rollout/test_samples", "rollout/code_tokens",
             "update/code/sequences", "update/test/sequences", "update/code/tokens")
+# step 3 validates: 3 held-out problems, rank 0 validates 2 and rank 1 one (uneven on purpose)
+VALIDATED = ("val/problems", "val/code_pass_rate", "val/code_golden_rate", "val/test/avg@2", "val/test/pass@2",
+             "val/test_valid_ratio", "val/test_pass_on_reference", "val/test_kill_rate", "val/test_wrong_candidates")
 
 
 def _overrides(tiny, mode):
     return [f"model.name={tiny['model']}", "model.dtype=float32", "model.lora_r=4", f"model.mode={mode}",
-            "steps=3", f"data.train={tiny['train']}", "data.heldout=null",
+            "steps=3", f"data.train={tiny['train']}", f"data.heldout={tiny['heldout']}",
             # 3 problems a step: rank 0 holds slots 0 and 2, rank 1 slot 1 (uneven on purpose)
             "data.problems_per_step=3", "rollout.n_code=4", "rollout.n_test=2",
-            "rollout.code.max_new_tokens=6", "rollout.test.max_new_tokens=6", "validation.every=0",
+            "rollout.code.max_new_tokens=6", "rollout.test.max_new_tokens=6",
+            "validation.every=3", "validation.n_code=2", "validation.n_test=2", "validation.test_problems=2",
+            "validation.sampling.temperature=1.0", "validation.sampling.max_new_tokens=6",
+            "validation.sampling.batch_size=2", "validation.timeout_s=10",
             "grpo.lr=1e-3", "grpo.warmup_steps=1", "grpo.micro_batch_tokens=512", "grpo.mini_batches=2",
             "judge.workers=1", "checkpoint.every=1", "checkpoint.keep=10", "distributed.timeout_s=60",
             "logging.progress=none", "logging.tensorboard=false", "threads=1"]
@@ -112,7 +118,10 @@ def tiny(tmp_path_factory):
     model = tiny_test_model(root / "model")
     train_path = root / "train.jsonl"
     save_problems(_problems(PROBLEMS[:4], "train"), train_path)   # no over-long prompt: fast
-    return {"model": str(model), "train": str(train_path), "problems": _problems(PROBLEMS + HELDOUT, "x")}
+    heldout_path = root / "heldout.jsonl"
+    save_problems(_problems(HELDOUT + PROBLEMS[1:3], "heldout"), heldout_path)
+    return {"model": str(model), "train": str(train_path), "heldout": str(heldout_path),
+            "problems": _problems(PROBLEMS + HELDOUT, "x")}
 
 
 def _one_rank(tmp_path, tiny, mode, name="one"):
@@ -140,6 +149,11 @@ def _assert_same_run(a: Path, b: Path, atol: float) -> None:
         for key in COMPARED:
             if key in x or key in y:
                 assert x[key] == pytest.approx(y[key], rel=1e-9, abs=1e-9), (x["step"], key)
+        # validation: every rank its share with its own seeds, gathered: the one-rank figures
+        for key in VALIDATED:
+            assert (key in x) == (key in y) == (x["step"] == 3), (x["step"], key)
+            if key in x:
+                assert x[key] == pytest.approx(y[key], rel=1e-9, abs=1e-9, nan_ok=True), (x["step"], key)
         # the update's figures are sums over ranks: equal up to the order of float additions
         for key in ("update/code/loss", "update/code/kl", "update/code/grad_norm"):
             if key in x:

@@ -44,10 +44,12 @@ def test_train_command_names_the_missing_file_and_writes_nothing(tmp_path):
 
 def test_validation_reports_avg_and_pass_at_k_per_data_source(tmp_path, monkeypatch):
     """On a validation file of the reference's shape, with scripted samples (hand-counted)."""
-    from paper_rows import scripted_generate, validation_file
+    from paper_rows import ScriptedPolicies, scripted_generate, validation_file
 
     from codea1.data import load_problems
+    from codea1.engines.hf_engine import HFEngine
     from codea1.sandbox import Executor
+    from codea1.train.distributed import Ranks
 
     counts = {"running_max": 4, "vowel_runs": 1, "round_half_up": 3, "second_smallest": 2}
     monkeypatch.setattr(rollout, "generate", scripted_generate(counts))
@@ -55,7 +57,9 @@ def test_validation_reports_avg_and_pass_at_k_per_data_source(tmp_path, monkeypa
     trainer.cfg = load_config(preset="paper-1.5b", overrides=[
         "data.train=x", "data.heldout=x", "validation.n_code=4", "validation.sampling.batch_size=8"])
     trainer.heldout = load_problems(validation_file(tmp_path / "validation_data_mix.parquet"))
-    trainer.policies, trainer.step, trainer.judge = object(), 10, None
+    trainer.policies, trainer.step, trainer.judge = ScriptedPolicies(), 10, None
+    trainer.ranks, trainer.sharded = Ranks(), False
+    trainer.engine = HFEngine(trainer.policies)
     with Executor(workers=2) as trainer.executor:
         metrics = trainer.validate()
     # every row counts, as in the reference's validation (HumanEvalStyle/2's wrong reference

@@ -265,8 +265,8 @@ class VLLMEngine(RolloutEngine):
         if role not in ROLES:
             raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
         stats = stats if stats is not None else GenerationStats()
-        if not prompt_ids or n == 0:
-            return [[] for _ in prompt_ids]
+        if n == 0 or (not prompt_ids and self._tp_group is None):
+            return [[] for _ in prompt_ids]   # a tensor-parallel peer joins its group's call even with none
         if should_stop is not None and should_stop():
             raise GenerationInterrupted("stopped before the vLLM rollout started")
         started = time.perf_counter()
@@ -331,6 +331,8 @@ class VLLMEngine(RolloutEngine):
         dist.all_gather_object(pooled, (ids, seeds), group=self._tp_group)
         all_ids = [p for part, _ in pooled for p in part]
         all_seeds = [s for _, part in pooled for s in part]
+        if not all_ids:
+            return []
         self._prepare(role)
         outputs = self._run(role, all_ids, all_seeds, n, cfg, stops)
         me = dist.get_rank(self._tp_group)

@@ -74,8 +74,9 @@ class DataConfig(_Strict):
     )
     heldout: str | None = Field(
         "bundled",
-        description="'bundled' (the bundled held-out split), a path, null for none, or "
-        "'required' (the paper presets: the paper's validation file must be given)",
+        description="'bundled' (the bundled held-out split), 'bundled:SPLIT' (train, heldout, "
+        "all, demo), a problem file, null for none, or 'required' (the paper presets: the "
+        "paper's validation file must be given)",
     )
     include: list[str] | None = Field(
         None,

@@ -144,14 +144,20 @@ def select_problems(problems: list, include: list[str], source: str = "data.trai
 
     if not include:
         raise ValueError("data.include is empty: list problem ids or patterns, or set it to null for all")
-    ids = [p.id for p in problems]
-    missing = [pat for pat in include if not any(fnmatchcase(i, pat) for i in ids)]
+    chosen, used = [], set()
+    for p in problems:
+        hits = {pat for pat in include if fnmatchcase(p.id, pat)}
+        if hits:
+            chosen.append(p)
+            used |= hits
+    missing = [pat for pat in include if pat not in used]
     if missing:
         raise ValueError(
             f"data.include: no problem of {source!r} matches {', '.join(repr(m) for m in missing)} "
-            f"(its ids look like {ids[0]!r}); --set data.include=null trains on all"
+            + (f"(its ids look like {problems[0].id!r})" if problems else "(it holds no problems)")
+            + "; --set data.include=null trains on all"
         )
-    return [p for p in problems if any(fnmatchcase(p.id, pat) for pat in include)]
+    return chosen
 
 
 # --------------------------------------------------------------------------- signals
@@ -381,12 +387,11 @@ class Trainer:
     def _generate(self, role: str, prompts, n: int, sampling, gen_stats, places):
         """Sample; each prompt's stream is seeded from `places` (its slot in the step, ...)."""
         from codea1.rollout import GenerationInterrupted, encode_prompts
-        from codea1.train.distributed import sample_seeds, gathered
+        from codea1.train.distributed import sample_seeds
 
         seeds = sample_seeds(self.cfg.seed, self.step + 1, role, places)
-        sharded = gathered(self.policies.module(role)) if self.sharded else contextlib.nullcontext()
         try:
-            with sharded:
+            with self._sampling_weights(role):
                 return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
                                             sampling=sampling, seeds=seeds, stats=gen_stats,
                                             should_stop=lambda: self.stop.requested)
@@ -717,14 +722,16 @@ class Trainer:
         of the code model on the golden tests (`val/<source>/avg@32`, ...); with
         `validation.test_model`, the test model's validity and kills of wrong codes too.
 
-        Problems are generated and judged a chunk at a time (as many as one generation
-        batch holds), so 542 problems x 32 samples never sit in memory at once.
+        Every rank calls it: each samples its strided share of the held-out problems with the
+        run's rollout engine (vLLM on a GPU, as the reference validates with its rollout
+        engine), each problem's samples seeded from (run seed, step, problem), so N ranks
+        validate exactly as one does; rank 0 gathers the counts and returns the metrics (the
+        other ranks return {}). Problems are generated and judged a chunk at a time (as many
+        as one generation batch holds), so 542 problems x 32 samples never sit in memory.
         """
-        import torch
-
         from codea1.eval.passk import aggregate, default_ks
         from codea1.judge import extract_code
-        from codea1.rollout import code_messages, generate
+        from codea1.rollout import code_messages
         from codea1.sandbox import Limits
         from codea1.train.golden import golden_results, has_golden
 
@@ -733,71 +740,114 @@ class Trainer:
         if not problems:
             return {}
         t = time.perf_counter()
-        # an own generator: validation never shifts the training random streams
-        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.step)
         limits = Limits(timeout_s=v.timeout_s, call_timeout_s=v.timeout_s, memory_mb=v.memory_mb)
-        chunk = max(1, v.sampling.batch_size // v.n_code)
+        per_call = max(1, v.sampling.batch_size // v.n_code)
+        rows: list[tuple[int, str, list[float], list[float]]] = []   # (index, source, correct, golden rate)
+        kept: list[tuple[int, Any, list[Any], list[Any]]] = []   # (index, problem, codes, golden results)
+        with self._sampling_weights("code"):
+            for idx in self._validation_calls(len(problems), per_call):
+                part = [problems[i] for i in idx]
+                code_out = self._validation_generate("code", [code_messages(p) for p in part], v.n_code,
+                                                     [("validation", i) for i in idx])
+                items = [(p, p.program(extract_code(s.text))) for p, g in zip(part, code_out) for s in g]
+                gold = golden_results(self.executor, items, limits)
+                for k, (i, p) in enumerate(zip(idx, part)):
+                    results = gold[k * v.n_code:(k + 1) * v.n_code]
+                    rows.append((i, p.source or "unknown", [float(r.correct) for r in results],
+                                 [r.pass_rate for r in results]))
+                    if i < v.test_problems:
+                        kept.append((i, p, code_out[k], results))
+        tests = None
+        if v.test_model and self.cfg.mode != "golden" and self.judge is not None:
+            tests = self._validate_tests(kept)
+        shares = self.ranks.gather((rows, tests))
+        if shares is None:
+            return {}
+        rows = sorted((r for share, _ in shares for r in share), key=lambda r: r[0])
         counts: dict[str, list[tuple[int, int]]] = {}
-        correct_all, golden_rate = [], []
-        kept_codes: list[tuple[Any, list[Any], list[Any]]] = []  # for the test model's part
-        for start in range(0, len(problems), chunk):
-            part = problems[start:start + chunk]
-            code_out = generate(self.policies, "code", [code_messages(p) for p in part],
-                                n=v.n_code, sampling=v.sampling, generator=gen)
-            items = [(p, p.program(extract_code(s.text))) for p, g in zip(part, code_out) for s in g]
-            gold = golden_results(self.executor, items, limits)
-            for i, p in enumerate(part):
-                results = gold[i * v.n_code:(i + 1) * v.n_code]
-                c = sum(r.correct for r in results)
-                counts.setdefault(p.source or "unknown", []).append((v.n_code, c))
-                correct_all.extend(float(r.correct) for r in results)
-                golden_rate.extend(r.pass_rate for r in results)
-                if start + i < v.test_problems:
-                    kept_codes.append((p, code_out[i], results))
+        for _i, source, correct, _rate in rows:
+            counts.setdefault(source, []).append((len(correct), int(sum(correct))))
         metrics: dict[str, Any] = {
             "val/problems": len(problems),
-            "val/code_pass_rate": _mean(correct_all),
-            "val/code_golden_rate": _mean(golden_rate),
+            "val/code_pass_rate": _mean([c for r in rows for c in r[2]]),
+            "val/code_golden_rate": _mean([g for r in rows for g in r[3]]),
         }
         for source, pairs in sorted(counts.items()):
             metrics[f"val/{source}/problems"] = len(pairs)
             for key, value in aggregate(pairs, default_ks(v.n_code)).items():
                 metrics[f"val/{source}/{key}"] = value / 100.0  # a rate, as the other val/ figures
-        if v.test_model and self.cfg.mode != "golden" and self.judge is not None:
-            metrics.update(self._validate_tests(kept_codes, gen))
+        if tests is not None:
+            metrics.update(_test_validation_metrics([x for _, share in shares for x in share]))
         metrics["time/validation_s"] = time.perf_counter() - t
         return metrics
 
-    def _validate_tests(self, kept_codes, gen) -> dict[str, Any]:
-        """The test model on held-out codes: suite validity, and kills of the wrong codes."""
+    def _validation_calls(self, n: int, per_call: int) -> list[list[int]]:
+        """This rank's share of `n` held-out problems, cut into as many engine calls as the
+        largest share needs: every rank samples the same number of times (a tensor-parallel
+        vLLM group samples together), a call may be empty."""
+        mine = self.ranks.slots(n)
+        calls = max(1, math.ceil(math.ceil(n / self.ranks.world) / per_call))
+        return [mine[c * len(mine) // calls:(c + 1) * len(mine) // calls] for c in range(calls)]
+
+    def _sampling_weights(self, role: str):
+        """Whole weights for sampling under FSDP2 (every rank enters together), else nothing."""
+        from codea1.train.distributed import gathered
+
+        return gathered(self.policies.module(role)) if self.sharded else contextlib.nullcontext()
+
+    def _validation_generate(self, role: str, prompts, n: int, places) -> list[list[Any]]:
+        """Validation samples from the rollout engine, each prompt's stream seeded from its
+        place (its own streams: validation never shifts the training ones)."""
+        from codea1.rollout import encode_prompts
+        from codea1.train.distributed import sample_seeds
+
+        seeds = sample_seeds(self.cfg.seed, self.step, f"val/{role}", places)
+        return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts) if prompts else [],
+                                    n=n, sampling=self.cfg.validation.sampling, seeds=seeds)
+
+    def _validate_tests(self, kept) -> list[tuple[int, list[tuple[float, float]], int, int]]:
+        """The test model on this rank's held-out codes: per problem (index, each suite's
+        (valid ratio, pass on the reference), kills of wrong codes, wrong-code suites)."""
         from codea1.judge import ProblemRollout, extract_code
-        from codea1.rollout import generate, test_messages
+        from codea1.rollout import test_messages
 
         v = self.cfg.validation
         prompts = [test_messages(p, code=extract_code(s.text), white_box=True, n_tests=self.cfg.judge.suite_size)
-                   for p, samples, _ in kept_codes for s in samples]
-        test_out = generate(self.policies, "test", prompts, n=v.n_test, sampling=v.sampling, generator=gen)
+                   for _i, p, samples, _ in kept for s in samples]
+        places = [(i, c) for i, _p, samples, _ in kept for c in range(len(samples))]
+        with self._sampling_weights("test"):
+            test_out = self._validation_generate("test", prompts, v.n_test, places)
         rollouts, k = [], 0
-        for p, samples, _ in kept_codes:
+        for _i, p, samples, _ in kept:
             groups = test_out[k:k + len(samples)]
             k += len(samples)
             rollouts.append(ProblemRollout(p, codes=[s.text for s in samples],
                                            tests=[[s.text for s in g] for g in groups], mistakes=[]))
-        judgements = self.judge.judge_step(rollouts)
-        suites, kills, wrong = [], 0, 0
-        for j, (_p, _samples, gold) in zip(judgements, kept_codes):
+        judgements = self.judge.judge_step(rollouts) if rollouts else []
+        out = []
+        for j, (i, _p, _samples, gold) in zip(judgements, kept):
+            suites, kills, wrong = [], 0, 0
             for ci, row in enumerate(j.suites):
-                suites.extend(row)
+                suites.extend((s.valid_ratio, s.valid / (s.valid + s.invalid) if (s.valid + s.invalid) else 0.0)
+                              for s in row)
                 if j.code_valid[ci] and not gold[ci].correct:
                     wrong += len(row)
                     kills += sum(1 for s in row if s.gen_fail_rate > 0)
-        return {
-            "val/test_valid_ratio": _mean([s.valid_ratio for s in suites]),
-            "val/test_pass_on_reference": _mean([
-                s.valid / (s.valid + s.invalid) if (s.valid + s.invalid) else 0.0 for s in suites]),
-            "val/test_kill_rate": kills / wrong if wrong else float("nan"),
-            "val/test_wrong_candidates": wrong,
-        }
+            out.append((i, suites, kills, wrong))
+        return out
+
+
+def _test_validation_metrics(per_problem) -> dict[str, Any]:
+    """`val/test_*` from every rank's per-problem test-model figures, in problem order."""
+    per_problem = sorted(per_problem, key=lambda x: x[0])
+    suites = [s for _i, row, _k, _w in per_problem for s in row]
+    kills, wrong = sum(x[2] for x in per_problem), sum(x[3] for x in per_problem)
+    return {
+        "val/test_valid_ratio": _mean([s[0] for s in suites]),
+        "val/test_pass_on_reference": _mean([s[1] for s in suites]),
+        "val/test_kill_rate": kills / wrong if wrong else float("nan"),
+        "val/test_wrong_candidates": wrong,
+    }
 
 
 # --------------------------------------------------------------------------- helpers
@@ -939,8 +989,10 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
                              purge_step=trainer.step + 1 if trainer.step else (0 if resume else None))
         show.start_step = show.step = trainer.step
         show.current = trainer.step + 1
-        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0 and ranks.main:
-            log.log(0, trainer.validate())
+        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0:
+            metrics = trainer.validate()   # every rank validates its share; rank 0 logs
+            if ranks.main:
+                log.log(0, metrics)
         done_here = 0
         slowest = 0.0  # the longest step (with its validation and checkpoint) of this call
         out_of_time = False
@@ -957,10 +1009,12 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
                     stopped = True
                     break
                 step = trainer.step
-                if ranks.main:  # the other ranks wait for rank 0's validation at the next collective
-                    if cfg.validation.every and step % cfg.validation.every == 0 and trainer.heldout:
-                        show.set_phase("validation", step)
-                        metrics.update(trainer.validate())
+                if cfg.validation.every and step % cfg.validation.every == 0 and trainer.heldout:
+                    show.set_phase("validation", step)
+                    figures = trainer.validate()   # every rank its share; the figures on rank 0
+                    if ranks.main:
+                        metrics.update(figures)
+                if ranks.main:
                     log.log(step, metrics)
                     log.log_samples(step, trainer._last_samples)
                     rows.append({"step": step, **metrics})
