@@ -79,6 +79,19 @@ DEVICE_OPTION = typer.Option(
 DTYPE_OPTION = typer.Option(
     "auto", "--dtype", callback=_check_dtype,
     help="Weights' dtype: auto (bfloat16 on CUDA and on CPUs with bf16 units, else float32), bfloat16, float16, float32.")
+def _check_engine(value: str) -> str:
+    from codea1.engines.base import check_engine_name
+
+    try:
+        return check_engine_name(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc).split(": ", 1)[1]) from None
+
+
+ENGINE_OPTION = typer.Option(
+    "auto", "--engine", callback=_check_engine,
+    help="Sampler: auto (vLLM on a GPU where installed, else hf), hf (codea1's own), vllm, "
+         "or llamacpp (llama.cpp on the CPU, the model's GGUF weights).")
 THREADS_OPTION = typer.Option(
     None, "--threads", min=1, help="CPU threads for the model (default: torch's).")
 TOP_P_HELP = "Nucleus sampling: keep the smallest set of tokens whose probability reaches this (1: all)."

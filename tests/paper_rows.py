@@ -216,11 +216,39 @@ def scripted_generate(right_counts: dict[str, int]):
     def generate(policies, role, prompts, n=1, sampling=None, **kw):
         assert role == "code"
         out = []
-        for messages in prompts:
-            user = messages[-1]["content"]
+        for prompt in prompts:
+            user = prompt_text(prompt, policies)
             fn = next(f for f in RIGHT if f"def {f}(" in user)
             out.append([ScriptedSample(f"```python\n{RIGHT[fn] if i < right_counts[fn] else WRONG[fn]}```")
                         for i in range(n)])
         return out
 
     return generate
+
+
+class CharTokenizer:
+    """A tokenizer of one token per character (its code point), enough for code paths
+    that encode chat prompts and hand token ids on (the rollout engines)."""
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False):
+        return "".join(f"<{m['role']}>{m['content']}" for m in messages)
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def decode(self, ids):
+        return "".join(map(chr, ids))
+
+
+class ScriptedPolicies:
+    """Just the tokenizer and device of `Policies`: what evaluation and validation need to
+    sample through the `hf` rollout engine from a scripted `codea1.rollout.generate`."""
+
+    tokenizer = CharTokenizer()
+    device = "cpu"
+
+
+def prompt_text(prompt, policies) -> str:
+    """The text a scripted sampler reads: chat messages' last content, or token ids (what
+    the rollout engines hand on) decoded with the policies' tokenizer."""
+    return policies.tokenizer.decode(prompt) if isinstance(prompt[0], int) else prompt[-1]["content"]

@@ -103,3 +103,39 @@ def test_eval_code_cli_reports_humaneval_plus_and_mbpp_plus_apart(tmp_path, tiny
     rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if line.count("│") > 3}
     assert "50.00" in rows["HumanEval+ (humanevalplus)"] and "50.00" in rows["MBPP+ (mbppplus)"]
     assert "HumanEvalStyle/2: the reference fails its golden tests" in result.output
+
+
+def test_eval_samples_each_problem_from_its_own_stream(tmp_path, tiny, data):
+    """Sampled evaluation through the rollout engine: a problem's samples depend on the
+    seed and the problem, not on the problems batched with it (so a resumed or re-batched
+    evaluation draws the same samples), and the engine is recorded in model.json."""
+    runs = {}
+    for per_batch in (1, 2):
+        out = tmp_path / f"out{per_batch}"
+        result = invoke("code", "--model", tiny, "--data", data, "--n", 3, "--temperature", 1.0, "--top-p", 1.0,
+                        "--max-new-tokens", 6, "--problems-per-batch", per_batch, "--seed", 5,
+                        "--engine", "hf", "--device", "cpu", "--out", out)
+        assert result.exit_code == 0, result.output
+        assert json.loads((out / "model.json").read_text())["engine"] == "hf"
+        runs[per_batch] = [(r["problem_id"], r["sample"], r["completion"])
+                           for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())]
+    assert runs[1] == runs[2]
+    texts = [c for _p, _s, c in runs[1]]
+    assert len(set(texts)) > 1   # sampled, not one text repeated
+    result = invoke("code", "--model", tiny, "--data", data, "--n", 3, "--temperature", 1.0, "--top-p", 1.0,
+                    "--max-new-tokens", 6, "--seed", 6, "--device", "cpu", "--out", tmp_path / "seed6")
+    assert result.exit_code == 0, result.output
+    other = [r["completion"] for r in map(json.loads, (tmp_path / "seed6" / "samples.jsonl").read_text().splitlines())]
+    assert other != texts
+
+
+@pytest.mark.parametrize("command", ["code", "tests"])
+def test_an_engine_that_cannot_run_here_is_one_line_and_writes_nothing(tmp_path, tiny, data, command, monkeypatch):
+    out = tmp_path / "out"
+    result = invoke(command, "--model", tiny, "--data", data, "--engine", "vllm", "--device", "cpu", "--out", out)
+    assert result.exit_code == 2, result.output
+    assert "--engine vllm" in result.output and "Traceback" not in result.output
+    assert not out.exists()
+    result = invoke(command, "--model", tiny, "--data", data, "--engine", "vlm", "--out", out)
+    assert result.exit_code == 2 and "--engine" in result.stderr and "llamacpp" in result.stderr
+    assert not out.exists()

@@ -11,6 +11,7 @@ import codea1.rollout as rollout
 from codea1.data import Problem, save_problems
 from codea1.eval.code import CodeEvalConfig, evaluate_code
 from codea1.eval.store import read_samples
+from paper_rows import ScriptedPolicies, prompt_text
 
 ADD = Problem(id="p/add", question="def add(a, b):\n    \"\"\"Sum.\"\"\"", entry_point="add",
               reference="def add(a, b):\n    return a + b\n",
@@ -42,8 +43,8 @@ def canned(calls):
         assert role == "code"
         calls.append(len(prompts))
         out = []
-        for messages in prompts:
-            user = messages[-1]["content"]
+        for prompt in prompts:
+            user = prompt_text(prompt, policies)
             fn = "add" if "def add" in user else "square"
             right = ADD.reference if fn == "add" else SQUARE.reference
             out.append([FakeSample(f"```python\n{right if i % 2 == 0 else WRONG[fn]}```") for i in range(n)])
@@ -71,7 +72,7 @@ def test_pass_at_k_per_source_with_skips(tmp_path, data, executor, monkeypatch):
     calls = []
     monkeypatch.setattr(rollout, "generate", canned(calls))
     out = tmp_path / "out"
-    summary = evaluate_code("fake", data, out, CodeEvalConfig(n=4), policies=object(), executor=executor)
+    summary = evaluate_code("fake", data, out, CodeEvalConfig(n=4), policies=ScriptedPolicies(), executor=executor)
     assert summary["ks"] == [1, 4]
     for source in ("setA", "setB", "all"):
         row = summary["sources"][source]
@@ -95,13 +96,13 @@ def test_resume_skips_done_problems_and_survives_a_torn_line(tmp_path, data, exe
     monkeypatch.setattr(rollout, "generate", canned(calls))
     out = tmp_path / "out"
     cfg = CodeEvalConfig(n=2, problems_per_batch=1)
-    first = evaluate_code("fake", data, out, cfg, policies=object(), executor=executor)
+    first = evaluate_code("fake", data, out, cfg, policies=ScriptedPolicies(), executor=executor)
     assert calls == [1, 1]
     # interrupted: only the first problem's rows made it, plus half a line
     lines = (out / "samples.jsonl").read_text().splitlines()
     (out / "samples.jsonl").write_text("\n".join(lines[:2]) + '\n{"problem_id": "p/squ')
     calls.clear()
-    again = evaluate_code("fake", data, out, cfg, policies=object(), executor=executor)
+    again = evaluate_code("fake", data, out, cfg, policies=ScriptedPolicies(), executor=executor)
     assert calls == [1]  # only the missing problem is generated again
     assert again["sources"] == first["sources"]
     # nothing left to do: no generation at all
@@ -113,9 +114,9 @@ def test_resume_skips_done_problems_and_survives_a_torn_line(tmp_path, data, exe
 def test_other_settings_in_the_same_directory_are_refused(tmp_path, data, executor, monkeypatch):
     monkeypatch.setattr(rollout, "generate", canned([]))
     out = tmp_path / "out"
-    evaluate_code("fake", data, out, CodeEvalConfig(n=2, limit=1), policies=object(), executor=executor)
+    evaluate_code("fake", data, out, CodeEvalConfig(n=2, limit=1), policies=ScriptedPolicies(), executor=executor)
     with pytest.raises(ValueError, match="other settings.*n: 2 on disk vs 3 now"):
-        evaluate_code("fake", data, out, CodeEvalConfig(n=3, limit=1), policies=object(), executor=executor)
+        evaluate_code("fake", data, out, CodeEvalConfig(n=3, limit=1), policies=ScriptedPolicies(), executor=executor)
 
 
 def test_greedy_is_one_sample_at_temperature_zero():
@@ -146,7 +147,7 @@ def test_verdicts_for_missing_function_and_hangs(executor):
 
 def test_missing_data_file_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
-        evaluate_code("fake", tmp_path / "nope.jsonl", tmp_path / "out", policies=object())
+        evaluate_code("fake", tmp_path / "nope.jsonl", tmp_path / "out", policies=ScriptedPolicies())
 
 
 def test_assumed_imports_come_before_the_code(executor):
@@ -172,9 +173,9 @@ def test_golden_runs_get_the_memory_cap_of_data_check(tmp_path, executor, monkey
     save_problems([big], path)
     monkeypatch.setattr(rollout, "generate", canned([]))
     assert CodeEvalConfig().memory_mb == 4096
-    summary = evaluate_code("fake", path, tmp_path / "a", CodeEvalConfig(n=2), policies=object(), executor=executor)
+    summary = evaluate_code("fake", path, tmp_path / "a", CodeEvalConfig(n=2), policies=ScriptedPolicies(), executor=executor)
     assert summary["sources"]["all"]["problems"] == 1 and not summary["skipped"]
-    summary = evaluate_code("fake", path, tmp_path / "b", CodeEvalConfig(n=2, memory_mb=256), policies=object(),
+    summary = evaluate_code("fake", path, tmp_path / "b", CodeEvalConfig(n=2, memory_mb=256), policies=ScriptedPolicies(),
                             executor=executor)
     assert [s["id"] for s in summary["skipped"]] == ["p/big"] and "MemoryError" in summary["skipped"][0]["reason"]
     with pytest.raises(ValueError, match="memory-mb"):
@@ -189,7 +190,7 @@ def test_code_a1_validation_file_reports_each_benchmark(tmp_path, executor, monk
     counts = {"running_max": 4, "vowel_runs": 1, "round_half_up": 4, "second_smallest": 2}
     monkeypatch.setattr(rollout, "generate", scripted_generate(counts))
     data = validation_file(tmp_path / "validation_data_mix.parquet")
-    summary = evaluate_code("fake", data, tmp_path / "out", CodeEvalConfig(n=4), policies=object(),
+    summary = evaluate_code("fake", data, tmp_path / "out", CodeEvalConfig(n=4), policies=ScriptedPolicies(),
                             executor=executor)
     he, mbpp, both = (summary["sources"][s] for s in ("humanevalplus", "mbppplus", "all"))
     assert he == {"problems": 2, "pass@1": pytest.approx(62.5), "pass@4": 100.0, "avg@4": pytest.approx(62.5)}

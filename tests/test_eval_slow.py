@@ -40,3 +40,18 @@ def test_eval_tests_on_a_bundled_problem(tmp_path, policies):
     row = summary["sources"]["all"]
     assert row["functions"] == 1 and row["mutants"] > 0
     assert row["pass@5"] > 0, "the model wrote no test that holds on two_sum's reference"
+
+
+def test_greedy_eval_code_with_the_llamacpp_engine(tmp_path, policies):
+    """`eval code --engine llamacpp`: llama.cpp samples from the model's own GGUF weights."""
+    from codea1.engines.llamacpp_engine import llamacpp_installed
+
+    if not llamacpp_installed():
+        pytest.skip("llama-cpp-python is not installed (pip install 'codea1[llamacpp]')")
+    cfg = CodeEvalConfig(greedy=True, limit=2, max_new_tokens=256, engine="llamacpp", threads=2)
+    summary = evaluate_code("qwen2.5-coder-0.5b-instruct", "bundled", tmp_path, cfg, policies=policies)
+    assert summary["sources"]["bundled"]["problems"] == 2
+    assert json.loads((tmp_path / "model.json").read_text())["engine"] == "llamacpp"
+    rows = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(r["completion"] for r in rows)
+    assert any(r["passed"] for r in rows), [r["detail"] for r in rows]

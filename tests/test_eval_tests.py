@@ -10,6 +10,7 @@ import pytest
 import codea1.rollout as rollout
 from codea1.data import Problem, save_problems
 from codea1.eval.tests_eval import TestEvalConfig, evaluate_tests, score_tests, select_tests
+from paper_rows import ScriptedPolicies, prompt_text
 
 CLAMP = Problem(
     id="u/clamp", question="def clamp(x, lo, hi):\n    \"\"\"Clamp x into [lo, hi].\"\"\"", entry_point="clamp",
@@ -71,8 +72,8 @@ def canned(texts, calls):
         assert role == "test" and n == 1
         calls.append(len(prompts))
         out = []
-        for messages in prompts:
-            user = messages[-1]["content"]
+        for prompt in prompts:
+            user = prompt_text(prompt, policies)
             assert "def clamp" in user or "def add" in user  # the function's code is shown
             text = texts["clamp" if "def clamp" in user else "add"]
             out.append([type("S", (), {"text": text, "truncated": False, "finished": True})()])
@@ -93,7 +94,7 @@ def test_evaluate_tests_on_unleaked_json_and_resume(tmp_path, executor, monkeypa
     calls = []
     monkeypatch.setattr(rollout, "generate", canned(texts, calls))
     out = tmp_path / "out"
-    summary = evaluate_tests("fake", data, out, TestEvalConfig(k=5), policies=object(), executor=executor)
+    summary = evaluate_tests("fake", data, out, TestEvalConfig(k=5), policies=ScriptedPolicies(), executor=executor)
     row = summary["sources"]["all"]
     assert row["functions"] == 2
     # clamp: 4 of 5 pass (one wrong); add: 2 of 5 (three missing)
@@ -103,10 +104,10 @@ def test_evaluate_tests_on_unleaked_json_and_resume(tmp_path, executor, monkeypa
     assert summary["sources"]["unleakedtestbench"]["functions"] == 2
     assert calls == [2]
     calls.clear()
-    again = evaluate_tests("fake", data, out, TestEvalConfig(k=5), policies=object(), executor=executor)
+    again = evaluate_tests("fake", data, out, TestEvalConfig(k=5), policies=ScriptedPolicies(), executor=executor)
     assert calls == [] and again["sources"] == summary["sources"]
     with pytest.raises(ValueError, match="other settings"):
-        evaluate_tests("fake", data, out, TestEvalConfig(k=3), policies=object(), executor=executor)
+        evaluate_tests("fake", data, out, TestEvalConfig(k=3), policies=ScriptedPolicies(), executor=executor)
 
 
 def test_functions_without_mutation_points_are_skipped(tmp_path, executor, monkeypatch):
@@ -115,7 +116,7 @@ def test_functions_without_mutation_points_are_skipped(tmp_path, executor, monke
     path = tmp_path / "p.jsonl"
     save_problems([ident], path)
     monkeypatch.setattr(rollout, "generate", canned({}, []))
-    summary = evaluate_tests("fake", path, tmp_path / "out", policies=object(), executor=executor)
+    summary = evaluate_tests("fake", path, tmp_path / "out", policies=ScriptedPolicies(), executor=executor)
     assert summary["skipped"] == [{"id": "p/id", "reason": "the reference has no mutation point"}]
     assert summary["sources"] == {}
 

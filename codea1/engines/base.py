@@ -58,6 +58,13 @@ class VLLMConfig(BaseModel):
                       "from the run's rollout random stream)")
 
 
+def check_engine_name(name: str) -> str:
+    """`name` if it names an engine, else a ValueError listing them."""
+    if name not in ENGINE_NAMES:
+        raise ValueError(f"--engine {name!r}: expected one of {', '.join(ENGINE_NAMES)}")
+    return name
+
+
 def vllm_installed() -> bool:
     """True when the `vllm` package can be imported (without importing it)."""
     return importlib.util.find_spec("vllm") is not None

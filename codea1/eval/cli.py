@@ -10,6 +10,7 @@ import typer
 from codea1.cli_options import (
     DEVICE_OPTION,
     DTYPE_OPTION,
+    ENGINE_OPTION,
     LIMIT_OPTION,
     MAX_NEW_TOKENS_OPTION,
     MEMORY_MB_OPTION,
@@ -29,6 +30,18 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 # data_source names of the benchmarks in the paper's tables (the Code-A1 validation file)
 PAPER_NAMES = {"humanevalplus": "HumanEval+", "mbppplus": "MBPP+", "bigcodebench": "BigCodeBench"}
+
+
+def check_engine_here(engine: str, device: str) -> None:
+    """An engine that cannot run on this machine is one clear line before anything is loaded."""
+    if engine != "auto":
+        from codea1.engines import EngineUnavailable, resolve_engine
+        from codea1.models import resolve_device
+
+        try:
+            resolve_engine(engine, resolve_device(device))
+        except EngineUnavailable as exc:  # its words name the training key: say the option
+            raise EngineUnavailable(str(exc).replace("rollout.engine=", "--engine ")) from None
 
 
 def _table(title: str, sources: dict, columns: list[str]):
@@ -89,6 +102,7 @@ def code_command(
     device: str = DEVICE_OPTION,
     dtype: str = DTYPE_OPTION,
     threads: Optional[int] = THREADS_OPTION,
+    engine: str = ENGINE_OPTION,
 ) -> None:
     """Unbiased pass@k and avg@n of a code model on the problems' golden tests."""
     from rich.console import Console
@@ -97,11 +111,12 @@ def code_command(
     from codea1.eval.store import removed_if_failed
 
     check_output_dir(out, "--out")
+    check_engine_here(engine, device)
     console = Console(soft_wrap=True)
     config = CodeEvalConfig(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                             greedy=greedy, limit=limit, problems_per_batch=problems_per_batch, seed=seed,
                             batch_size=batch_size, workers=workers, memory_mb=memory_mb, device=device, dtype=dtype,
-                            threads=threads)
+                            threads=threads, engine=engine)
 
     def progress(done: int, total: int, summary: dict) -> None:
         row = summary["sources"].get("all", {})
@@ -133,6 +148,7 @@ def tests_command(
     device: str = DEVICE_OPTION,
     dtype: str = DTYPE_OPTION,
     threads: Optional[int] = THREADS_OPTION,
+    engine: str = ENGINE_OPTION,
 ) -> None:
     """pass@k, mut@k and Mul of a test model (UnLeakedTestBench style)."""
     from rich.console import Console
@@ -141,10 +157,11 @@ def tests_command(
     from codea1.eval.tests_eval import TestEvalConfig, evaluate_tests
 
     check_output_dir(out, "--out")
+    check_engine_here(engine, device)
     console = Console(soft_wrap=True)
     config = TestEvalConfig(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                             limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch,
-                            workers=workers, device=device, dtype=dtype, threads=threads)
+                            workers=workers, device=device, dtype=dtype, threads=threads, engine=engine)
 
     def progress(done: int, total: int, summary: dict) -> None:
         row = summary["sources"].get("all", {})

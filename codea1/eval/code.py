@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
-from codea1.eval.loading import load_eval_policies, load_eval_problems, missing_libraries, set_threads
+from codea1.engines.base import check_engine_name
+from codea1.eval.loading import (
+    eval_engine,
+    load_eval_policies,
+    load_eval_problems,
+    missing_libraries,
+    sample_problems,
+    set_threads,
+)
 from codea1.eval.store import append_rows, open_eval_dir, write_summary
 from codea1.eval.passk import aggregate, default_ks
 
@@ -56,8 +64,10 @@ class CodeEvalConfig:
     # CPU threads for the model (None: torch's default). On a busy machine 1 thread can be
     # several times faster than 2 that wait on each other.
     threads: int | None = None
+    engine: str = "auto"  # auto | hf | vllm | llamacpp (codea1.eval.loading.eval_engine)
 
     def __post_init__(self) -> None:
+        check_engine_name(self.engine)
         if self.greedy:
             object.__setattr__(self, "n", 1)
             object.__setattr__(self, "temperature", 0.0)
@@ -186,7 +196,7 @@ def evaluate_code(
     from contextlib import ExitStack
 
     from codea1.judge import extract_code
-    from codea1.rollout import SamplingConfig, code_messages, generate
+    from codea1.rollout import SamplingConfig, code_messages
     from codea1.sandbox import Executor, Limits
 
     out = Path(out)
@@ -218,13 +228,18 @@ def evaluate_code(
             set_threads(config.threads)
             if todo and policies is None:
                 policies, meta = load_eval_policies(model or "", config.device, config.dtype)
+            if todo:
+                engine = eval_engine(config.engine, policies, config.threads)
+                stack.callback(engine.close)
+                meta["engine"] = engine.name
             sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
                                       max_new_tokens=config.max_new_tokens,
                                       batch_size=config.batch_size, seed=config.seed)
             finished = len(problems) - len(todo)
             for start in range(0, len(todo), config.problems_per_batch):
                 chunk = todo[start:start + config.problems_per_batch]
-                samples = generate(policies, "code", [code_messages(p) for p in chunk], n=n, sampling=sampling)
+                samples = sample_problems(engine, policies, "code", [code_messages(p) for p in chunk],
+                                          [p.id for p in chunk], n, sampling, config.seed)
                 jobs, owners = [], []
                 for p, group in zip(chunk, samples):
                     base_s = ref[p.id][0] or 0.0

@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from codea1.data import Problem
+    from codea1.engines import RolloutEngine
     from codea1.models import Policies
+    from codea1.rollout import Sample, SamplingConfig
+
+#: the share of a GPU an evaluation's vLLM engine takes (no trainer shares it)
+EVAL_GPU_MEMORY = 0.85
 
 
 def load_eval_problems(data: str | Path, limit: int | None = None) -> list[Problem]:
@@ -118,3 +123,24 @@ def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto") ->
     policies = load_policies(cfg)
     resolved = policies.resolved.describe() if policies.resolved is not None else str(model)
     return policies, {"model": str(model), "resolved": resolved}
+
+
+def eval_engine(name: str, policies: "Policies", threads: int | None = None) -> "RolloutEngine":
+    """The rollout engine an evaluation samples with, as training picks it (`--engine`):
+    auto is vLLM on a GPU where it is installed (taking most of the GPU), else codea1's own
+    sampler (`hf`); `llamacpp` samples on the CPU with llama.cpp on the model's GGUF weights."""
+    from codea1.engines import make_engine
+    from codea1.engines.base import VLLMConfig
+
+    return make_engine(name, policies, VLLMConfig(gpu_memory_utilization=EVAL_GPU_MEMORY), threads=threads)
+
+
+def sample_problems(engine: "RolloutEngine", policies: "Policies", role: str, prompts, problem_ids,
+                    n: int, sampling: "SamplingConfig", seed: int) -> list[list["Sample"]]:
+    """`n` samples a prompt; each problem's stream seeded from (seed, role, problem id), so
+    its samples do not depend on the problems batched with it or on where a resumed
+    evaluation starts, and are the same with any batch size."""
+    from codea1.rollout import derive_seed, encode_prompts
+
+    seeds = [derive_seed(seed, f"eval/{role}", pid) for pid in problem_ids]
+    return engine.generate(role, encode_prompts(policies.tokenizer, prompts), n=n, sampling=sampling, seeds=seeds)

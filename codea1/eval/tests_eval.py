@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.eval.store import append_rows, open_eval_dir, write_summary
-from codea1.eval.loading import load_eval_policies, load_eval_problems, set_threads
+from codea1.engines.base import check_engine_name
+from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_problems, sample_problems, set_threads
 from codea1.eval.mutation import FAMILIES, generate_mutants
 from codea1.eval.mutation_testing import MutationConfig, analyse
 
@@ -57,8 +58,10 @@ class TestEvalConfig:
     # CPU threads for the model (None: torch's default). On a busy machine 1 thread can be
     # several times faster than 2 that wait on each other.
     threads: int | None = None
+    engine: str = "auto"  # auto | hf | vllm | llamacpp (codea1.eval.loading.eval_engine)
 
     def __post_init__(self) -> None:
+        check_engine_name(self.engine)
         if self.k < 1:
             raise ValueError(f"--k must be at least 1, got {self.k}")
         if self.temperature < 0:
@@ -190,7 +193,7 @@ def evaluate_tests(
     """Run (or resume) a test-generation evaluation into ``out``; returns the summary."""
     from contextlib import ExitStack
 
-    from codea1.rollout import SamplingConfig, generate, test_messages
+    from codea1.rollout import SamplingConfig, test_messages
     from codea1.sandbox import Executor
 
     out = Path(out)
@@ -216,6 +219,9 @@ def evaluate_tests(
             set_threads(config.threads)
             if policies is None:
                 policies, meta = load_eval_policies(model or "", config.device, config.dtype)
+            engine = eval_engine(config.engine, policies, config.threads)
+            stack.callback(engine.close)
+            meta["engine"] = engine.name
             sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
                                       max_new_tokens=config.max_new_tokens,
                                       batch_size=config.batch_size, seed=config.seed)
@@ -224,7 +230,8 @@ def evaluate_tests(
                 chunk = todo[start:start + config.problems_per_batch]
                 prompts = [test_messages(p, p.reference if config.white_box else None,
                                          white_box=config.white_box, n_tests=config.k) for p in chunk]
-                samples = generate(policies, "test", prompts, n=1, sampling=sampling)
+                samples = sample_problems(engine, policies, "test", prompts, [p.id for p in chunk], 1, sampling,
+                                          config.seed)
                 for p, group in zip(chunk, samples):
                     text = group[0].text
                     tests = select_tests(text, p.entry_point, config.k)
