@@ -223,6 +223,10 @@ def test_llamacpp_follows_the_adapter_like_the_trainer(tmp_path, capfd):
         assert [[s.completion_ids for s in g] for g in after] != [[s.completion_ids for s in g] for g in before]
         again = cpp.generate("code", ids, n=2, sampling=sampling, seeds=[7, 8])
         assert [[s.completion_ids for s in g] for g in after] == [[s.completion_ids for s in g] for g in again]
+        cpp.release_memory()                                   # what the trainer calls before an update
+        assert not cpp._llms and not cpp._decoders
+        rebuilt = cpp.generate("code", ids, n=2, sampling=sampling, seeds=[7, 8])
+        assert [[s.completion_ids for s in g] for g in rebuilt] == [[s.completion_ids for s in g] for g in again]
     finally:
         cpp.close()
     assert "lora for" not in capfd.readouterr().err   # llama.cpp's per-tensor loading notes stay quiet

@@ -159,8 +159,10 @@ class LlamaCppEngine(RolloutEngine):
             if old != adapter:
                 old.unlink(missing_ok=True)
         with _native_stderr_silenced():
+            # the Llama's own context only serves as the template `_BatchDecoder` copies (which
+            # sizes its own): kept small, it holds no unused 4k-token KV cache
             self._llms[key] = llama_cpp.Llama(model_path=str(self.base), lora_path=str(adapter), lora_scale=1.0,
-                                              n_ctx=self.context, n_threads=self.threads,
+                                              n_ctx=min(self.context, 512), n_threads=self.threads,
                                               n_threads_batch=self.threads, n_batch=512, verbose=False)
         self._stale.discard(key)
         return self._llms[key]
@@ -220,7 +222,10 @@ class LlamaCppEngine(RolloutEngine):
         """An updated adapter is exported again, and its context rebuilt, at its next rollout."""
         self._stale.update(keys)
 
-    def close(self) -> None:
+    def release_memory(self) -> None:
+        """Before the update: free every llama.cpp model copy, KV cache and compute buffer
+        (some GiB) so that they do not add to the update's peak. An update changes the
+        adapters, which rebuilds them at the next rollout anyway."""
         for dec in self._decoders.values():
             dec.close()
         self._decoders.clear()
@@ -229,6 +234,9 @@ class LlamaCppEngine(RolloutEngine):
             if close is not None:
                 close()
         self._llms.clear()
+
+    def close(self) -> None:
+        self.release_memory()
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
@@ -253,15 +261,15 @@ def _sample_token(logits, temperature: float, top_p: float, rng) -> int:
         return int(np.argmax(logits))
     z = logits.astype(np.float64) / temperature
     probs = np.exp(z - z.max())
-    if top_p < 1.0:
+    ids = None
+    if top_p < 1.0:  # narrow to the nucleus: the fewest most likely tokens holding top_p of the mass
         order = np.argsort(-probs)
         cum = np.cumsum(probs[order])
-        keep = order[: int(np.searchsorted(cum, top_p * cum[-1])) + 1]
-        kept = probs[keep]
-        return int(keep[min(int(np.searchsorted(np.cumsum(kept), rng.random() * kept.sum(), side="right")),
-                            len(keep) - 1)])
+        ids = order[: int(np.searchsorted(cum, top_p * cum[-1])) + 1]
+        probs = probs[ids]
     cum = np.cumsum(probs)
-    return min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")), len(probs) - 1)
+    k = min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")), len(probs) - 1)
+    return int(k if ids is None else ids[k])
 
 
 class _BatchDecoder:
