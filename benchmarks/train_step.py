@@ -5,8 +5,9 @@
 
 Measured side by side in one run, on this machine:
 
-1. this machine's bf16 (and fp32) matmul FLOP/s (square GEMMs and the model's own
-   shapes; the best bf16 figure is the "peak");
+1. this machine's matmul FLOP/s in the run's compute dtype (bf16 where the CPU has bf16
+   units, and fp32 beside it; else fp32 alone), on square GEMMs and the model's own shapes;
+   the best figure is the "peak";
 2. plain batch-8 `transformers` `generate` of the model (adapters off) on 8 code prompts
    (sampling, the preset's max_new_tokens): generated tokens per second (completion
    tokens up to and including the stop token);
@@ -15,7 +16,7 @@ Measured side by side in one run, on this machine:
    achieved FLOP/s, counted from the model's shapes (see `update_flops`).
 
 Targets (printed with PASS/MISS): rollouts >= 2x plain generate tokens/s; update >= 40%
-of the bf16 matmul peak; judge < 10% of a step.
+of the matmul peak; judge < 10% of a step.
 """
 
 from __future__ import annotations
@@ -99,31 +100,48 @@ def _linear_params(model) -> tuple[int, int, int]:
     return frozen, trainable, head.in_features * head.out_features
 
 
-def update_flops(policies, role: str, trajectories) -> float:
-    """Model FLOPs of one policy's update phase: old log-probs, reference log-probs, and a
-    forward + backward pass of every trajectory (the work the math needs, not wasted work).
+def update_flops(policies, role: str, trajectories, grpo) -> float:
+    """Model FLOPs of one policy's update phase as configured (`grpo`): the old log-probs
+    (none for the first mini-batch with `reuse_old_logprobs`), the reference log-probs
+    (with a KL term), and a forward + backward pass of every trajectory; with
+    `shared_prompt_rows` a prompt shared by several responses counts once a pass. The work
+    the math needs, not wasted work: achieved FLOP/s above the matmul peak would mean this
+    counts work that is not done.
 
-    Forward of a sequence of T tokens, R of them response: 2*T*P_linear + 2*R*P_head
-    (logits only for the response) + 2*L*H*d*T^2 (causal attention, QK^T and AV).
+    Forward of a prompt of P tokens with responses R_i: 2*(P + sum R_i)*P_linear +
+    2*sum R_i*P_head (logits only for responses) + 2*L*H*d*(P^2 + sum (2*P*R_i + R_i^2))
+    (causal attention, QK^T and AV; a lone sequence of T tokens is the T^2 of P=0).
     Backward: frozen matmuls need input gradients only (1x forward), trainable ones input
     and weight gradients (2x), the head 1x (its input), attention 2x.
     """
+    from codea1.grpo import first_mini_batch
+
     with policies.role(role) as model:
         frozen, trainable, head = _linear_params(model)
         cfg = model.config
     layers = cfg.num_hidden_layers
     attn_width = cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
-    total = 0.0
-    for s in trajectories:
-        if not s.completion_ids:
-            continue
-        t = len(s.prompt_ids) + len(s.completion_ids)
-        r = len(s.completion_ids)
-        lin_f, lin_t, hd, att = 2 * t * frozen, 2 * t * trainable, 2 * r * head, 2 * layers * attn_width * t * t
-        forward = lin_f + lin_t + hd + att
-        backward = lin_f + 2 * lin_t + hd + 2 * att
-        total += 3 * forward + backward  # old, reference, training forward; training backward
-    return total
+
+    def passes(seqs) -> tuple[float, float]:
+        """(forward, backward) FLOPs of one pass over `seqs`."""
+        groups: dict = {}
+        for i, s in enumerate(seqs):
+            if s.completion_ids:
+                key = tuple(s.prompt_ids) if grpo.shared_prompt_rows else i
+                groups.setdefault(key, (len(s.prompt_ids), []))[1].append(len(s.completion_ids))
+        fwd = bwd = 0.0
+        for p, rs in groups.values():
+            t = p + sum(rs)
+            lin_f, lin_t, hd = 2 * t * frozen, 2 * t * trainable, 2 * sum(rs) * head
+            att = 2 * layers * attn_width * (p * p + sum(2 * p * r + r * r for r in rs))
+            fwd += lin_f + lin_t + hd + att
+            bwd += lin_f + 2 * lin_t + hd + 2 * att
+        return fwd, bwd
+
+    forward, backward = passes(trajectories)
+    reused = first_mini_batch(len(trajectories), grpo)
+    old, _ = passes([s for i, s in enumerate(trajectories) if i not in reused])
+    return forward + backward + old + (forward if grpo.kl_coef > 0 else 0.0)
 
 
 # The update's log-prob plumbing, one change at a time (the GRPO config switches);
@@ -309,15 +327,23 @@ def main() -> None:
           f"{cfg.rollout.test.max_new_tokens}, torch threads {torch.get_num_threads()}", flush=True)
     figures: dict[str, object] = {"preset": args.preset, "overrides": args.overrides}
 
-    # 1. matmul peak
+    # 1. matmul peak, in the dtype the run computes in: bf16 where the CPU has bf16 units;
+    # elsewhere float32 (torch emulates bf16 there, minutes a product and no peak to speak of)
+    from codea1.models import resolve_device, resolve_dtype
+
+    compute = resolve_dtype(cfg.model.dtype, resolve_device(cfg.model.device))
+    dname = str(compute).removeprefix("torch.")
     sizes = [(2048, 2048, 2048), (1024, 896, 4864), (1024, 4864, 896)]
-    bf16 = matmul_flops(torch.bfloat16, sizes)
-    fp32 = matmul_flops(torch.float32, sizes[:1])
-    peak = max(bf16.values())
-    figures["matmul_bf16_flops"] = bf16
-    figures["matmul_fp32_flops"] = fp32
-    print("matmul bf16 GFLOP/s: " + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in bf16.items())
-          + f"; fp32 {list(fp32.values())[0] / 1e9:.0f}", flush=True)
+    flops = matmul_flops(compute, sizes)
+    fp32 = matmul_flops(torch.float32, sizes[:1]) if compute != torch.float32 else {}
+    peak = max(flops.values())
+    figures["compute_dtype"] = dname
+    figures[f"matmul_{dname}_flops"] = flops
+    figures["matmul_fp32_flops"] = fp32 or flops
+    print(f"matmul {dname} GFLOP/s: " + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in flops.items())
+          + (f"; fp32 {list(fp32.values())[0] / 1e9:.0f}" if fp32 else "")
+          + ("" if compute == torch.bfloat16 else " (no bf16 units on this CPU: the run computes in "
+             f"{dname}, the peak below is {dname}'s)"), flush=True)
 
     # 2. model and plain generate
     t = time.perf_counter()
@@ -352,7 +378,7 @@ def main() -> None:
             steps = []
             for _ in range(args.steps):
                 m = trainer.run_step()
-                flops = sum(update_flops(policies, "code" if key == "shared" else key, b.trajectories)
+                flops = sum(update_flops(policies, "code" if key == "shared" else key, b.trajectories, cfg.grpo)
                             for key, b in trainer._last_batches.items() if not key.startswith("_"))
                 m["bench/update_flops"] = flops
                 steps.append(m)
@@ -380,14 +406,14 @@ def main() -> None:
     judge_share = total("time/judge_s") / step_s if step_s else 0.0
     figures.update({
         "steps": steps, "rollout_tokens_per_s": rollout_tps, "update_flops_per_s": update_fps,
-        "matmul_peak_bf16": peak, "judge_share": judge_share,
+        "matmul_peak": peak, "judge_share": judge_share,
         "max_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     })
     # the machine may be shared: measure the peak again and keep the best figure
-    again = matmul_flops(torch.bfloat16, sizes)
+    again = matmul_flops(compute, sizes)
     peak = max(peak, *again.values())
-    figures["matmul_bf16_flops_after"] = again
-    figures["matmul_peak_bf16"] = peak
+    figures[f"matmul_{dname}_flops_after"] = again
+    figures["matmul_peak"] = peak
     ratio = rollout_tps / plain["tokens_per_s"] if plain["tokens_per_s"] else 0.0
     print("\nphase seconds per step (mean of %d):" % len(steps))
     for key in ("code_rollout", "test_rollout", "judge", "update"):
@@ -411,12 +437,12 @@ def main() -> None:
     verdict = lambda ok: "PASS" if ok else "MISS"  # noqa: E731
     print(f"\nrollout tokens/s {rollout_tps:.1f} vs plain batch-8 generate {plain['tokens_per_s']:.1f}: "
           f"{ratio:.2f}x (target >= 2x) {verdict(ratio >= 2)}")
-    print(f"update {update_fps / 1e9:.1f} GFLOP/s vs bf16 matmul peak {peak / 1e9:.1f}: "
+    print(f"update {update_fps / 1e9:.1f} GFLOP/s vs {dname} matmul peak {peak / 1e9:.1f}: "
           f"{update_fps / peak:.1%} (target >= 40%) {verdict(update_fps >= 0.4 * peak)}")
     print(f"judge {judge_share:.1%} of a step (target < 10%) {verdict(judge_share < 0.10)}")
     print(f"peak resident memory {figures['max_rss_gib']:.2f} GiB (target < 8 GiB) "
           f"{verdict(figures['max_rss_gib'] < 8)}")
-    print("matmul bf16 GFLOP/s after the steps: " + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in again.items())
+    print(f"matmul {dname} GFLOP/s after the steps: " + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in again.items())
           + f"; peak used = best of both runs: {peak / 1e9:.0f}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, default=float) + "\n")
