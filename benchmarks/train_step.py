@@ -347,7 +347,8 @@ def main() -> None:
 
     # 2. model and plain generate
     t = time.perf_counter()
-    policies = load_policies(cfg.model)
+    torch.manual_seed(cfg.seed)   # as the trainer does before it loads: the LoRA init does not
+    policies = load_policies(cfg.model)   # depend on how many random matrices step 1 drew
     figures["load_s"] = time.perf_counter() - t
     print(f"model {cfg.model.name} ({cfg.model.mode}, {policies.dtype}) loaded in {figures['load_s']:.0f}s",
           flush=True)
