@@ -83,7 +83,7 @@ def _check_engine(value: str) -> str:
     from codea1.engines.base import check_engine_name
 
     try:
-        return check_engine_name(value)
+        return check_engine_name(value, "--engine")
     except ValueError as exc:
         raise typer.BadParameter(str(exc).split(": ", 1)[1]) from None
 

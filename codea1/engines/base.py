@@ -58,10 +58,10 @@ class VLLMConfig(BaseModel):
                       "from the run's rollout random stream)")
 
 
-def check_engine_name(name: str) -> str:
-    """`name` if it names an engine, else a ValueError listing them."""
+def check_engine_name(name: str, setting: str = "rollout.engine") -> str:
+    """`name` if it names an engine, else a ValueError naming `setting` and the engines."""
     if name not in ENGINE_NAMES:
-        raise ValueError(f"--engine {name!r}: expected one of {', '.join(ENGINE_NAMES)}")
+        raise ValueError(f"{setting} {name!r}: expected one of {', '.join(ENGINE_NAMES)}")
     return name
 
 
@@ -70,11 +70,14 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def resolve_engine(name: str, device: "torch.device | str") -> Literal["hf", "vllm", "llamacpp"]:
+def resolve_engine(name: str, device: "torch.device | str",
+                   setting: str = "rollout.engine={}") -> Literal["hf", "vllm", "llamacpp"]:
     """The engine `name` stands for on `device`: `auto` is vllm when installed and on CUDA,
-    else hf (llamacpp, which samples with quantised weights, is only ever asked for)."""
+    else hf (llamacpp, which samples with quantised weights, is only ever asked for).
+    `setting` spells the choice in the messages (`--engine {}` on the eval command line)."""
     import torch
 
+    check_engine_name(name, setting.format("").rstrip("= "))
     kind = torch.device(device).type
     if name == "auto":
         return "vllm" if kind == "cuda" and vllm_installed() else "hf"
@@ -83,24 +86,22 @@ def resolve_engine(name: str, device: "torch.device | str") -> Literal["hf", "vl
     if name == "vllm":
         if not vllm_installed():
             raise EngineUnavailable(
-                f"rollout.engine=vllm: vLLM is not installed; install it on a CUDA machine with "
-                f"{VLLM_EXTRA_HINT}, or use rollout.engine=hf")
+                f"{setting.format('vllm')}: vLLM is not installed; install it on a CUDA machine with "
+                f"{VLLM_EXTRA_HINT}, or use {setting.format('hf')}")
         if kind != "cuda":
             raise EngineUnavailable(
-                f"rollout.engine=vllm: vLLM needs a CUDA GPU but the model is on {kind!r}; "
-                "use rollout.engine=hf (or auto)")
+                f"{setting.format('vllm')}: vLLM needs a CUDA GPU but the model is on {kind!r}; "
+                f"use {setting.format('hf')} (or auto)")
         return "vllm"
-    if name == "llamacpp":
-        from codea1.engines.llamacpp_engine import LLAMACPP_EXTRA_HINT, llamacpp_installed
+    from codea1.engines.llamacpp_engine import LLAMACPP_EXTRA_HINT, llamacpp_installed
 
-        if not llamacpp_installed():
-            raise EngineUnavailable(f"rollout.engine=llamacpp: llama-cpp-python is not installed; "
-                                    f"{LLAMACPP_EXTRA_HINT} (it compiles llama.cpp), or use rollout.engine=hf")
-        if kind != "cpu":
-            raise EngineUnavailable(f"rollout.engine=llamacpp runs on the CPU, but the model is on {kind!r}; "
-                                    "use rollout.engine=vllm or hf there")
-        return "llamacpp"
-    raise ValueError(f"rollout.engine {name!r}: expected one of {', '.join(ENGINE_NAMES)}")
+    if not llamacpp_installed():
+        raise EngineUnavailable(f"{setting.format('llamacpp')}: llama-cpp-python is not installed; "
+                                f"{LLAMACPP_EXTRA_HINT} (it compiles llama.cpp), or use {setting.format('hf')}")
+    if kind != "cpu":
+        raise EngineUnavailable(f"{setting.format('llamacpp')} runs on the CPU, but the model is on {kind!r}; "
+                                f"use {setting.format('vllm')} or hf there")
+    return "llamacpp"
 
 
 class RolloutEngine(abc.ABC):

@@ -35,13 +35,10 @@ PAPER_NAMES = {"humanevalplus": "HumanEval+", "mbppplus": "MBPP+", "bigcodebench
 def check_engine_here(engine: str, device: str) -> None:
     """An engine that cannot run on this machine is one clear line before anything is loaded."""
     if engine != "auto":
-        from codea1.engines import EngineUnavailable, resolve_engine
+        from codea1.engines import resolve_engine
         from codea1.models import resolve_device
 
-        try:
-            resolve_engine(engine, resolve_device(device))
-        except EngineUnavailable as exc:  # its words name the training key: say the option
-            raise EngineUnavailable(str(exc).replace("rollout.engine=", "--engine ")) from None
+        resolve_engine(engine, resolve_device(device), setting="--engine {}")
 
 
 def _table(title: str, sources: dict, columns: list[str]):

@@ -67,7 +67,7 @@ class CodeEvalConfig:
     engine: str = "auto"  # auto | hf | vllm | llamacpp (codea1.eval.loading.eval_engine)
 
     def __post_init__(self) -> None:
-        check_engine_name(self.engine)
+        check_engine_name(self.engine, "--engine")
         if self.greedy:
             object.__setattr__(self, "n", 1)
             object.__setattr__(self, "temperature", 0.0)
@@ -226,9 +226,9 @@ def evaluate_code(
             todo = [p for p in todo if p.id not in skipped]
             meta: dict[str, Any] = {}
             set_threads(config.threads)
-            if todo and policies is None:
-                policies, meta = load_eval_policies(model or "", config.device, config.dtype)
             if todo:
+                if policies is None:
+                    policies, meta = load_eval_policies(model or "", config.device, config.dtype)
                 engine = eval_engine(config.engine, policies, config.threads)
                 stack.callback(engine.close)
                 meta["engine"] = engine.name

@@ -61,7 +61,7 @@ class TestEvalConfig:
     engine: str = "auto"  # auto | hf | vllm | llamacpp (codea1.eval.loading.eval_engine)
 
     def __post_init__(self) -> None:
-        check_engine_name(self.engine)
+        check_engine_name(self.engine, "--engine")
         if self.k < 1:
             raise ValueError(f"--k must be at least 1, got {self.k}")
         if self.temperature < 0:

@@ -802,8 +802,8 @@ class Trainer:
         from codea1.train.distributed import sample_seeds
 
         seeds = sample_seeds(self.cfg.seed, self.step, f"val/{role}", places)
-        return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts) if prompts else [],
-                                    n=n, sampling=self.cfg.validation.sampling, seeds=seeds)
+        return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
+                                    sampling=self.cfg.validation.sampling, seeds=seeds)
 
     def _validate_tests(self, kept) -> list[tuple[int, list[tuple[float, float]], int, int]]:
         """The test model on this rank's held-out codes: per problem (index, each suite's
