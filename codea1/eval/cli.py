@@ -24,6 +24,7 @@ from codea1.cli_options import (
     WORKERS_OPTION,
     check_output_dir,
 )
+from codea1.sandbox.support import require as require_sandbox
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -102,6 +103,7 @@ def code_command(
     engine: str = ENGINE_OPTION,
 ) -> None:
     """Unbiased pass@k and avg@n of a code model on the problems' golden tests."""
+    require_sandbox("codea1 eval code")
     from rich.console import Console
 
     from codea1.eval.code import CodeEvalConfig, evaluate_code
@@ -148,6 +150,7 @@ def tests_command(
     engine: str = ENGINE_OPTION,
 ) -> None:
     """pass@k, mut@k and Mul of a test model (UnLeakedTestBench style)."""
+    require_sandbox("codea1 eval tests")
     from rich.console import Console
 
     from codea1.eval.store import removed_if_failed

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from codea1.cli_options import JSON_OPTION
+from codea1.sandbox.support import require as require_sandbox
 
 __all__ = ["judge_command", "judgement_record", "load_problem_file"]
 
@@ -146,6 +147,7 @@ def judge_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Judge one code completion against one test completion, showing every step of the reward."""
+    require_sandbox("codea1 judge")
     from codea1.judge.judge import Judge, JudgeConfig, ProblemRollout
     from codea1.sandbox import Executor
 

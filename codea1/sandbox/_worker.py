@@ -26,7 +26,7 @@ import sys
 import time
 import types
 
-from codea1.sandbox import isolation
+from codea1.sandbox import cgroups, isolation
 from codea1.sandbox._child import SETUP_FAILED_EXIT, child_main, compile_untrusted, prepare_warm_state
 from codea1.sandbox.values import check_value
 
@@ -167,10 +167,7 @@ class Worker:
         self.scratch_host = ""  # scratch as the worker sees it
         self.scratch_child = ""  # scratch as the child sees it (after chroot)
         self.uid: int | None = None
-        self.mem_cg: str | None = None
-        self.pids_cg: str | None = None
-        self.memsw = False
-        self.cur_limits: dict = {}
+        self.cg: cgroups.V1Groups | cgroups.V2Group | None = None  # the runs' cgroups
         self.base_vsz = 0
         self.oom_seen = 0
         self.last_maxrss_mb = 0.0
@@ -238,23 +235,8 @@ class Worker:
             self.protections["unprivileged-uid"] = True
         else:
             self.lost("unprivileged-uid", "not root: runs keep the caller's uid and its file access")
-        # cgroups (created by the parent's request, under the parent's own cgroup).
-        for ctl in ("memory", "pids"):
-            path = self.cfg.get(f"{ctl}_cgroup")
-            if not path:
-                self.lost(f"{ctl}-cgroup", "no writable cgroup v1 controller")
-                continue
-            try:
-                if not os.path.isdir(path):  # the parent creates it; never re-create one it removed
-                    raise OSError(f"cgroup {path} does not exist")
-                if ctl == "memory":
-                    self.mem_cg = path
-                    self.memsw = os.path.exists(os.path.join(path, "memory.memsw.limit_in_bytes"))
-                else:
-                    self.pids_cg = path
-                self.protections[f"{ctl}-cgroup"] = True
-            except OSError as e:
-                self.lost(f"{ctl}-cgroup", str(e))
+        # cgroups (created by the parent, see cgroups.make_run_groups).
+        self.cgroup_protections(is_root)
         # Inherited by every child (a ctypes call per child would cost milliseconds):
         # no execve of the run can gain privileges (setuid binaries, file capabilities).
         try:
@@ -265,8 +247,6 @@ class Worker:
         self.protections["rlimits"] = True if is_root else "partial: no process-count limit (shared per uid)"
         self.protections["scrubbed-env"] = True
         self.protections["result-channel"] = True
-        if "memory-cgroup" in self.protections and self.mem_cg is None:
-            self.protections["memory-cgroup"] += " (falls back to RLIMIT_AS: virtual memory cap)"
         # Warm state: pre-import what test programs commonly need.
         # Warm-state modules are imported on first mention by a job (see warm_up): until a
         # run needs numpy, forks stay cheaper without it.
@@ -296,10 +276,11 @@ class Worker:
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
         })
-        # Join the pids cgroup now: children inherit membership at fork, cheaper than moving
-        # each child. (Each child moves itself into the memory cgroup: see _child._confine.)
-        if self.pids_cg:
-            isolation.write_text(os.path.join(self.pids_cg, "cgroup.procs"), str(os.getpid()))
+        # v1: join the pids cgroup now: children inherit membership at fork, cheaper than
+        # moving each child. (Each child moves itself into the memory cgroup, or the v2
+        # group: see _child._confine.)
+        if self.cg is not None:
+            self.cg.worker_joins()
         # Objects of the warm state are never collected again: a collection in a child would
         # otherwise write to every one of them and copy the whole heap page by page.
         import gc
@@ -310,42 +291,52 @@ class Worker:
 
     # ----------------------------------------------------------------------- limits
 
+    def cgroup_protections(self, is_root: bool) -> None:
+        """Take the groups the parent made and say how memory and processes are capped:
+        held (a cgroup, swap counted), degraded (by what) or lost."""
+        why = self.cfg.get("cgroup_why") or {}
+        try:
+            self.cg = cgroups.groups_from_config(self.cfg)
+            for path in ([self.cg.path] if isinstance(self.cg, cgroups.V2Group)
+                         else [self.cg.memory, self.cg.pids] if self.cg is not None else []):
+                if path and not os.path.isdir(path):  # the parent creates it; never re-create one it removed
+                    raise OSError(f"cgroup {path} does not exist")
+        except OSError as e:
+            self.cg = None
+            why = {"memory": str(e), "pids": str(e)}
+        cg = self.cg
+        if cg is not None and cg.has_memory and cg.swap:
+            self.protections["memory-cgroup"] = True
+        elif cg is not None and cg.has_memory:
+            self.protections["memory-cgroup"] = (
+                f"DEGRADED: {cg.where()} caps memory without swap accounting "
+                f"({'memory.swap.max' if cg.kind == 'v2' else 'memory.memsw'} absent): a run may also fill swap")
+        else:
+            self.protections["memory-cgroup"] = (
+                f"DEGRADED: no memory cgroup ({why.get('memory') or 'none made for this executor'}): "
+                "RLIMIT_AS caps each process's virtual memory instead")
+        if cg is not None and cg.has_pids:
+            self.protections["pids-cgroup"] = True
+        elif is_root:
+            self.protections["pids-cgroup"] = (
+                f"DEGRADED: no pids cgroup ({why.get('pids') or 'none made for this executor'}): "
+                "RLIMIT_NPROC of the run's own uid caps processes and threads instead")
+        else:
+            self.lost("pids-cgroup", f"no pids cgroup ({why.get('pids') or 'none made for this executor'}), and not root: "
+                                     "RLIMIT_NPROC would count every process of the caller's uid")
+
     def apply_limits(self, lim: dict) -> None:
-        if self.mem_cg:
-            want = lim["memory_mb"] * 1024 * 1024
-            if self.cur_limits.get("mem") != want:
-                files = ["memory.limit_in_bytes"] + (["memory.memsw.limit_in_bytes"] if self.memsw else [])
-                try:  # memsw must stay >= limit: lowering sets limit first, raising memsw first
-                    for name in files:
-                        isolation.write_text(os.path.join(self.mem_cg, name), str(want))
-                except OSError:
-                    for name in reversed(files):
-                        isolation.write_text(os.path.join(self.mem_cg, name), str(want))
-                self.cur_limits["mem"] = want
-            try:
-                isolation.write_text(os.path.join(self.mem_cg, "memory.max_usage_in_bytes"), "0")
-            except OSError:
-                pass
-        if self.pids_cg and self.cur_limits.get("pids") != lim["max_procs"]:
-            # +1: the worker itself lives in the cgroup (children inherit it at fork for free).
-            isolation.write_text(os.path.join(self.pids_cg, "pids.max"), str(lim["max_procs"] + 1))
-            self.cur_limits["pids"] = lim["max_procs"]
+        if self.cg is not None:
+            self.cg.set_limits(lim["memory_mb"] * 1024 * 1024, lim["max_procs"])
 
     def oom_kills(self) -> int:
-        if not self.mem_cg:
-            return 0
-        try:
-            for line in isolation.read_text(os.path.join(self.mem_cg, "memory.oom_control")).splitlines():
-                if line.startswith("oom_kill "):
-                    return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
+        return self.cg.oom_kills() if self.cg is not None else 0
 
     def _oom_happened(self, status: int | None) -> bool:
         """Did the cgroup OOM killer fire since the last look? (read only after a SIGKILL: an
         earlier victim among a run's grandchildren can only relabel a SIGKILL as "memory")."""
-        if not self.mem_cg or status is None or not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9):
+        if self.cg is None or not self.cg.has_memory or status is None or not (
+                os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9):
             return False
         now = self.oom_kills()
         fired = now > self.oom_seen
@@ -354,11 +345,12 @@ class Worker:
 
     def plan(self, lim: dict) -> dict:
         return {
-            "cgroup_procs": [os.path.join(self.mem_cg, "cgroup.procs")] if self.mem_cg else [],
+            "cgroup_procs": self.cg.procs_files() if self.cg is not None else [],
             "cpu_s": max(1, int(lim["cpu_s"] + 0.999)),
             "max_file_bytes": lim["max_file_bytes"],
             "max_value_bytes": lim["max_value_bytes"],
-            "as_bytes": None if self.mem_cg else self.base_vsz + (lim["memory_mb"] + 256) * 1024 * 1024,
+            "as_bytes": (None if self.cg is not None and self.cg.has_memory
+                         else self.base_vsz + (lim["memory_mb"] + 256) * 1024 * 1024),
             "nproc": lim["max_procs"] if self.uid is not None else None,
             "chroot": self.root,
             "cwd": self.scratch_child,
@@ -396,6 +388,8 @@ class Worker:
             except ProcessLookupError:
                 pass
         while True:
+            if self.cg is not None:
+                self.cg.kill()  # v2: every process of the run, wherever it went
             if self.pid_ns:
                 try:
                     os.kill(-1, signal.SIGKILL)
@@ -576,11 +570,9 @@ class Worker:
         res["stdout"], res["stderr"] = out.text()
         res["wall_s"] = time.monotonic() - t0
         peak = peak_rss  # without a memory cgroup: the largest peak RSS of a run process
-        if self.mem_cg:
-            try:
-                peak = isolation.read_int(os.path.join(self.mem_cg, "memory.max_usage_in_bytes")) / 2**20
-            except OSError:
-                pass
+        group_peak = self.cg.peak_mb() if self.cg is not None and self.cg.has_memory else None
+        if group_peak is not None:
+            peak = group_peak
         res["peak_mb"] = round(peak, 2)
         res["cpu_s"] = round(res["cpu_s"], 6)
         res["wall_s"] = round(res["wall_s"], 6)

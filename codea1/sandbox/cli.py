@@ -48,6 +48,17 @@ def run_command(
     raise typer.Exit(0 if r.status == "ok" else 1)
 
 
+def protection_state(value) -> tuple[str, str]:
+    """("held" | "degraded" | "missing", why) of a value of ``Executor.protections``."""
+    if value is True:
+        return "held", ""
+    text = str(value)
+    for prefix, state in (("DEGRADED:", "degraded"), ("partial:", "degraded"), ("LOST:", "missing")):
+        if text.startswith(prefix):
+            return state, text[len(prefix):].strip()
+    return "missing", text
+
+
 @app.command("check")
 def check_command() -> None:
     """Self-test: which protections hold on this machine, one attack per class, and canary
@@ -62,13 +73,16 @@ def check_command() -> None:
 
     console = Console()
     with Executor(workers=1) as ex:
+        if ex.cgroup_setup is not None:
+            console.print(ex.cgroup_setup.summary(), soft_wrap=True, highlight=False)
         prot = Table(title="Mechanisms on this machine")
         prot.add_column("mechanism")
         prot.add_column("state")
         prot.add_column("protects")
         for name, what in PROTECTIONS.items():
-            state = ex.protections.get(name, "LOST: not reported")
-            prot.add_row(name, "[green]holds[/]" if state is True else f"[red]{state}[/]", what)
+            state, why = protection_state(ex.protections.get(name, "LOST: not reported"))
+            colour = {"held": "green", "degraded": "yellow"}.get(state, "red")
+            prot.add_row(name, f"[{colour}]{state}[/]" + (f": {why}" if why else ""), what)
         console.print(prot)
         view = (ex._all[0].hello or {}).get("view") if ex._all else None
         if view:

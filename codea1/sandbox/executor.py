@@ -27,8 +27,9 @@ from concurrent.futures import Future
 from typing import Iterable, Sequence
 
 from codea1.interpreter import gc_paused
-from codea1.sandbox import isolation
+from codea1.sandbox import cgroups, isolation
 from codea1.sandbox._worker import HUGE_PAGES_TUNABLE
+from codea1.sandbox.support import WorkerError, require  # (WorkerError is public here)
 from codea1.sandbox.types import RUN_STATUSES, CallResult, Job, Limits, RunResult
 
 log = logging.getLogger("codea1.sandbox")
@@ -56,17 +57,16 @@ _WORKER_BOOT = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('',
                 "sys.path.insert(0, {root}); from codea1.sandbox._worker import main; main()")
 
 
-class WorkerError(RuntimeError):
-    """A worker broke (died, hung, spoke nonsense): an infrastructure failure."""
 
 
 class _Worker:
     """One fork-server process and its channel."""
 
-    def __init__(self, index: int, gen: int, preload: Sequence[str], isolate: bool) -> None:
+    def __init__(self, index: int, gen: int, preload: Sequence[str], isolate: bool,
+                 cgroup_setup: "cgroups.Setup | None" = None) -> None:
         self.index = index
-        tag = f"codea1-sbx-{os.getpid()}-{index}-{next(_SERIAL)}"
-        self.cgroups = []
+        tag = f"{cgroups.RUN_PREFIX}{os.getpid()}-{index}-{next(_SERIAL)}"
+        self.cgroups: list[str] = []
         cfg: dict = {
             "uid": _UID_BASE + (os.getpid() % 100_000) * 64 + index % 64,
             "preload": list(preload),
@@ -74,17 +74,10 @@ class _Worker:
             # The checkout, the caller's directory, home, /tmp: never in a run's view.
             "hide": [path for _, path in isolation.places_to_hide(_PACKAGE_ROOT)],
         }
-        if isolate and os.geteuid() == 0:
-            for ctl in ("memory", "pids"):
-                base = isolation.own_cgroup(ctl)
-                if base:
-                    path = os.path.join(base, tag)
-                    try:  # created here, not by the worker, so that removal cannot race creation
-                        os.mkdir(path)
-                    except OSError:
-                        continue
-                    cfg[f"{ctl}_cgroup"] = path
-                    self.cgroups.append(path)
+        if cgroup_setup is not None:  # (none by default with isolate=False)
+            # Created here, not by the worker, so that removal cannot race creation.
+            groups, self.cgroups = cgroups.make_run_groups(cgroup_setup, tag)
+            cfg.update(groups)
         env = {
             # One hash seed for every worker: a reference and a candidate that build the
             # same set of strings must iterate it in the same order (`tuple(set(words))`),
@@ -195,32 +188,9 @@ class _Worker:
 
     def _remove_cgroups(self) -> None:
         for path in self.cgroups:
-            for _ in range(50):
-                try:
-                    isolation.remove_cgroup(path)
-                    break
-                except OSError:
-                    time.sleep(0.02)
-
-
-def _remove_stale_cgroups() -> None:
-    """Remove run cgroups left by executors whose process is gone (e.g. killed)."""
-    for ctl in ("memory", "pids"):
-        base = isolation.own_cgroup(ctl)
-        if not base:
-            continue
-        try:
-            names = os.listdir(base)
-        except OSError:
-            continue
-        for name in names:
-            parts = name.split("-")
-            if len(parts) == 5 and name.startswith("codea1-sbx-") and parts[2].isdigit():
-                if not os.path.exists(f"/proc/{parts[2]}"):
-                    try:
-                        isolation.remove_cgroup(os.path.join(base, name))
-                    except OSError:
-                        pass
+            if not cgroups.remove_run_group(path):
+                log.warning("sandbox: cgroup %s is still busy; a later start removes it", path)
+        self.cgroups = []
 
 
 def _lost(protections: dict) -> dict:
@@ -236,12 +206,16 @@ class Executor:
     queue, fed to the workers by one driver thread each. ``preload``
     modules are imported into a worker's warm state the first time a job mentions them
     (every later run inherits them: ``import numpy`` then costs nothing). ``protections``
-    maps each protection of ``isolation.PROTECTIONS`` to ``True`` or ``"LOST: why"``;
-    lost ones are also logged as a warning at start-up.
+    maps each protection of ``isolation.PROTECTIONS`` to ``True`` (held),
+    ``"DEGRADED: why, and what holds instead"`` or ``"LOST: why"``; the last two are also
+    logged as a warning at start-up. ``cgroup_setup`` says where run cgroups go (default:
+    `cgroups.acquire`, this process's hierarchy as detected, shared by its executors).
     """
 
     def __init__(self, workers: int | None = None, limits: Limits = Limits(), *,
-                 preload: Sequence[str] = ("numpy",), isolate: bool = True) -> None:
+                 preload: Sequence[str] = ("numpy",), isolate: bool = True,
+                 cgroup_setup: cgroups.Setup | None = None) -> None:
+        require("the sandboxed executor")
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
         n = workers if workers is not None else (os.cpu_count() or 1)
@@ -260,14 +234,18 @@ class Executor:
         self._cv = threading.Condition()
         self._drivers: list[threading.Thread] = []
         self._all: list[_Worker] = []
-        _remove_stale_cgroups()
-        started = [self._spawn(i) for i in range(n)]
+        self._owns_setup = isolate and cgroup_setup is None
+        self.cgroup_setup = cgroups.acquire() if self._owns_setup else cgroup_setup
+        started = []
         try:
+            started += [self._spawn(i) for i in range(n)]
             for w in started:
                 w.handshake()
-        except Exception:
+        except BaseException:
             for w in started:
                 w.kill()
+            if self._owns_setup:
+                cgroups.release()
             raise
         self.protections: dict = dict(started[0].hello["protections"])
         self.preload_errors: dict = dict(started[0].hello.get("preload_errors") or {})
@@ -276,16 +254,17 @@ class Executor:
         log.info("sandbox: %d workers; protections holding: %s", n,
                  ", ".join(k for k, v in self.protections.items() if v is True))
         if lost:
-            log.warning("sandbox protections lost on this machine: %s",
+            log.warning("sandbox protections lost or degraded on this machine: %s",
                         "; ".join(f"{k}: {v}" for k, v in lost.items()))
-        self._finalizer = weakref.finalize(self, Executor._shutdown, self._all, self._cv, self._queue, self._stopping)
+        self._finalizer = weakref.finalize(self, Executor._shutdown, self._all, self._cv, self._queue, self._stopping,
+                                           self._owns_setup)
 
     # ------------------------------------------------------------------ lifecycle
 
     def _spawn(self, index: int) -> _Worker:
         with self._lock:
             self._gen += 1
-            w = _Worker(index, self._gen, self.preload, self.isolate)
+            w = _Worker(index, self._gen, self.preload, self.isolate, self.cgroup_setup)
             self._all.append(w)
         return w
 
@@ -316,12 +295,15 @@ class Executor:
             task.resolve(_infra(_CLOSED, len(task.job.calls)))
 
     @staticmethod
-    def _shutdown(workers: list, cv: threading.Condition, pending: list, stopping: threading.Event) -> None:
+    def _shutdown(workers: list, cv: threading.Condition, pending: list, stopping: threading.Event,
+                  release_cgroups: bool) -> None:
         stopping.set()
         Executor._drop_queued(cv, pending)
         for w in list(workers):
             w.close()
         workers.clear()
+        if release_cgroups:
+            cgroups.release()
 
     def close(self) -> None:
         """Stop every worker (and every process a run started) and remove cgroups.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from codea1.sandbox.cgroups import children_of
 from codea1.sandbox.executor import Executor
 
 
@@ -38,27 +39,16 @@ def run_uid_processes(executor: Executor) -> list[int]:
     return out
 
 
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return kids
-
-
 def run_processes(executor: Executor) -> list[int]:
     """Processes below the workers (launcher -> worker -> runs); empty when all runs are over."""
     found = []
     for w in list(executor._all):
-        for worker in _children(w.proc.pid):  # the launcher's child is the worker (pid 1 inside)
-            stack = _children(worker)
+        for worker in children_of(w.proc.pid):  # the launcher's child is the worker (pid 1 inside)
+            stack = children_of(worker)
             while stack:
                 p = stack.pop()
                 found.append(p)
-                stack += _children(p)
+                stack += children_of(p)
     return found
 
 
@@ -67,10 +57,11 @@ def cgroup_usage_mb(executor: Executor) -> float:
     total = 0
     for w in list(executor._all):
         for path in w.cgroups:
-            f = os.path.join(path, "memory.usage_in_bytes")
-            if os.path.exists(f):
-                with open(f) as fh:
-                    total += int(fh.read())
+            for name in ("memory.usage_in_bytes", "memory.current"):  # v1, v2
+                f = os.path.join(path, name)
+                if os.path.exists(f):
+                    with open(f) as fh:
+                        total += int(fh.read())
     return total / 2**20
 
 

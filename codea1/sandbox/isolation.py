@@ -1,4 +1,4 @@
-"""Linux confinement primitives (namespaces, mounts, cgroups) used by the worker.
+"""Linux confinement primitives (namespaces, mounts) used by the worker (cgroups: ``cgroups``).
 
 Python 3.11 has no ``os.unshare``/``mount``, so they come from libc through ctypes. Every
 step is optional: a step that fails is reported as a lost protection (see
@@ -41,8 +41,8 @@ PROTECTIONS: dict[str, str] = {
     "read-only-root": "filesystem is a read-only view of only what Python needs (system dirs, the interpreter's lib, "
                       "sys.path's package dirs) plus a private scratch dir, wherever the venv lives",
     "unprivileged-uid": "run executes as an unprivileged uid (cannot write host files, ptrace, chroot back)",
-    "memory-cgroup": "hard memory cap charged per run (cgroup v1 memory)",
-    "pids-cgroup": "hard process/thread cap per run (cgroup v1 pids)",
+    "memory-cgroup": "hard memory cap charged per run, swap included (cgroup v2 memory.max + swap.max 0, or v1 memory)",
+    "pids-cgroup": "hard process/thread cap per run (cgroup v2 or v1 pids.max)",
     "rlimits": "CPU, file size, open files, core dumps (and processes for non-root) limited",
     "scrubbed-env": "no environment variables of the parent reach the run",
     "no-new-privs": "no execve of the run can gain privileges (setuid binaries, file capabilities)",
@@ -334,54 +334,3 @@ def build_root(root: str, view: View, scratch_name: str = "scratch") -> None:
 def _write_file(path: str, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
-
-
-def own_cgroup(controller: str) -> str | None:
-    """The cgroup v1 directory of this process for ``controller``, if writable."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            text = f.read()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and controller in parts[1].split(","):
-            d = os.path.join("/sys/fs/cgroup", controller, parts[2].lstrip("/"))
-            if os.path.isdir(d) and os.access(d, os.W_OK):
-                return d
-    return None
-
-
-def write_text(path: str, value: str) -> None:
-    """Write a control file (os-level: a Python file object costs a forking worker page faults)."""
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
-
-
-def read_int(path: str) -> int:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return int(os.read(fd, 4096).split()[0])
-    finally:
-        os.close(fd)
-
-
-def read_text(path: str) -> str:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.read(fd, 65536).decode()
-    finally:
-        os.close(fd)
-
-
-def remove_cgroup(path: str) -> None:
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        pass
-    except OSError as e:  # busy: tasks still inside
-        if e.errno not in (errno.EBUSY, errno.ENOTEMPTY):
-            raise

@@ -16,6 +16,7 @@ from typing import List, Optional
 import typer
 
 from codea1.cli_options import CONFIG_OPTION, PRESET_OPTION, SET_OPTION, check_output_dir
+from codea1.sandbox.support import require as require_sandbox
 
 
 def check_new_run(cfg, run_dir: Path) -> None:
@@ -72,6 +73,7 @@ def train_command(
         callback=parse_duration),
 ) -> None:
     """Train a code model and a test model against each other (Code-A1)."""
+    require_sandbox("codea1 train")
     from codea1.train.config import load_config
 
     if resume is not None:
