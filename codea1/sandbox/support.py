@@ -51,9 +51,9 @@ def missing() -> list[str]:
 
 def how_to_proceed() -> str:
     if platform.system() in ("Darwin", "Windows"):
-        return ("run it in a Linux container (as root for every protection: "
-                "`docker run --rm -it -v $PWD:/w -w /w python:3.11 ...`)"
-                + (" or under WSL2" if platform.system() == "Windows" else "") + ", or on a Linux machine")
+        return ("run it in a Linux container or VM, as root for the namespaces"
+                + (" (WSL2 works)" if platform.system() == "Windows" else "")
+                + "; docs/SANDBOX.md says what each setup protects")
     return "run it on Linux 5.3 or newer with /proc mounted (a current distribution, or a container on one)"
 
 
