@@ -198,6 +198,7 @@ import gc, os
 planted = {"v": "".join(["plant", "ed-x1"])}  # (joined at run time: no such constant in any code)
 def find(*parts):
     target = "".join(parts)
+    gc.unfreeze()  # the worker's warm state is frozen: get_objects() would not list it
     def hit(x):
         return type(x) is str and x is not target and target in x
     for x in os.environ.values():

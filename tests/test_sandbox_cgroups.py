@@ -163,13 +163,30 @@ def test_prepare_hybrid_prefers_v1_when_v2_has_no_memory_controller(tmp_path):
 
 def test_v2_group_writes_the_caps_and_reads_oom_kills(tmp_path):
     path = fake_group(tmp_path / "run", files={"memory.max": "", "pids.max": "",
-                                               "memory.events": "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\n"})
+                                               "memory.events": "low 0\nhigh 0\nmax 4\noom 5\noom_kill 2\n"})
     g = cgroups.V2Group(path, ["memory", "pids"], swap=True)
     g.set_limits(256 * 2**20, 16)
     assert read(path, "memory.max") == str(256 * 2**20) and read(path, "pids.max") == "16"
     assert g.procs_files() == [os.path.join(path, "cgroup.procs")] and g.oom_kills() == 2
     only_pids = cgroups.V2Group(path, ["pids"], swap=False)
     assert not only_pids.has_memory and only_pids.oom_kills() == 0
+
+
+def test_make_run_groups_sets_no_swap_and_group_oom_kills(tmp_path, monkeypatch):
+    parent = fake_group(tmp_path / "cg")
+    real_mkdir = os.mkdir
+
+    def mkdir_group(path, mode=0o777):  # the kernel makes a new group's files with it
+        real_mkdir(path, mode)
+        fake_group(path, files={"memory.swap.max": "", "memory.oom.group": ""})
+
+    monkeypatch.setattr(cgroups.os, "mkdir", mkdir_group)
+    s = cgroups.Setup(cgroups.Hierarchy("v2", v2=parent, v2_mount=parent), backend="v2", parent=parent,
+                      controllers=("memory", "pids"), why={})
+    cfg, paths = cgroups.make_run_groups(s, "codea1-sbx-1-0-1")
+    assert paths == [os.path.join(parent, "codea1-sbx-1-0-1")]
+    assert cfg == {"cgroup_why": {}, "v2_cgroup": paths[0], "v2_controllers": ["memory", "pids"], "v2_swap": True}
+    assert read(paths[0], "memory.swap.max") == "0" and read(paths[0], "memory.oom.group") == "1"
 
 
 def test_a_v2_oom_kill_stays_a_memory_verdict(tmp_path):
