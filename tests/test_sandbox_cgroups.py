@@ -118,7 +118,7 @@ def test_prepare_v2_as_root_uses_the_top_and_leaves_the_caller_where_it_is(tmp_p
 
 def test_prepare_moves_the_caller_into_a_leaf_when_its_group_holds_processes(tmp_path, monkeypatch):
     own = fake_group(tmp_path / "cg" / "app.scope", procs=[os.getpid()])
-    leaf = fake_group(tmp_path / "cg" / "app.scope" / f"codea1-caller-{os.getpid()}")
+    leaf = fake_group(tmp_path / "cg" / "app.scope" / cgroups.caller_leaf_name())
     answers = [errno.EBUSY, None]  # v2: no controllers for sub-groups while the group holds a process
     real_enable = cgroups._enable
     monkeypatch.setattr(cgroups, "_enable", lambda parent, ctls: answers.pop(0) if answers else real_enable(parent, ctls))
@@ -139,7 +139,7 @@ def test_prepare_never_moves_other_processes_and_says_how_to_proceed(tmp_path, m
     # Still a group per worker (it kills a whole run), but no cap: and why, in one line.
     assert (s.backend, s.controllers, s.caller_leaf) == ("v2", (), None)
     assert "holds 1 other process(es)" in s.why["memory"] and "Delegate=yes" in s.why["memory"]
-    assert not os.path.exists(os.path.join(own, f"codea1-caller-{os.getpid()}"))
+    assert not os.path.exists(os.path.join(own, cgroups.caller_leaf_name()))
 
 
 def test_prepare_in_a_default_container_falls_back_and_says_so(tmp_path):
@@ -315,11 +315,13 @@ def test_kill_group_kills_every_process_daemonised_ones_included(cgroup2, use_ki
 
 def test_remove_stale_cleans_up_after_a_killed_codea1(cgroup2):
     dead = _dead_pid()
-    stale_run = os.path.join(cgroup2, f"codea1-sbx-{dead}-0-7")
-    stale_leaf = os.path.join(cgroup2, f"codea1-caller-{dead}")
-    mine = os.path.join(cgroup2, f"codea1-sbx-{os.getpid()}-0-7")
+    ns = os.stat("/proc/self/ns/pid").st_ino
+    stale_run = os.path.join(cgroup2, f"codea1-sbx-{ns}-{dead}-0-7")
+    stale_leaf = os.path.join(cgroup2, f"codea1-caller-{ns}-{dead}")
+    mine = os.path.join(cgroup2, cgroups.run_group_name(0, 7))
+    elsewhere = os.path.join(cgroup2, f"codea1-sbx-{ns + 1}-{dead}-0-7")  # another pid namespace's
     other = os.path.join(cgroup2, "someone-elses")
-    for d in (stale_run, stale_leaf, mine, other):
+    for d in (stale_run, stale_leaf, mine, elsewhere, other):
         os.mkdir(d)
     p, pids = _start_tree_in(stale_run)  # a run that outlived its executor
     h = cgroups.Hierarchy("v2", v2=cgroup2, v2_mount=os.path.dirname(cgroup2))
@@ -330,7 +332,8 @@ def test_remove_stale_cleans_up_after_a_killed_codea1(cgroup2):
         time.sleep(0.02)
     p.wait(5)
     assert sorted(removed) == sorted([stale_run, stale_leaf])
-    assert os.path.isdir(mine) and os.path.isdir(other)  # a live executor's, and not ours at all
+    # a live executor's, one whose maker's pid means nothing here, and one not ours at all
+    assert os.path.isdir(mine) and os.path.isdir(elsewhere) and os.path.isdir(other)
     assert all(_gone(pid) for pid in pids)
 
 
@@ -348,13 +351,13 @@ def test_prepare_on_a_real_unified_tree_without_controllers(cgroup2):
         pytest.skip("this machine's unified tree offers memory: the fake-tree tests cover the rest")
     s = cgroups.prepare(h, euid=0)
     assert s.backend == "v2" and s.controllers == () and "offers no memory controller" in s.why["memory"]
-    cfg, paths = cgroups.make_run_groups(s, f"codea1-sbx-{os.getpid()}-0-99")
+    cfg, paths = cgroups.make_run_groups(s, cgroups.run_group_name(0, 99))
     assert cfg["v2_cgroup"] == paths[0] and os.path.isdir(paths[0]) and cfg["v2_controllers"] == []
     assert cgroups.remove_run_group(paths[0])
     # A memory controller claimed where the kernel has none: no swap.max to write, so the
     # cap is reported without swap accounting rather than as held.
     s.controllers = ("memory",)
-    cfg, paths = cgroups.make_run_groups(s, f"codea1-sbx-{os.getpid()}-0-98")
+    cfg, paths = cgroups.make_run_groups(s, cgroups.run_group_name(0, 98))
     assert cfg["v2_swap"] is False
     assert cgroups.remove_run_group(paths[0])
 
@@ -411,3 +414,13 @@ def test_sandbox_check_names_the_hierarchy_and_each_state():
         cgroups.undo(s)
     assert line.startswith(f"cgroup hierarchy: {cgroups.detect().kind}")
     assert ("using " + (s.backend or "")) in line if s.backend else "no cgroup used" in line
+
+
+def test_group_names_say_whose_they_are():
+    ns = os.stat("/proc/self/ns/pid").st_ino
+    assert cgroups.run_group_name(3, 9) == f"codea1-sbx-{ns}-{os.getpid()}-3-9"
+    assert cgroups._owner_pid(cgroups.run_group_name(3, 9)) == os.getpid()
+    assert cgroups._owner_pid(f"codea1-caller-{ns}-42") == 42
+    assert cgroups._owner_pid(f"codea1-sbx-{ns + 1}-42-0-1") is None  # another pid namespace: unknown
+    assert cgroups._owner_pid("codea1-sbx-42-0-1") == 42  # the older v1 name (pid-index-serial)
+    assert cgroups._owner_pid("codea1-sbx-x-0-1") is None and cgroups._owner_pid("user.slice") is None

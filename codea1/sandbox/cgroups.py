@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 #: The controllers the sandbox caps runs with.
 CONTROLLERS = ("memory", "pids")
-#: Name of every group this package makes: ``codea1-sbx-<pid>-<index>-<serial>`` (a
-#: worker's runs) and ``codea1-caller-<pid>`` (the caller, moved out of its v2 group).
+#: Name of every group this package makes: ``codea1-sbx-<pidns>-<pid>-<index>-<serial>``
+#: (a worker's runs) and ``codea1-caller-<pidns>-<pid>`` (the caller, moved out of its v2
+#: group); ``pidns`` (the pid namespace's inode) tells whose ``pid`` it is.
 RUN_PREFIX = "codea1-sbx-"
 CALLER_PREFIX = "codea1-caller-"
 #: Paths of the unified mount, best first, when several are mounted.
@@ -433,7 +434,7 @@ def _move_caller_out(parent: str) -> tuple[str | None, str]:
         return None, (f"the caller's v2 group {parent} holds {len(others)} other process(es), so it cannot hand "
                       "controllers to sub-groups (v2 keeps processes only in leaves): start codea1 in a "
                       "group of its own, e.g. `systemd-run --user --scope -p Delegate=yes codea1 ...`")
-    leaf = os.path.join(parent, f"{CALLER_PREFIX}{os.getpid()}")
+    leaf = os.path.join(parent, caller_leaf_name())
     try:
         os.makedirs(leaf, exist_ok=True)
         for pid in sorted(held & mine):
@@ -487,14 +488,16 @@ def _undo(s: Setup) -> None:
 
 def remove_stale(h: Hierarchy) -> list[str]:
     """Remove the groups of codea1 processes that are gone (killed before they could clean
-    up): run groups (after killing what is left in them) and callers' leaves. Returns them."""
-    parents = [d for c, d in h.v1.items() if c in CONTROLLERS]
+    up): run groups and callers' leaves. What is left in a run group under the caller's own
+    v2 group is killed first (a run without a pid namespace can outlive its worker); at the
+    top of the tree, or in v1, a group still busy is left alone. Returns what was removed."""
+    parents = [(d, False) for c, d in h.v1.items() if c in CONTROLLERS]
     if h.v2:
-        parents.append(h.v2)
+        parents.append((h.v2, True))
         if h.v2_mount and h.v2_mount != h.v2:
-            parents.append(h.v2_mount)
+            parents.append((h.v2_mount, False))
     removed = []
-    for parent in dict.fromkeys(parents):
+    for parent, may_kill in dict.fromkeys(parents):
         try:
             names = os.listdir(parent)
         except OSError:
@@ -505,8 +508,7 @@ def remove_stale(h: Hierarchy) -> list[str]:
                 continue
             path = os.path.join(parent, name)
             try:
-                # What is left in a run group is a run's; a caller's leaf is only removed if empty.
-                if name.startswith(RUN_PREFIX) and not os.path.exists(os.path.join(path, "tasks")):
+                if may_kill and name.startswith(RUN_PREFIX):  # (a caller's leaf: only if empty)
                     kill_group(path)
                 remove_group(path)
                 if not os.path.exists(path):
@@ -516,13 +518,33 @@ def remove_stale(h: Hierarchy) -> list[str]:
     return removed
 
 
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+def run_group_name(index: int, serial: int) -> str:
+    return f"{RUN_PREFIX}{_pid_namespace()}-{os.getpid()}-{index}-{serial}"
+
+
+def caller_leaf_name() -> str:
+    return f"{CALLER_PREFIX}{_pid_namespace()}-{os.getpid()}"
+
+
 def _owner_pid(name: str) -> int | None:
-    if name.startswith(RUN_PREFIX):
-        parts = name.split("-")
-        if len(parts) == 5 and parts[2].isdigit():
-            return int(parts[2])
-    elif name.startswith(CALLER_PREFIX) and name[len(CALLER_PREFIX):].isdigit():
-        return int(name[len(CALLER_PREFIX):])
+    """The pid of the codea1 process that made group ``name``; None for a group that is not
+    ours, or was made in another pid namespace (whether its maker lives is not known here)."""
+    for prefix, fields in ((RUN_PREFIX, 4), (CALLER_PREFIX, 2)):
+        if name.startswith(prefix):
+            parts = name[len(prefix):].split("-")
+            if not all(p.isdigit() for p in parts):
+                return None
+            if len(parts) == fields and parts[0] == _pid_namespace():
+                return int(parts[1])
+            if prefix == RUN_PREFIX and len(parts) == 3:  # named before 2026-12 (v1 only): pid-index-serial
+                return int(parts[0])
     return None
 
 

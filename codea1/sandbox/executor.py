@@ -65,7 +65,7 @@ class _Worker:
     def __init__(self, index: int, gen: int, preload: Sequence[str], isolate: bool,
                  cgroup_setup: "cgroups.Setup | None" = None) -> None:
         self.index = index
-        tag = f"{cgroups.RUN_PREFIX}{os.getpid()}-{index}-{next(_SERIAL)}"
+        tag = cgroups.run_group_name(index, next(_SERIAL))
         self.cgroups: list[str] = []
         cfg: dict = {
             "uid": _UID_BASE + (os.getpid() % 100_000) * 64 + index % 64,
