@@ -344,9 +344,9 @@ def _thp_available() -> bool:
 
 
 def _descendants(pid: int) -> list[int]:
-    from codea1.sandbox.hostcheck import _children
+    from codea1.sandbox.cgroups import children_of
 
-    return [p for child in _children(pid) for p in (child, *_descendants(child))]
+    return [p for child in children_of(pid) for p in (child, *_descendants(child))]
 
 
 @pytest.mark.skipif(not _thp_available(), reason="needs transparent huge pages (not 'never') and glibc >= 2.35")
