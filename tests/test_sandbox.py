@@ -208,6 +208,12 @@ def test_cli_check_passes_on_this_machine():
     for place in ("checkout", "current", "home directory", "/tmp"):
         assert place in res.output  # a canary row each (the cwd may share the checkout's, wrapped)
     assert "A run sees, read-only: " in res.output and res.stderr == ""
+    from codea1.sandbox.cgroups import detect
+
+    first = res.output.splitlines()[0]
+    assert first.startswith(f"cgroup hierarchy: {detect().kind}") and "; using v" in first, first
+    for name in ("memory-cgroup", "pids-cgroup"):  # as root here, each cap held
+        assert re.search(rf"{name}\s+│ held\s", res.output), res.output
     assert not [n for n in os.listdir(".") if n.startswith(".codea1-canary-")]  # removed again
 
 

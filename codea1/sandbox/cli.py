@@ -108,9 +108,9 @@ def check_command() -> None:
         verdict = ("[red]FAIL[/]" if c.visible else "[green]PASS[/]") if c.problem is None else "[red]UNPROVEN[/]"
         hidden.add_row(c.place, os.path.dirname(c.path), verdict, c.problem or (", ".join(c.seen) if c.seen else "nothing: not there"))
     console.print(hidden)
-    lost = [k for k, v in ex.protections.items() if v is not True]
-    if lost:
-        console.print(f"[yellow]lost protections: {', '.join(lost)}[/]")
+    weaker = [f"{k} ({protection_state(v)[0]})" for k, v in ex.protections.items() if v is not True]
+    if weaker:
+        console.print(f"[yellow]protections not held: {', '.join(weaker)}[/]")
     for c in canaries:
         if c.visible:
             typer.echo(f"error: sandboxed code can see {c.path} ({c.place}: {', '.join(c.seen)})", err=True)
