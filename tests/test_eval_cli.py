@@ -1,4 +1,5 @@
-"""`codea1 eval code|tests|mutants` end to end with a tiny random model (seconds)."""
+"""`codea1 eval code|tests|mutants` end to end with a tiny random model (seconds); where a test checks
+scores, scripted samples stand in for the model so that the expected scores are known and non-zero."""
 
 from __future__ import annotations
 
