@@ -1,4 +1,5 @@
-"""`codea1 eval code|tests|mutants` end to end with a tiny random model (seconds)."""
+"""`codea1 eval code|tests|mutants` end to end with a tiny random model (seconds); where a test checks
+scores, scripted samples stand in for the model so that the expected scores are known and non-zero."""
 
 from __future__ import annotations
 
@@ -36,16 +37,41 @@ def invoke(*args):
     return CliRunner().invoke(app, ["eval", *(str(a) for a in args)])
 
 
-def test_eval_code_cli(tmp_path, tiny, data):
+def scripted(role: str, texts: dict[str, list[str]]):
+    """A stand-in for `codea1.rollout.generate`: for the prompt of function f, the texts
+    `texts[f]` (one a sample), so the scores are known by hand."""
+    from paper_rows import ScriptedSample, prompt_text
+
+    def generate(policies, asked_role, prompts, n=1, sampling=None, **kw):
+        assert asked_role == role
+        out = []
+        for prompt in prompts:
+            user = prompt_text(prompt, policies)
+            fn = next(f for f in texts if f"def {f}(" in user)
+            assert len(texts[fn]) == n
+            out.append([ScriptedSample(f"```python\n{t}```") for t in texts[fn]])
+        return out
+
+    return generate
+
+
+def test_eval_code_cli(tmp_path, tiny, data, monkeypatch):
+    import codea1.rollout as rollout
+
+    # add: 1 of 2 samples right (pass@1 50, pass@2 100); neg: none right
+    monkeypatch.setattr(rollout, "generate", scripted("code", {
+        "add": ["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n"],
+        "neg": ["def neg(x):\n    return x\n", "def neg(x):\n    return abs(x)\n"]}))
     out = tmp_path / "out"
     result = invoke("code", "--model", tiny, "--data", data, "--n", 2, "--max-new-tokens", 8,
                     "--device", "cpu", "--out", out)
     assert result.exit_code == 0, result.output
     assert "pass@1" in result.output and "summary.json" in result.output
     summary = json.loads((out / "summary.json").read_text())
-    # a random 2-layer model writes no working function
-    assert summary["sources"]["all"] == {"problems": 2, "pass@1": 0.0, "pass@2": 0.0, "avg@2": 0.0}
-    assert len((out / "samples.jsonl").read_text().splitlines()) == 4
+    assert summary["sources"]["all"] == {"problems": 2, "pass@1": 25.0, "pass@2": 50.0, "avg@2": 25.0}
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert sorted((r["problem_id"], r["passed"]) for r in rows) == [
+        ("p/add", False), ("p/add", True), ("p/neg", False), ("p/neg", False)]
 
 
 def test_eval_code_cli_from_a_checkpoint_directory(tmp_path, tiny, data):
@@ -61,13 +87,24 @@ def test_eval_code_cli_from_a_checkpoint_directory(tmp_path, tiny, data):
     assert json.loads((out / "model.json").read_text())["checkpoint"] == str(ckpt)
 
 
-def test_eval_tests_cli(tmp_path, tiny, data):
+def test_eval_tests_cli(tmp_path, tiny, data, monkeypatch):
+    import codea1.rollout as rollout
+
+    monkeypatch.setattr(rollout, "generate", scripted("test", {
+        "add": ["assert add(1, 2) == 3\nassert add(0, 0) == 0\n"],   # both hold
+        "neg": ["assert neg(2) == -2\nassert neg(0) == 1\n"]}))      # the second is wrong
     out = tmp_path / "out"
     result = invoke("tests", "--model", tiny, "--data", data, "--k", 2, "--max-new-tokens", 8,
                     "--device", "cpu", "--out", out)
     assert result.exit_code == 0, result.output
     row = json.loads((out / "summary.json").read_text())["sources"]["all"]
-    assert row["functions"] == 2 and row["pass@2"] == 0.0 and row["mut@2"] == 0.0 and row["mutants"] > 0
+    # Counted by hand. add's 11 mutants (+ -> - * / // % ** >> << | & ^): add(1, 2) == 3 and
+    # add(0, 0) == 0 kill all but a | b and a ^ b (3 and 0 both times): 9 of 11. neg's 7
+    # (condition negated; unary - -> +, ~, not, deleted; 0 -> 1, -1): neg(2) == -2, the one
+    # test that holds, kills the five that change neg(2): 5 of 7.
+    assert row["functions"] == 2 and row["pass@2"] == pytest.approx((100.0 + 50.0) / 2)
+    assert (row["mutants"], row["killed"]) == (11 + 7, 9 + 5)
+    assert row["mut@2"] == pytest.approx((100 * 9 / 11 + 100 * 5 / 7) / 2)
 
 
 def test_bad_inputs_exit_with_a_message(tmp_path, tiny):

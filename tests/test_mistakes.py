@@ -122,7 +122,7 @@ def test_an_error_inside_the_transaction_rolls_back_everything(book, monkeypatch
         return 0
 
     book._conn.set_progress_handler(handler, 1)
-    with pytest.raises(Exception):
+    with pytest.raises(sqlite3.OperationalError, match="^interrupted$"):  # the statement interrupted, re-raised as is
         book.apply_step(2, {"p": upd(failed={f"n{i}": 1 for i in range(200)}, passed={"t": 1})})
     book._conn.set_progress_handler(None, 1)
     assert len(calls) > 2000

@@ -17,6 +17,7 @@ from codea1.rollout import (  # noqa: E402
     code_messages,
     generate,
     sample_next,
+    stop_token_ids,
     test_messages,
 )
 
@@ -93,10 +94,14 @@ def test_greedy_matches_hf_generate(policies):
     with policies.role("code") as model:
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         ref = model.generate(**enc, do_sample=False, max_new_tokens=25, pad_token_id=tok.pad_token_id)
+        stops = stop_token_ids(tok, model)
     for i in range(len(prompts)):
         want = ref[i, enc["input_ids"].shape[1]:].tolist()
+        # HF pads a row after its stop token; ours ends there: all of HF's row up to it
+        end = next((j + 1 for j, t in enumerate(want) if t in stops), len(want))
+        assert set(want[end:]) <= {tok.pad_token_id}
         for s in out[i]:
-            assert s.completion_ids == want[: len(s.completion_ids)]
+            assert s.completion_ids == want[:end]
 
 
 def test_finished_rows_stop_and_keep_eos(policies):

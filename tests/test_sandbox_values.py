@@ -129,9 +129,38 @@ def test_json_encoding_refuses_what_encoding_refuses():
         encode_json(deep)
 
 
+def _floats_close(x: float, y: float) -> bool:
+    """The judge's float rule, written out here: NaN equals NaN, an infinity only itself,
+    others within a relative 1e-6 or an absolute 1e-9."""
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(x) and math.isnan(y)
+    if math.isinf(x) or math.isinf(y):
+        return x == y
+    return abs(x - y) <= max(1e-6 * max(abs(x), abs(y)), 1e-9)
+
+
+def _match_unordered(xs: list, ys: list, eq) -> bool:
+    """Whether some one-to-one pairing of xs with ys pairs only equal elements (a maximum
+    bipartite matching by augmenting paths: no ordering or greedy choice to trust)."""
+    if len(xs) != len(ys):
+        return False
+    owner: list[int | None] = [None] * len(ys)
+
+    def place(i: int, tried: set[int]) -> bool:
+        for j, y in enumerate(ys):
+            if j not in tried and eq(xs[i], y):
+                tried.add(j)
+                if owner[j] is None or place(owner[j], tried):
+                    owner[j] = i
+                    return True
+        return False
+
+    return all(place(i, set()) for i in range(len(xs)))
+
+
 def _checked_then_equal(a, b) -> bool:
-    """`values_equal` as it was first written: both checked, then compared (the oracle)."""
-    from codea1.sandbox.values import _floats_close, _match_unordered
+    """`values_equal` as it was first written: both checked, then compared (the oracle,
+    with its own float rule and set matching above, none of them taken from the module)."""
 
     def eq(a, b):
         tag = a[0]

@@ -121,7 +121,7 @@ def test_resume_is_exact(tmp_path, tiny, scripted):
     second = train(None, b, resume=True)
     assert second.step == 4
     wa, wb = _weights(a / "checkpoints" / "step-4"), _weights(b / "checkpoints" / "step-4")
-    assert wa.keys() == wb.keys()
+    assert wa and all(wa[f] for f in wa) and {f: wa[f].keys() for f in wa} == {f: wb[f].keys() for f in wb}
     for f in wa:
         for k in wa[f]:
             assert torch.equal(wa[f][k], wb[f][k]), (f, k)
@@ -180,6 +180,7 @@ def test_sigterm_mid_run_checkpoints_and_resumes_exactly(tmp_path, tiny, scripte
     assert second.step == 3
     assert _stable(read_metrics(a)) == _stable(read_metrics(b))
     wa, wb = _weights(a / "checkpoints" / "step-3"), _weights(b / "checkpoints" / "step-3")
+    assert wa and all(wa[f] for f in wa) and {f: wa[f].keys() for f in wa} == {f: wb[f].keys() for f in wb}
     assert all(torch.equal(wa[f][k], wb[f][k]) for f in wa for k in wa[f])
 
 
@@ -212,6 +213,7 @@ def test_sigterm_during_a_rollout_stops_at_once_and_resumes_exactly(tmp_path, ti
     assert second.step == 3
     assert _stable(read_metrics(a)) == _stable(read_metrics(b))
     wa, wb = _weights(a / "checkpoints" / "step-3"), _weights(b / "checkpoints" / "step-3")
+    assert wa and all(wa[f] for f in wa) and {f: wa[f].keys() for f in wa} == {f: wb[f].keys() for f in wb}
     assert all(torch.equal(wa[f][k], wb[f][k]) for f in wa for k in wa[f])
 
 
