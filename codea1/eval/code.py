@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
-from codea1.engines.base import check_engine_name
+from codea1.engines.base import MAX_TEMPERATURE, check_engine_name
 from codea1.eval.loading import (
     eval_engine,
     load_eval_policies,
@@ -73,8 +73,11 @@ class CodeEvalConfig:
             object.__setattr__(self, "temperature", 0.0)
         if self.n < 1:
             raise ValueError(f"--n must be at least 1, got {self.n}")
-        if self.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        if not 0 <= self.temperature <= MAX_TEMPERATURE:
+            raise ValueError(f"--temperature must lie in [0, {MAX_TEMPERATURE:g}], got {self.temperature}")
+        if self.temperature == 0 and self.n > 1:
+            raise ValueError(f"--temperature {self.temperature:g} is greedy decoding: the --n {self.n} samples "
+                             "would all be the same; use --greedy (one sample a problem) or a temperature above 0")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
         if self.threads is not None and self.threads < 1:

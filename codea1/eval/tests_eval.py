@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.eval.store import append_rows, open_eval_dir, write_summary
-from codea1.engines.base import check_engine_name
+from codea1.engines.base import MAX_TEMPERATURE, check_engine_name
 from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_problems, sample_problems, set_threads
 from codea1.eval.mutation import FAMILIES, generate_mutants
 from codea1.eval.mutation_testing import MutationConfig, analyse
@@ -64,8 +64,8 @@ class TestEvalConfig:
         check_engine_name(self.engine, "--engine")
         if self.k < 1:
             raise ValueError(f"--k must be at least 1, got {self.k}")
-        if self.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        if not 0 <= self.temperature <= MAX_TEMPERATURE:
+            raise ValueError(f"--temperature must lie in [0, {MAX_TEMPERATURE:g}], got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
         if self.threads is not None and self.threads < 1:
