@@ -16,7 +16,6 @@ counted as a failure.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -33,7 +32,7 @@ from codea1.eval.loading import (
     sample_problems,
     set_threads,
 )
-from codea1.eval.store import append_rows, open_eval_dir, write_summary
+from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
 from codea1.eval.passk import aggregate, default_ks
 
 if TYPE_CHECKING:
@@ -203,6 +202,7 @@ def evaluate_code(
     from codea1.sandbox import Executor, Limits
 
     out = Path(out)
+    check_out_dir(out, model, str(data))
     problems = load_eval_problems(data, config.limit)
     if policies is None:
         from codea1.models import check_model_name
@@ -269,7 +269,7 @@ def evaluate_code(
                 if on_progress is not None:
                     on_progress(finished, len(problems), summarize(problems, done, n, skipped))
             if meta:
-                (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+                write_json(out / MODEL_FILE, meta)
 
     summary = summarize(problems, done, n, skipped)
     summary.update({"model": model, "data": str(data), "config": asdict(config)})

@@ -15,14 +15,13 @@ and the averages written to ``OUT/summary.json``.
 from __future__ import annotations
 
 import ast
-import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codea1.eval.store import append_rows, open_eval_dir, write_summary
+from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
 from codea1.engines.base import MAX_TEMPERATURE, check_engine_name
 from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_problems, sample_problems, set_threads
 from codea1.eval.mutation import FAMILIES, generate_mutants
@@ -197,6 +196,7 @@ def evaluate_tests(
     from codea1.sandbox import Executor
 
     out = Path(out)
+    check_out_dir(out, model, str(data))
     problems = load_eval_problems(data, config.limit)
     if policies is None:
         from codea1.models import check_model_name
@@ -244,7 +244,7 @@ def evaluate_tests(
                 if on_progress is not None:
                     on_progress(finished, len(problems), summarize(problems, done, config.k, skipped))
             if meta:
-                (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+                write_json(out / MODEL_FILE, meta)
 
     summary = summarize(problems, done, config.k, skipped)
     summary.update({"model": model, "data": str(data), "config": asdict(config)})
