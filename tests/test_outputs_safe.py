@@ -164,9 +164,16 @@ def test_eval_files_are_written_whole(tmp_path, monkeypatch):
     out = tmp_path / "e"
     out.mkdir()
     store.write_summary(out, {"sources": {"all": {"pass@1": 0.5}}})
-    monkeypatch.setattr(store.json, "dumps", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "disk full")))
+
+    def disk_full(self, text, *args, **kwargs):
+        with open(self, "w") as handle:
+            handle.write(text[:5])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
     with pytest.raises(OSError):
         store.write_summary(out, {"sources": {}})
+    monkeypatch.undo()
     assert json.loads((out / store.SUMMARY_FILE).read_text()) == {"sources": {"all": {"pass@1": 0.5}}}
     assert _no_temps(tmp_path)
 
@@ -203,7 +210,11 @@ def test_plot_into_the_run_directory_keeps_its_files_and_a_failed_figure_keeps_t
 TRAIN = ["train", "--preset", "cpu-demo"]
 
 
-def test_train_into_a_directory_of_inputs_is_refused(inputs):  # noqa: F811
+def test_train_into_a_directory_of_inputs_is_refused(inputs, monkeypatch):  # noqa: F811
+    def started(*args, **kwargs):
+        raise AssertionError("the run started: nothing refused it")
+
+    monkeypatch.setattr("codea1.train.loop.train", started)
     evaluation = inputs / "evaluation"
     evaluation.mkdir()
     (evaluation / "samples.jsonl").write_text('{"problem_id": "p", "sample": 0}\n')
