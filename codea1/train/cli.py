@@ -20,18 +20,19 @@ from codea1.cli_options import CONFIG_OPTION, PRESET_OPTION, SET_OPTION, check_o
 
 def check_new_run(cfg, run_dir: Path) -> None:
     """Everything a new run reads that can be wrong, checked before anything is written:
-    the run directory's path, the model's path, the rollout engine, and the problem files
-    (their loaders name the file, row and field of a bad row; an empty set is an error)."""
+    the run directory's path, the model's path, the rollout engine, the problem files
+    (their loaders name the file, row and field of a bad row; an empty set is an error),
+    and that the run would not write over its inputs."""
     from codea1.engines import resolve_engine
     from codea1.models import check_model_name, resolve_device
     from codea1.train.loop import load_training_data
 
     check_output_dir(run_dir, "--run-dir")
-    check_run_dir_inputs(cfg, Path(run_dir))
     if cfg.rollout.engine != "auto":
         resolve_engine(cfg.rollout.engine, resolve_device(cfg.model.device))
     check_model_name(cfg.model.name)
     load_training_data(cfg)
+    check_run_dir_inputs(cfg, Path(run_dir))
 
 
 def check_run_dir_inputs(cfg, run_dir: Path) -> None:
