@@ -36,8 +36,8 @@ class _Strict(BaseModel):
 class RolloutConfig(_Strict):
     """Group sizes and sampling of the two roles (`codea1.rollout.SamplingConfig` each)."""
 
-    n_code: int = Field(8, ge=1, description="code completions per problem (a code group)")
-    n_test: int = Field(8, ge=1, description="test suites per candidate (a test group)")
+    n_code: int = Field(8, ge=1, description="code completions per problem (a code group; at least 2)")
+    n_test: int = Field(8, ge=1, description="test suites per candidate (a test group; at least 2 but in golden mode)")
     code: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     test: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     white_box: bool = Field(True, description="show the test model the candidate's code")
