@@ -95,7 +95,7 @@ ENGINE_OPTION = typer.Option(
 THREADS_OPTION = typer.Option(
     None, "--threads", min=1, help="CPU threads for the model (default: torch's).")
 TOP_P_HELP = "Nucleus sampling: keep the smallest set of tokens whose probability reaches this (1: all)."
-TEMPERATURE_HELP = "Sampling temperature (0: greedy)."
+TEMPERATURE_HELP = "Sampling temperature (0: greedy; at most 2, as vLLM takes)."
 MAX_NEW_TOKENS_OPTION = typer.Option(1024, "--max-new-tokens", min=1, help="Tokens generated at most per completion.")
 SEED_OPTION = typer.Option(0, "--seed", help="Seed of the sampling (same seed, same samples).")
 PROBLEMS_PER_BATCH_OPTION = typer.Option(

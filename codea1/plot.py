@@ -19,6 +19,8 @@ from typing import List, Optional
 
 import typer
 
+from codea1.output_files import atomic_output
+
 # (file stem, title, y label, metric keys in drawing order). Both the training loop's
 # names (`code/reward_mean`, `judge/pass_rate`, `mistakes/size`, ...) and the short ones
 # (`code_reward`, `pass_rate`, `mistake_book_size`, ...) are recognised.
@@ -270,8 +272,11 @@ def make_plots(run_dirs: Path | list[Path], out_dir: Path | None = None,
     def save(fig, stem: str) -> None:
         target = out_dir / f"{stem}.png"
         fig.tight_layout()
-        fig.savefig(target, dpi=110)
-        plt.close(fig)
+        try:
+            with atomic_output(target) as tmp:  # a failed save keeps the previous figure
+                fig.savefig(tmp, dpi=110, format="png")
+        finally:
+            plt.close(fig)
         written.append(target)
 
     def logged(key: str) -> bool:

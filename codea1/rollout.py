@@ -117,7 +117,8 @@ class SamplingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float = Field(1.0, ge=0.0, description="sampling temperature (0: greedy)")
+    temperature: float = Field(1.0, ge=0.0, le=2.0,
+                               description="sampling temperature (0: greedy; at most 2, as vLLM takes)")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling share (1: all tokens)")
     max_new_tokens: int = Field(512, ge=1, description="tokens generated at most per completion")
     max_prompt_tokens: int | None = Field(

@@ -16,7 +16,17 @@ behaviour:
 - sleep level 2 throws the weights away (here: NaN), so sampling before new weights are
   loaded gives NaN log-probs; sampling while asleep is an error;
 - completion token ids include the stop token; finish_reason "stop" or "length";
-  log-probs are the raw log-softmax of the logits (logprobs_mode="raw_logprobs").
+  log-probs are the raw log-softmax of the logits (logprobs_mode="raw_logprobs");
+- `SamplingParams` checks its arguments as vLLM's `_verify_args` does (n >= 1, temperature
+  in [0, 2], top_p in (0, 1], max_tokens >= 1, logprobs >= 0 or -1), raises a temperature
+  in (0, 0.01) to 0.01, and below 1e-5 decodes greedily and refuses n > 1
+  (`_verify_greedy_sampling`): vllm/sampling_params.py;
+- the GPU is a ledger (`GPU`): an `LLM` asks for ceil(total * gpu_memory_utilization) bytes
+  and refuses to start when less is free (vllm/v1/worker/utils.py `request_memory`), and
+  holds them until its engine core shuts down (`llm_engine.engine_core.shutdown()`);
+  dropping the `LLM` object alone frees nothing;
+- an adapter with LoRA weights on the embedding or the output head is refused when it is
+  loaded (vLLM adapts linear layers only).
 
 It generates with the real (tiny) transformers model and peft adapters read from the
 adapter directory, one token at a time without a KV cache.
@@ -25,6 +35,7 @@ adapter directory, one token at a time without a KV cache.
 from __future__ import annotations
 
 import importlib.machinery
+import math
 import sys
 import types
 from dataclasses import dataclass
@@ -101,6 +112,10 @@ class RequestOutput:
     lora_request: LoRARequest | None = None
 
 
+_SAMPLING_EPS = 1e-5   # vllm/sampling_params.py: below it a request is greedy
+_MAX_TEMP = 1e-2       # a smaller positive temperature is raised to it
+
+
 @dataclass(kw_only=True)
 class SamplingParams:
     n: int = 1
@@ -122,6 +137,60 @@ class SamplingParams:
     detokenize: bool = True
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+
+    def __post_init__(self) -> None:
+        if 0 < self.temperature < _MAX_TEMP:
+            self.temperature = _MAX_TEMP
+        self._verify_args()
+        if self.temperature < _SAMPLING_EPS:  # greedy
+            self.top_p, self.top_k, self.min_p = 1.0, 0, 0.0
+            if self.n > 1:
+                raise ValueError(f"n must be 1 when using greedy sampling, got {self.n}.")
+
+    def _verify_args(self) -> None:
+        if not isinstance(self.n, int):
+            raise ValueError(f"n must be an int, but is of type {type(self.n)}")
+        if self.n < 1:
+            raise ValueError(f"n must be at least 1, got {self.n}.")
+        if not math.isfinite(self.temperature):
+            raise ValueError(f"temperature must be a finite number, got {self.temperature}.")
+        if self.temperature < 0.0:
+            raise ValueError(f"temperature must be non-negative, got {self.temperature}.")
+        if self.temperature > 2.0:
+            raise ValueError(f"temperature must be in [0, 2], got {self.temperature}.")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}.")
+        if self.logprobs is not None and self.logprobs != -1 and self.logprobs < 0:
+            raise ValueError(f"logprobs must be non-negative or -1, got {self.logprobs}.")
+
+
+# --- the GPU ---------------------------------------------------------------------------------
+
+
+class FakeGPU:
+    """One GPU's memory as vLLM sees it: total bytes and what holders (the trainer's policies,
+    engines) keep allocated."""
+
+    def __init__(self, total: int = 80 * 2**30):
+        self.total = total
+        self.held: dict[object, int] = {}
+
+    def reset(self, total: int = 80 * 2**30) -> None:
+        self.total = total
+        self.held.clear()
+
+    @property
+    def free(self) -> int:
+        return self.total - sum(self.held.values())
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return self.free, self.total
+
+
+GPU = FakeGPU()
+_MODEL_PARALLEL = {"initialized": False, "destroyed": 0, "world_destroyed": 0}
 
 
 # --- the engine ------------------------------------------------------------------------------
@@ -159,12 +228,26 @@ class _WeightLoader:
         return loaded
 
 
+class _EngineCore:
+    """`LLM.llm_engine.engine_core` (the in-process client): holds the engine's GPU memory
+    until `shutdown()`."""
+
+    def __init__(self, llm: "LLM"):
+        self.llm = llm          # the model, its KV cache: a reference cycle with the LLM
+        self.shut_down = False
+
+    def shutdown(self) -> None:
+        GPU.held.pop(self, None)
+        self.shut_down = True
+
+
 class _Engine:
     """`LLM.llm_engine`: the LoRA calls and model config."""
 
     def __init__(self, llm: "LLM"):
         self._llm = llm
         self.model_config = llm.model_config
+        self.engine_core = _EngineCore(llm)
 
     def add_lora(self, lora_request: LoRARequest) -> bool:
         return self._llm._add_adapter(lora_request)
@@ -193,6 +276,13 @@ class LLM:
             raise ValueError(f"logprobs_mode {kwargs['logprobs_mode']!r}")
         if not 0 < gpu_memory_utilization <= 1:
             raise ValueError("gpu_memory_utilization must be in (0, 1]")
+        requested = math.ceil(GPU.total * gpu_memory_utilization)   # vllm/v1/worker/utils.py request_memory
+        if GPU.free < requested:
+            raise ValueError(
+                f"Free memory on device cuda:0 ({GPU.free / 2**30:.2f}/{GPU.total / 2**30:.2f} GiB) on startup "
+                f"is less than desired GPU memory utilization ({gpu_memory_utilization}, "
+                f"{requested / 2**30:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+                "other processes.")
         self.init_args = dict(model=model, tokenizer=tokenizer, skip_tokenizer_init=skip_tokenizer_init,
                               tensor_parallel_size=tensor_parallel_size, dtype=dtype, seed=seed,
                               gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
@@ -202,6 +292,8 @@ class LLM:
         context = self.base.config.max_position_embeddings
         self.model_config = _ModelConfig(int(kwargs.get("max_model_len") or context))
         self.llm_engine = _Engine(self)
+        GPU.held[self.llm_engine.engine_core] = requested
+        _MODEL_PARALLEL["initialized"] = True
         self.skip_tokenizer_init = skip_tokenizer_init
         self.enable_lora = bool(kwargs.get("enable_lora", False))
         self.max_loras = int(kwargs.get("max_loras", 1))
@@ -229,6 +321,11 @@ class LLM:
         if request.lora_int_id in self.adapters and not request.load_inplace:
             self.adapters[request.lora_int_id] = self.adapters.pop(request.lora_int_id)  # touch
             return True
+        keys = load_file(f"{request.lora_path}/adapter_model.safetensors").keys()
+        unexpected = sorted({k for k in keys if "lora_embedding" in k or "embed_tokens" in k or "lm_head" in k})
+        if unexpected:
+            raise ValueError(f"While loading {request.lora_path}, expected target modules in the linear layers "
+                             f"but received {unexpected}. Please verify that the loaded LoRA module is correct")
         name = request.lora_name
         if self.peft is None:
             self.peft = PeftModel.from_pretrained(self.base, request.lora_path, adapter_name=name)
@@ -298,7 +395,7 @@ class LLM:
                 if step == 0:
                     self.prefix_cache[key] = logits
             raw = torch.log_softmax(logits, dim=-1)
-            if sp.temperature == 0:
+            if sp.temperature < _SAMPLING_EPS:
                 tok = int(logits.argmax())
             else:
                 probs = torch.softmax(logits / sp.temperature, dim=-1)
@@ -347,8 +444,19 @@ class LLM:
         raise NotImplementedError("the fake vLLM has no workers")
 
 
+def destroy_model_parallel() -> None:
+    _MODEL_PARALLEL["initialized"] = False
+    _MODEL_PARALLEL["destroyed"] += 1
+
+
+def destroy_distributed_environment() -> None:
+    _MODEL_PARALLEL["world_destroyed"] += 1
+
+
 def install(monkeypatch) -> types.ModuleType:
-    """Put the fake `vllm` package into `sys.modules` for one test."""
+    """Put the fake `vllm` package into `sys.modules` for one test (with an empty 80 GiB GPU)."""
+    GPU.reset()
+    _MODEL_PARALLEL.update(initialized=False, destroyed=0, world_destroyed=0)
     root = types.ModuleType("vllm")
     root.__spec__ = importlib.machinery.ModuleSpec("vllm", None, is_package=True)
     root.__path__ = []
@@ -361,6 +469,9 @@ def install(monkeypatch) -> types.ModuleType:
         "vllm.lora.request": {"LoRARequest": LoRARequest},
         "vllm.outputs": {"RequestOutput": RequestOutput, "CompletionOutput": CompletionOutput},
         "vllm.logprobs": {"Logprob": Logprob},
+        "vllm.distributed": {},
+        "vllm.distributed.parallel_state": {"destroy_model_parallel": destroy_model_parallel,
+                                            "destroy_distributed_environment": destroy_distributed_environment},
     }.items():
         mod = types.ModuleType(name)
         mod.__spec__ = importlib.machinery.ModuleSpec(name, None)
@@ -368,10 +479,12 @@ def install(monkeypatch) -> types.ModuleType:
         mods[name] = mod
     root.inputs, root.lora, root.outputs = mods["vllm.inputs"], mods["vllm.lora"], mods["vllm.outputs"]
     root.lora.request = mods["vllm.lora.request"]
+    root.distributed = mods["vllm.distributed"]
+    root.distributed.parallel_state = mods["vllm.distributed.parallel_state"]
     for name, mod in mods.items():
         monkeypatch.setitem(sys.modules, name, mod)
     return root
 
 
 __all__ = ["LLM", "SamplingParams", "LoRARequest", "TokensPrompt", "RequestOutput", "CompletionOutput",
-           "Logprob", "install"]
+           "Logprob", "GPU", "FakeGPU", "install"]

@@ -454,3 +454,161 @@ def test_under_torchrun_each_rank_runs_an_external_launcher_engine_seeded_per_pr
     assert [s.completion_ids for s in alone[0]] == [s.completion_ids for s in both[1]]
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert "distributed_executor_backend" not in _vllm(pol, tmp_path).llm.init_args
+
+
+# --- a first GPU run: what vLLM 0.30.0 refuses, refused (or avoided) before anything loads -----
+
+
+GIB = 2**30
+
+
+def test_the_stand_in_checks_sampling_params_as_vllm_does(fake):
+    for bad, message in [(dict(temperature=2.5), r"temperature must be in \[0, 2\]"),
+                         (dict(temperature=-0.1), "non-negative"),
+                         (dict(n=0), "n must be at least 1"),
+                         (dict(top_p=0.0), r"top_p must be in \(0, 1\]"),
+                         (dict(max_tokens=0), "max_tokens must be at least 1"),
+                         (dict(temperature=0.0, n=2), "n must be 1 when using greedy sampling")]:
+        with pytest.raises(ValueError, match=message):
+            fake.SamplingParams(**bad)
+    assert fake.SamplingParams(temperature=1e-6, n=3).temperature == 0.01   # raised first: random, not greedy
+    greedy = fake.SamplingParams(temperature=0.0, top_p=0.5)
+    assert (greedy.n, greedy.top_p) == (1, 1.0)
+
+
+def test_a_greedy_request_for_n_samples_is_one_completion_copied(fake, tiny_dir, tmp_path):
+    """Temperature 0 with n > 1 (a greedy validation, a library caller): vLLM refuses n > 1
+    when greedy, so the engine asks for one and returns n copies, as the hf engine samples."""
+    pol = _policies(tiny_dir, "lora-shared")
+    _perturb(pol, "code", 1, 0.5)
+    engine = _vllm(pol, tmp_path)
+    greedy = SamplingConfig(max_new_tokens=5, temperature=0.0)
+    groups = engine.generate("code", _prompts(pol), n=3, sampling=greedy, seeds=[1, 2, 3])
+    assert [c["params"].n for c in engine.llm.calls] == [1, 1, 1]
+    assert [len(g) for g in groups] == [3, 3, 3]
+    for g in groups:
+        assert len({tuple(s.completion_ids) for s in g}) == 1
+    assert _gap(pol, "code", groups) < 1e-4
+    hf = make_engine("hf", pol).generate("code", _prompts(pol), n=3, sampling=greedy, seeds=[1, 2, 3])
+    assert [[s.completion_ids for s in g] for g in hf] == [[s.completion_ids for s in g] for g in groups]
+
+
+def test_temperatures_vllm_refuses_are_refused_where_they_are_set():
+    from pydantic import ValidationError
+
+    from codea1.eval.code import CodeEvalConfig
+    from codea1.eval.tests_eval import TestEvalConfig
+    from codea1.train.config import ConfigError, load_config
+
+    with pytest.raises(ValidationError, match="less than or equal to 2"):
+        SamplingConfig(temperature=2.5)
+    with pytest.raises(ConfigError, match=r"config key 'rollout.code.temperature': .*less than or equal to 2"):
+        load_config(preset="cpu-demo", overrides=["rollout.code.temperature=3"])
+    with pytest.raises(ConfigError, match=r"^--set: rollout.test.temperature=0 is greedy decoding: the "
+                                          r"rollout.n_test=8 samples[^\n]*$"):
+        load_config(overrides=["rollout.test.temperature=0"])
+    with pytest.raises(ConfigError, match=r"validation.sampling.temperature=0 is greedy decoding: the "
+                                          r"validation.n_code=32 samples"):
+        load_config(overrides=["validation.sampling.temperature=0"])
+    assert load_config(preset="cpu-demo").validation.sampling.temperature == 0.0   # n_code 1: one greedy sample
+    assert load_config(overrides=["mode=golden", "rollout.test.temperature=0", "rollout.n_test=1"]).mode == "golden"
+    with pytest.raises(ValueError, match=r"^--temperature 0 is greedy decoding: the --n 4 samples would all be "
+                                         r"the same; use --greedy"):
+        CodeEvalConfig(temperature=0.0, n=4)
+    assert CodeEvalConfig(temperature=0.0, n=1).n == 1 and CodeEvalConfig(greedy=True).temperature == 0.0
+    for config in (CodeEvalConfig, TestEvalConfig):
+        with pytest.raises(ValueError, match=r"--temperature must lie in \[0, 2\]"):
+            config(temperature=2.5)
+
+
+def test_groups_of_one_are_refused_at_config_time_naming_the_key():
+    from codea1.train.config import ConfigError, load_config
+
+    for key in ("rollout.n_code", "rollout.n_test"):
+        with pytest.raises(ConfigError, match=rf"^preset cpu-demo \+ --set: {key}=1: a GRPO group of one sample "
+                                              r"has no advantage and learns nothing; expected at least 2$"):
+            load_config(preset="cpu-demo", overrides=[f"{key}=1"])
+    # golden mode trains the code model alone: its test group size is not used
+    assert load_config(overrides=["mode=golden", "rollout.n_test=1"]).rollout.n_test == 1
+
+
+def test_vllm_lora_on_the_embedding_or_output_head_is_refused_before_loading(fake, tiny_dir, tmp_path, monkeypatch):
+    from codea1.train.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"model.lora_target_modules=\['embed_tokens'\]: vLLM serves LoRA "
+                                          r"adapters on linear layers only"):
+        load_config(overrides=["rollout.engine=vllm", "model.lora_target_modules=[q_proj, embed_tokens]"])
+    assert load_config(overrides=["rollout.engine=hf", "model.lora_target_modules=[q_proj, lm_head]"])
+    pol = _policies(tiny_dir, "lora-shared", lora_target_modules=["q_proj", "embed_tokens"])
+    with pytest.raises(ValueError, match="model.lora_target_modules"):
+        _vllm(pol, tmp_path)
+    assert not fake_vllm.GPU.held                                    # refused before vLLM started
+    # and the stand-in refuses such an adapter as vLLM does, once it is loaded
+    monkeypatch.setattr("codea1.engines.vllm_engine.check_vllm_lora_targets", lambda *a: None)
+    engine = _vllm(pol, tmp_path)
+    with pytest.raises(ValueError, match="expected target modules in the linear layers"):
+        engine.generate("code", _prompts(pol)[:1], n=1, sampling=SAMPLING)
+
+
+def _on_gpu(monkeypatch, fake, policies_gib: float):
+    """The fake GPU (80 GiB) with the trainer's policies holding `policies_gib` of it."""
+    fake_vllm.GPU.held["policies"] = int(policies_gib * GIB)
+    monkeypatch.setattr("codea1.engines.vllm_engine.gpu_memory", lambda device: fake_vllm.GPU.mem_get_info())
+
+
+def test_the_engine_sizes_its_share_from_the_memory_actually_free(fake, tiny_dir, tmp_path, monkeypatch):
+    from codea1.engines.vllm_engine import GPU_HEADROOM_BYTES
+
+    pol = _policies(tiny_dir, "lora-shared")
+    _on_gpu(monkeypatch, fake, 60)                  # 20 GiB free: 0.3 of 80 GiB (24 GiB) would not start
+    engine = _vllm(pol, tmp_path)
+    share = engine.llm.init_args["gpu_memory_utilization"]
+    assert share == math.floor((20 * GIB - GPU_HEADROOM_BYTES) / (80 * GIB) * 1000) / 1000 == 0.243
+    assert fake_vllm.GPU.free >= GPU_HEADROOM_BYTES
+    engine.close()
+    _on_gpu(monkeypatch, fake, 10)                  # plenty free: the configured share as is
+    assert _vllm(pol, tmp_path).llm.init_args["gpu_memory_utilization"] == 0.3
+    # the stand-in refuses as vLLM does when the share is not sized
+    with pytest.raises(ValueError, match=r"Free memory on device .* is less than desired GPU memory utilization"):
+        fake.LLM(str(tiny_dir), gpu_memory_utilization=0.9)
+
+
+def test_too_little_free_memory_for_the_weights_is_one_line_before_vllm_starts(fake, tiny_dir, tmp_path,
+                                                                                 monkeypatch):
+    pol = _policies(tiny_dir, "lora-shared")
+    _on_gpu(monkeypatch, fake, 79.2)
+    with pytest.raises(EngineUnavailable, match=r"^gpu_memory_utilization: the GPU has 0.8 of 80.0 GiB free, "
+                                                r"and the vLLM engine needs at least 1.0 GiB[^\n]*hf engine$"):
+        _vllm(pol, tmp_path)
+    assert list(fake_vllm.GPU.held) == ["policies"]
+
+
+def test_eval_on_a_gpu_holding_the_policies_starts_vllm(fake, tiny_dir, tmp_path, monkeypatch):
+    """`codea1 eval ... --engine vllm` keeps the HF policies on the GPU: its 0.85 share of the
+    GPU is lowered to what is free instead of vLLM refusing to start."""
+    from codea1.eval.loading import EVAL_GPU_MEMORY, eval_engine
+
+    monkeypatch.setattr("codea1.engines.base.resolve_engine", lambda name, device: "vllm")
+    pol = _policies(tiny_dir, "lora-shared")
+    _on_gpu(monkeypatch, fake, 16)                  # a 7B model's bf16 policies
+    engine = eval_engine("vllm", pol)
+    share = engine.llm.init_args["gpu_memory_utilization"]
+    assert 0.79 < share < EVAL_GPU_MEMORY
+    engine.close()
+
+
+def test_closing_an_engine_gives_its_gpu_memory_back_for_a_second_engine(fake, tiny_dir, tmp_path, monkeypatch):
+    pol = _policies(tiny_dir, "lora-shared")
+    _on_gpu(monkeypatch, fake, 50)                  # 30 GiB free
+    first = _vllm(pol, tmp_path)
+    assert first.llm.init_args["gpu_memory_utilization"] == 0.3 and fake_vllm.GPU.free == 6 * GIB
+    adapters = first._adapter_path("code").parent
+    first.close()
+    assert fake_vllm.GPU.free == 30 * GIB and not adapters.exists()
+    assert fake_vllm._MODEL_PARALLEL == {"initialized": False, "destroyed": 1, "world_destroyed": 1}
+    second = _vllm(pol, tmp_path)                   # the same share again: nothing of the first is left
+    assert second.llm.init_args["gpu_memory_utilization"] == 0.3
+    second.generate("code", _prompts(pol)[:1], n=1, sampling=SAMPLING)
+    second.close()
+    second.close()                                  # twice is harmless
+    assert fake_vllm.GPU.free == 30 * GIB

@@ -23,6 +23,7 @@ from codea1.cli_options import (
     check_output_file,
 )
 from codea1.data.formats import FORMATS  # light: the format modules import only ast/json/re
+from codea1.output_files import input_named_as_output
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -89,6 +90,8 @@ def convert_command(
     from codea1.data import save_problems
 
     check_output_file(out, "OUT", (".jsonl",))
+    if input_named_as_output(out, [source]) is not None:
+        raise typer.BadParameter(f"{out} is the SOURCE file being converted; give a new file name", param_hint="OUT")
     problems = _load(source, fmt)
     count = save_problems(problems, out)
     typer.echo(f"wrote {count} problems to {out}")

@@ -10,6 +10,7 @@ from pathlib import Path
 from codea1.data.formats import detect_format, get_format
 from codea1.data.problem import Problem, ProblemFormatError
 from codea1.data.rows import read_rows
+from codea1.output_files import atomic_output
 
 
 def load_problems(path: str | Path, fmt: str | None = None) -> list[Problem]:
@@ -48,17 +49,12 @@ def save_problems(problems: Iterable[Problem], path: str | Path) -> int:
         raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file name", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as handle:
-            for problem in problems:
-                try:
-                    line = json.dumps(problem.to_dict(), ensure_ascii=False)
-                except TypeError as exc:
-                    raise ProblemFormatError(f"problem {problem.id!r}", "meta", f"JSON-serialisable values ({exc})") from None
-                handle.write(line + "\n")
-                count += 1
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_output(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
+        for problem in problems:
+            try:
+                line = json.dumps(problem.to_dict(), ensure_ascii=False)
+            except TypeError as exc:
+                raise ProblemFormatError(f"problem {problem.id!r}", "meta", f"JSON-serialisable values ({exc})") from None
+            handle.write(line + "\n")
+            count += 1
     return count

@@ -27,6 +27,28 @@ ENGINE_NAMES = ("auto", "hf", "vllm", "llamacpp")
 VLLM_EXTRA_HINT = "pip install 'codea1[vllm]'"
 
 
+# vLLM's SamplingParams refuses a temperature above 2 (`_verify_args`); at temperature 0 it
+# decodes greedily and refuses n > 1 (`_verify_greedy_sampling`; a positive temperature below
+# 0.01 is raised to 0.01 first, so only 0 is greedy). Settings are checked against both, so a
+# run never depends on which engine it got.
+MAX_TEMPERATURE = 2.0
+# modules whose LoRA vLLM does not serve (it adapts linear layers only): the input embedding
+# and the output head under the names of the model families codea1 loads
+VLLM_UNSUPPORTED_LORA_MODULES = ("embed_tokens", "lm_head", "wte", "word_embeddings", "embed_in", "embed_out",
+                                 "tok_embeddings")
+
+
+def check_vllm_lora_targets(targets: "str | Sequence[str]", setting: str) -> None:
+    """A ValueError naming `setting` when the LoRA targets include an embedding or the output
+    head: vLLM would refuse the adapter when it loads it, after the model has loaded."""
+    names = [targets] if isinstance(targets, str) else list(targets)
+    bad = [n for n in names if any(module in n for module in VLLM_UNSUPPORTED_LORA_MODULES)]
+    if bad:
+        raise ValueError(f"{setting}={bad}: vLLM serves LoRA adapters on linear layers only, not on the "
+                         "embedding or the output head; drop those modules (all-linear leaves them out) "
+                         "or use rollout.engine=hf")
+
+
 class EngineUnavailable(RuntimeError):
     """The rollout engine asked for cannot run here; the message says why and what to do."""
 

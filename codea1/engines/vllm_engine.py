@@ -27,6 +27,10 @@ run against a real vLLM while it was developed (no GPU was available).
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import logging
+import math
 import os
 import shutil
 import tempfile
@@ -34,7 +38,13 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from codea1.engines.base import VLLM_EXTRA_HINT, EngineUnavailable, RolloutEngine, VLLMConfig
+from codea1.engines.base import (
+    VLLM_EXTRA_HINT,
+    EngineUnavailable,
+    RolloutEngine,
+    VLLMConfig,
+    check_vllm_lora_targets,
+)
 from codea1.models import ROLES
 
 if TYPE_CHECKING:
@@ -46,6 +56,53 @@ if TYPE_CHECKING:
 # vLLM accepts these LoRA ranks only (vllm.config.lora.MaxLoRARanks)
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 ADAPTER_IDS = {"code": 1, "test": 2, "shared": 3}
+# left free between the memory measured here and vLLM's own measurement when it starts
+GPU_HEADROOM_BYTES = 512 * 2**20
+# besides its weights, an engine needs room for activations and at least a small KV cache
+ENGINE_EXTRA_BYTES = 2**30
+GIB = 2**30
+
+log = logging.getLogger(__name__)
+
+
+def gpu_memory(device: "torch.device") -> tuple[int, int] | None:
+    """(free, total) bytes of a CUDA device, after handing this process's cached but unused
+    blocks back to the driver (vLLM empties the cache too before it measures); None elsewhere."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return None
+    torch.cuda.empty_cache()
+    return torch.cuda.mem_get_info(device)
+
+
+def fit_gpu_memory_utilization(wanted: float, free: int, total: int, weight_bytes: int) -> float:
+    """The share of the GPU the engine asks vLLM for: `wanted`, or less when the GPU already
+    holds other things (the trainer's policies): vLLM refuses to start when the free memory
+    is below `ceil(total * share)`. EngineUnavailable when even all that is free cannot hold
+    the weights plus a minimal KV cache."""
+    room = free - GPU_HEADROOM_BYTES
+    if math.ceil(total * wanted) <= room:
+        return wanted
+    share = math.floor(room / total * 1000) / 1000
+    needed = weight_bytes + ENGINE_EXTRA_BYTES
+    if share * total < needed:
+        raise EngineUnavailable(
+            f"gpu_memory_utilization: the GPU has {free / GIB:.1f} of {total / GIB:.1f} GiB free, and the vLLM "
+            f"engine needs at least {needed / GIB:.1f} GiB ({weight_bytes / GIB:.1f} GiB of weights, a KV cache); "
+            "free GPU memory (a smaller model, fewer processes on this GPU) or use the hf engine")
+    log.warning("vLLM engine: gpu_memory_utilization lowered from %s to %s (%.1f of %.1f GiB free)",
+                wanted, share, free / GIB, total / GIB)
+    return share
+
+
+def engine_weight_bytes(policies: "Policies", dtype: "torch.dtype") -> int:
+    """Bytes of the weights the engine loads: the base model's parameters (not the LoRA
+    adapters) in the engine's dtype. An FSDP2 shard counts its whole tensor."""
+    import torch
+
+    size = torch.empty((), dtype=dtype).element_size()
+    return sum(p.numel() for name, p in policies.module("code").named_parameters() if "lora_" not in name) * size
 
 
 def import_vllm():
@@ -106,10 +163,13 @@ class VLLMEngine(RolloutEngine):
 
     def __init__(self, policies: "Policies", cfg: VLLMConfig, *, llm_kwargs: dict[str, Any] | None = None,
                  dtype: "torch.dtype | None" = None) -> None:
+        self.lora = policies.config.uses_lora
+        if self.lora:
+            check_vllm_lora_targets(policies.config.lora_target_modules, "model.lora_target_modules")
         vllm = import_vllm()
+        self.llm = None
         self.policies = policies
         self.cfg = cfg
-        self.lora = policies.config.uses_lora
         self.dtype = dtype or policies.dtype
         level = cfg.sleep_level
         if level == "auto":
@@ -130,11 +190,20 @@ class VLLMEngine(RolloutEngine):
                                     f"torchrun --nproc-per-node {tp} (one process per GPU of the engine)")
         # in-process engine: the trainer's tensors reach the engine's model directly
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        share = cfg.gpu_memory_utilization
+        measured = gpu_memory(policies.device)
+        if measured is not None:
+            share = fit_gpu_memory_utilization(share, *measured, engine_weight_bytes(policies, self.dtype))
+        self.gpu_memory_utilization = share
+        import torch.distributed as dist
+
+        # a process group vLLM starts itself (one process) is torn down with the engine
+        self._owns_process_group = not dist.is_initialized()
         kwargs: dict[str, Any] = dict(
             model=engine_model_path(policies),
             dtype=_dtype_name(self.dtype),
             seed=cfg.seed,
-            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            gpu_memory_utilization=share,
             tensor_parallel_size=tp,
             enable_sleep_mode=self.sleep_level > 0,
             enforce_eager=cfg.enforce_eager,
@@ -302,13 +371,20 @@ class VLLMEngine(RolloutEngine):
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = [SamplingParams(n=n, temperature=cfg.temperature, top_p=cfg.top_p,
-                                      max_tokens=cfg.max_new_tokens, seed=seed, logprobs=0,
-                                      stop_token_ids=stops, detokenize=False)
+        # vLLM decodes greedily at temperature 0 and then refuses n > 1: the n samples of a
+        # greedy request are one completion, copied (what the hf engine returns too)
+        greedy = cfg.temperature == 0
+        params = [SamplingParams(n=1 if greedy else n, temperature=cfg.temperature, top_p=cfg.top_p,
+                                 max_tokens=cfg.max_new_tokens, seed=seed, logprobs=0,
+                                 stop_token_ids=stops, detokenize=False)
                   for seed in seeds]
         lora = self._lora_request(self._key(role)) if self.lora else None
         prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
-        return self.llm.generate(prompts, params, use_tqdm=False, lora_request=lora)
+        outputs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=lora)
+        if greedy and n > 1:
+            for out in outputs:
+                out.outputs = [dataclasses.replace(out.outputs[0], index=i) for i in range(n)]
+        return outputs
 
     # ------------------------------------------------------------------ tensor parallel
 
@@ -340,10 +416,29 @@ class VLLMEngine(RolloutEngine):
         return outputs[start:start + len(ids)]
 
     def close(self) -> None:
-        if self._adapter_root is not None:
+        """Remove the adapter files and give the engine's GPU memory back, so that another
+        engine (or the trainer) in this process can have it: dropping the `LLM` alone leaves
+        its weights and KV cache allocated (the engine core holds them until it shuts down)."""
+        if getattr(self, "_adapter_root", None) is not None:
             shutil.rmtree(self._adapter_root, ignore_errors=True)
             self._adapter_root = None
-        self.llm = None
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None:
+            core.shutdown()
+        del llm, core
+        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+        destroy_model_parallel()
+        if self._owns_process_group:  # never the trainer's (torchrun) process group
+            destroy_distributed_environment()
+        gc.collect()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def samples_from_outputs(outputs: Sequence[Any], prompt_ids: list[list[int]], cut: list[bool], n: int,

@@ -24,6 +24,7 @@ from codea1.cli_options import (
     WORKERS_OPTION,
     check_output_dir,
 )
+from codea1.engines.base import MAX_TEMPERATURE
 from codea1.sandbox.support import require as require_sandbox
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
@@ -87,7 +88,7 @@ def code_command(
     data: str = typer.Option(..., "--data", help=PROBLEMS_HELP),
     out: Path = typer.Option(..., "--out", help=OUT_HELP),
     n: int = typer.Option(32, "--n", min=1, help="Samples per problem (pass@k is reported for k up to n)."),
-    temperature: float = typer.Option(0.7, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0, max=MAX_TEMPERATURE, help=TEMPERATURE_HELP),
     top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
     max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
     seed: int = SEED_OPTION,
@@ -136,7 +137,7 @@ def tests_command(
     data: str = typer.Option(..., "--data", help=PROBLEMS_HELP),
     out: Path = typer.Option(..., "--out", help=OUT_HELP),
     k: int = typer.Option(5, "--k", min=1, help="Tests per function (pass@k, mut@k)."),
-    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=MAX_TEMPERATURE, help=TEMPERATURE_HELP),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
     max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
     seed: int = SEED_OPTION,

@@ -16,7 +16,6 @@ counted as a failure.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
-from codea1.engines.base import check_engine_name
+from codea1.engines.base import MAX_TEMPERATURE, check_engine_name
 from codea1.eval.loading import (
     eval_engine,
     load_eval_policies,
@@ -33,7 +32,7 @@ from codea1.eval.loading import (
     sample_problems,
     set_threads,
 )
-from codea1.eval.store import append_rows, open_eval_dir, write_summary
+from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
 from codea1.eval.passk import aggregate, default_ks
 
 if TYPE_CHECKING:
@@ -73,8 +72,11 @@ class CodeEvalConfig:
             object.__setattr__(self, "temperature", 0.0)
         if self.n < 1:
             raise ValueError(f"--n must be at least 1, got {self.n}")
-        if self.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        if not 0 <= self.temperature <= MAX_TEMPERATURE:
+            raise ValueError(f"--temperature must lie in [0, {MAX_TEMPERATURE:g}], got {self.temperature}")
+        if self.temperature == 0 and self.n > 1:
+            raise ValueError(f"--temperature {self.temperature:g} is greedy decoding: the --n {self.n} samples "
+                             "would all be the same; use --greedy (one sample a problem) or a temperature above 0")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
         if self.threads is not None and self.threads < 1:
@@ -200,6 +202,7 @@ def evaluate_code(
     from codea1.sandbox import Executor, Limits
 
     out = Path(out)
+    check_out_dir(out, model, str(data))
     problems = load_eval_problems(data, config.limit)
     if policies is None:
         from codea1.models import check_model_name
@@ -266,7 +269,7 @@ def evaluate_code(
                 if on_progress is not None:
                     on_progress(finished, len(problems), summarize(problems, done, n, skipped))
             if meta:
-                (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+                write_json(out / MODEL_FILE, meta)
 
     summary = summarize(problems, done, n, skipped)
     summary.update({"model": model, "data": str(data), "config": asdict(config)})

@@ -15,9 +15,38 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterator
 
+from codea1.output_files import atomic_output, input_named_as_output
+
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
 RUN_FILE = "eval_config.json"
+MODEL_FILE = "model.json"
+WRITTEN = (SAMPLES_FILE, SUMMARY_FILE, RUN_FILE, MODEL_FILE)  # every file an evaluation writes in --out
+
+
+def check_out_dir(out: Path, model: str | None, data: str) -> None:
+    """Refuse an --out whose files would overwrite an input, before anything is created: the
+    --data file under one of the names the evaluation writes, the model's own directory (a
+    training run holds a samples.jsonl too), or a directory holding those names that no
+    evaluation wrote (no eval_config.json beside them)."""
+    out = Path(out)
+    if any(input_named_as_output(out / name, [data]) for name in WRITTEN):
+        raise ValueError(f"--out {out}: the evaluation would write over the --data file {data}; use another --out")
+    if model is not None and Path(model).expanduser().is_dir() and \
+            input_named_as_output(out, directories=[Path(model).expanduser()]) is not None:
+        raise ValueError(f"--out {out} lies in the model directory {model}, whose files the evaluation would "
+                         "overwrite; use another --out")
+    if out.is_dir() and not (out / RUN_FILE).is_file():
+        found = [name for name in WRITTEN if (out / name).exists()]
+        if found:
+            raise ValueError(f"--out {out} holds {', '.join(found)} that no evaluation wrote (a training run's?); "
+                             "use another --out")
+
+
+def write_json(path: Path, data: Any) -> None:
+    """A JSON file written whole or not at all (an interrupted write keeps the previous one)."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
 
 
 
@@ -62,7 +91,7 @@ def open_eval_dir(out: Path, identity: dict[str, Any]) -> tuple[Path, dict[str, 
 
 
 def write_summary(out: Path, summary: dict[str, Any]) -> None:
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(out / SUMMARY_FILE, summary)
 
 
 def repair_tail(path: Path) -> None:
@@ -84,7 +113,7 @@ def check_identity(out: Path, identity: dict[str, Any]) -> None:
             detail = ", ".join(f"{k}: {a!r} on disk vs {b!r} now" for k, (a, b) in diff.items())
             raise ValueError(f"{out} holds an evaluation with other settings ({detail}); use another --out")
     else:
-        run_file.write_text(json.dumps(identity, indent=2) + "\n")
+        write_json(run_file, identity)
 
 
 def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -106,7 +135,7 @@ def removed_if_failed(out: Path) -> Iterator[None]:
         if created and out.is_dir() and not any(
             (out / name).is_file() and (out / name).stat().st_size for name in (SAMPLES_FILE, SUMMARY_FILE)
         ):
-            for name in (RUN_FILE, SAMPLES_FILE, "model.json"):
+            for name in (RUN_FILE, SAMPLES_FILE, MODEL_FILE):
                 (out / name).unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 out.rmdir()  # only if nothing else is in it

@@ -15,15 +15,14 @@ and the averages written to ``OUT/summary.json``.
 from __future__ import annotations
 
 import ast
-import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codea1.eval.store import append_rows, open_eval_dir, write_summary
-from codea1.engines.base import check_engine_name
+from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
+from codea1.engines.base import MAX_TEMPERATURE, check_engine_name
 from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_problems, sample_problems, set_threads
 from codea1.eval.mutation import FAMILIES, generate_mutants
 from codea1.eval.mutation_testing import MutationConfig, analyse
@@ -64,8 +63,8 @@ class TestEvalConfig:
         check_engine_name(self.engine, "--engine")
         if self.k < 1:
             raise ValueError(f"--k must be at least 1, got {self.k}")
-        if self.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        if not 0 <= self.temperature <= MAX_TEMPERATURE:
+            raise ValueError(f"--temperature must lie in [0, {MAX_TEMPERATURE:g}], got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
         if self.threads is not None and self.threads < 1:
@@ -197,6 +196,7 @@ def evaluate_tests(
     from codea1.sandbox import Executor
 
     out = Path(out)
+    check_out_dir(out, model, str(data))
     problems = load_eval_problems(data, config.limit)
     if policies is None:
         from codea1.models import check_model_name
@@ -244,7 +244,7 @@ def evaluate_tests(
                 if on_progress is not None:
                     on_progress(finished, len(problems), summarize(problems, done, config.k, skipped))
             if meta:
-                (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+                write_json(out / MODEL_FILE, meta)
 
     summary = summarize(problems, done, config.k, skipped)
     summary.update({"model": model, "data": str(data), "config": asdict(config)})

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from codea1.cli_options import JSON_OPTION, RUN_DIR_HELP, check_output_file
-from codea1.mistakes.book import MistakeBook
+from codea1.mistakes.book import BOOK_FILENAME, MistakeBook, resolve_book_path
+from codea1.output_files import atomic_output, input_named_as_output
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -145,6 +146,19 @@ def export_command(
     """Export the whole book as JSONL (`problem_id`, `rank`, `test`, `frequency`, steps)."""
     named, target = _with_book(run_dir, out, book, "OUT")
     check_output_file(Path(target), "OUT")
-    with _open(named) as mb:
-        count = mb.export_jsonl(Path(target))
+    _check_export_target(named[0], Path(target))
+    with _open(named) as mb, atomic_output(target) as tmp:
+        count = mb.export_jsonl(tmp)
     typer.echo(f"wrote {count} tests to {target}")
+
+
+def _check_export_target(named: Path, out: Path) -> None:
+    """OUT must not be the book (or its SQLite side files) nor any file of the run directory:
+    the export is written beside OUT and renamed over it, which would replace the book."""
+    book = resolve_book_path(named)
+    run_dir = book.parent if named.is_dir() or book.name == BOOK_FILENAME else None
+    sidecars = [book.with_name(book.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
+    hit = input_named_as_output(out, [book, *sidecars], [run_dir] if run_dir is not None else [])
+    if hit is not None:
+        what = "the Mistake Book being exported" if hit in (book, *sidecars) else f"a file of the run directory {run_dir}"
+        raise typer.BadParameter(f"{out} is {what}; give a new file name outside it", param_hint="OUT")

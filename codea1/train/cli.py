@@ -21,8 +21,9 @@ from codea1.sandbox.support import require as require_sandbox
 
 def check_new_run(cfg, run_dir: Path) -> None:
     """Everything a new run reads that can be wrong, checked before anything is written:
-    the run directory's path, the model's path, the rollout engine, and the problem files
-    (their loaders name the file, row and field of a bad row; an empty set is an error)."""
+    the run directory's path, the model's path, the rollout engine, the problem files
+    (their loaders name the file, row and field of a bad row; an empty set is an error),
+    and that the run would not write over its inputs."""
     from codea1.engines import resolve_engine
     from codea1.models import check_model_name, resolve_device
     from codea1.train.loop import load_training_data
@@ -32,6 +33,34 @@ def check_new_run(cfg, run_dir: Path) -> None:
         resolve_engine(cfg.rollout.engine, resolve_device(cfg.model.device))
     check_model_name(cfg.model.name)
     load_training_data(cfg)
+    check_run_dir_inputs(cfg, Path(run_dir))
+
+
+def check_run_dir_inputs(cfg, run_dir: Path) -> None:
+    """A new run truncates RUN_DIR's metrics.jsonl and samples.jsonl and deletes its
+    mistakes.sqlite (what a crashed first attempt left) and prunes its checkpoints/: refuse
+    a RUN_DIR holding such files that no training run wrote (no config.yaml beside them),
+    and a data file or model that is one of them."""
+    from codea1.output_files import input_named_as_output
+    from codea1.train.loop import BOOK_FILE, CONFIG_FILE
+    from codea1.train.metrics import METRICS_FILE, SAMPLES_FILE
+
+    written = [run_dir / name for name in (METRICS_FILE, SAMPLES_FILE, BOOK_FILE, BOOK_FILE + "-wal",
+                                           BOOK_FILE + "-shm")]
+    if run_dir.is_dir() and not (run_dir / CONFIG_FILE).is_file():
+        found = [path.name for path in written if path.exists()]
+        if found:
+            raise typer.BadParameter(f"{run_dir} holds {', '.join(found)} that no training run wrote; a new run "
+                                     "would overwrite them: use a new --run-dir", param_hint="--run-dir")
+    inputs = {"data.train": cfg.data.train, "data.heldout": cfg.data.heldout, "model.name": cfg.model.name}
+    for key, value in inputs.items():
+        if value is None or not Path(value).expanduser().exists():
+            continue  # bundled problems, a hub id
+        path = Path(value).expanduser()
+        if any(input_named_as_output(w, [path]) for w in written) or \
+                input_named_as_output(path, directories=[run_dir / "checkpoints"]) is not None:
+            raise typer.BadParameter(f"{key}={value} is a file the new run in {run_dir} writes or deletes; "
+                                     "use a new --run-dir or move the file", param_hint="--run-dir")
 
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")

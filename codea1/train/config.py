@@ -36,8 +36,8 @@ class _Strict(BaseModel):
 class RolloutConfig(_Strict):
     """Group sizes and sampling of the two roles (`codea1.rollout.SamplingConfig` each)."""
 
-    n_code: int = Field(8, ge=1, description="code completions per problem (a code group)")
-    n_test: int = Field(8, ge=1, description="test suites per candidate (a test group)")
+    n_code: int = Field(8, ge=1, description="code completions per problem (a code group; at least 2)")
+    n_test: int = Field(8, ge=1, description="test suites per candidate (a test group; at least 2 but in golden mode)")
     code: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     test: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     white_box: bool = Field(True, description="show the test model the candidate's code")
@@ -220,6 +220,33 @@ class TrainConfig(_Strict):
             raise ValueError(f"model.mode 'selfplay' shares one set of weights: use mode 'selfplay', not {self.mode!r}")
         return self
 
+    @model_validator(mode="after")
+    def _groups_learn(self) -> "TrainConfig":
+        """Settings a run would only fail on (or learn nothing from) after the model loads."""
+        groups = [("rollout.n_code", self.rollout.n_code, "rollout.code.temperature", self.rollout.code.temperature)]
+        if self.mode != "golden":  # golden mode trains the code model alone: no test groups
+            groups.append(("rollout.n_test", self.rollout.n_test, "rollout.test.temperature",
+                           self.rollout.test.temperature))
+        for n_key, n, t_key, temperature in groups:
+            if n < 2:
+                raise ValueError(f"{n_key}={n}: a GRPO group of one sample has no advantage and learns "
+                                 "nothing; expected at least 2")
+            if temperature == 0:
+                raise ValueError(f"{t_key}=0 is greedy decoding: the {n_key}={n} samples of a group would "
+                                 "all be the same and learn nothing; expected a temperature above 0")
+        checks = [("validation.n_code", self.validation.n_code)]
+        if self.validation.test_model:
+            checks.append(("validation.n_test", self.validation.n_test))
+        for n_key, n in checks:
+            if self.validation.sampling.temperature == 0 and n > 1:
+                raise ValueError(f"validation.sampling.temperature=0 is greedy decoding: the {n_key}={n} "
+                                 f"samples would all be the same; set {n_key}=1 or a temperature above 0")
+        if self.rollout.engine == "vllm" and self.model.uses_lora:
+            from codea1.engines.base import check_vllm_lora_targets
+
+            check_vllm_lora_targets(self.model.lora_target_modules, "model.lora_target_modules")
+        return self
+
 
 def require_data(cfg: TrainConfig) -> None:
     """Refuse a config whose data files are still the preset's 'required' placeholders."""
@@ -319,7 +346,10 @@ def _check_keys(data: dict[str, Any], where: str, model: type[BaseModel] = Train
 def _format_validation(exc: ValidationError, where: str) -> str:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if not err["loc"]:  # a check across keys: its message names them
+            lines.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
+            continue
+        loc = ".".join(str(p) for p in err["loc"])
         got = err.get("input")
         got_text = f" (got {got!r})" if not isinstance(got, dict) else ""
         lines.append(f"{where}: config key {loc!r}: {err['msg']}{got_text}")

@@ -1,0 +1,73 @@
+"""Files a command writes for the user: never over one of its inputs, never half-written.
+
+- `input_named_as_output(out, inputs)`: the input that OUT would destroy (OUT resolves to
+  it through `..`, symlinks or a hard link, or lies inside an input directory whose files
+  the command reads), or None. The commands refuse such an OUT in one line before they
+  read or write anything.
+- `atomic_output(path)`: a temporary file next to `path`, renamed over it only once it is
+  written whole; a failure (a crash, a full disk, an error while exporting) leaves `path`
+  as it was and no temporary file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from pathlib import Path
+from typing import Iterable, Iterator
+
+
+def _same(a: Path, b: Path) -> bool:
+    """True when `a` and `b` name one file: the same resolved path, or the same inode."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def input_named_as_output(out: str | os.PathLike[str],
+                          files: Iterable[str | os.PathLike[str]] = (),
+                          directories: Iterable[str | os.PathLike[str]] = ()) -> Path | None:
+    """The input `out` would overwrite: one of `files` (existing or not: a SQLite book's
+    `-wal` file counts before it exists), or an existing file inside one of `directories`
+    (a run directory, a model directory). None when `out` is safe to write."""
+    out = Path(out)
+    for f in files:
+        if _same(out, Path(f)):
+            return Path(f)
+    resolved = out.resolve()
+    for d in directories:
+        root = Path(d).resolve()
+        if root.is_dir() and (resolved == root or resolved.is_relative_to(root)) and out.exists():
+            return out
+    return None
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system lets a directory be opened
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to `path` (same suffix, so a writer that reads the format
+    from the name still works); when the block ends without error it is fsync'ed and renamed
+    over `path`, else removed. `path` is never opened for writing in place."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp{path.suffix}")
+    try:
+        yield tmp
+        with open(tmp, "rb+") as written:
+            os.fsync(written.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)

@@ -1,0 +1,256 @@
+"""Nothing lost: no command writes its output over one of its inputs, and none writes a file
+in place (a failed write keeps what was there). One test per command that writes a file,
+each bad case checked with a byte-identical snapshot of the directory afterwards.
+
+The audit (`codea1 --help`, each subcommand): files are written by `mistakes export` (OUT),
+`data convert` (OUT), `eval code|tests` (--out DIR), `plot` (--out DIR) and `train`
+(--run-dir); `judge`, `sandbox run|check`, `data check`, `eval mutants`, `mistakes
+stats|list|show` and `config show|keys` print only, which the last test checks."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from test_cli_errors import inputs, run_bad, snapshot  # noqa: F401  (inputs: a fixture)
+from typer.testing import CliRunner
+
+from codea1.cli import app
+from codea1.data import bundled_problems, save_problems
+from codea1.mistakes import MistakeBook, MistakeUpdate
+from codea1.output_files import atomic_output, input_named_as_output
+
+
+def _book(run: Path) -> Path:
+    with MistakeBook(run / "mistakes.sqlite") as book:
+        book.apply_step(3, {"MBPP/2": MistakeUpdate(Counter({"assert f(1) == 2": 2, "assert f(0) == 0": 1}),
+                                                    Counter())})
+    return run / "mistakes.sqlite"
+
+
+def _no_temps(root: Path) -> bool:
+    return not [p for p in root.rglob("*") if ".tmp" in p.name]
+
+
+# --- the helpers ------------------------------------------------------------------------------
+
+
+def test_atomic_output_replaces_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "out.jsonl"
+    target.write_text("previous\n")
+    with pytest.raises(RuntimeError):
+        with atomic_output(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("disk full")
+    assert target.read_text() == "previous\n" and _no_temps(tmp_path)
+    with atomic_output(target) as tmp:
+        assert tmp.parent == target.parent and tmp.suffix == ".jsonl" and tmp != target
+        tmp.write_text("new\n")
+    assert target.read_text() == "new\n" and _no_temps(tmp_path)
+
+
+def test_an_output_naming_an_input_is_found_through_links_and_dots(tmp_path):
+    book = tmp_path / "run" / "mistakes.sqlite"
+    book.parent.mkdir()
+    book.write_text("book")
+    (tmp_path / "link.sqlite").symlink_to(book)
+    os.link(book, tmp_path / "hard.sqlite")
+    for alias in (book, tmp_path / "run" / ".." / "run" / "mistakes.sqlite", tmp_path / "link.sqlite",
+                  tmp_path / "hard.sqlite"):
+        assert input_named_as_output(alias, [book]) == book, alias
+    assert input_named_as_output(tmp_path / "other.jsonl", [book]) is None
+    assert input_named_as_output(tmp_path / "run" / "mistakes.sqlite-wal", [book.with_name("mistakes.sqlite-wal")])
+    (tmp_path / "run" / "metrics.jsonl").write_text("{}\n")
+    assert input_named_as_output(tmp_path / "run" / "metrics.jsonl", directories=[tmp_path / "run"])
+    assert input_named_as_output(tmp_path / "run" / "new.jsonl", directories=[tmp_path / "run"]) is None
+
+
+# --- mistakes export --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("out", [
+    "run/mistakes.sqlite", "./run/../run/mistakes.sqlite", "book-link.sqlite", "run/mistakes.sqlite-wal",
+    "run/metrics.jsonl", "run/checkpoints/step-2/state.json",
+])
+def test_mistakes_export_onto_the_book_or_its_run_is_refused(inputs, out):  # noqa: F811
+    run = inputs / "run"
+    (run / "mistakes.sqlite").unlink()
+    _book(run)
+    (run / "checkpoints" / "step-2").mkdir(parents=True)
+    (run / "checkpoints" / "step-2" / "state.json").write_text("{}\n")
+    (inputs / "book-link.sqlite").symlink_to(run / "mistakes.sqlite")
+    for named in (["mistakes", "export", "run", out], ["mistakes", "export", "run/mistakes.sqlite", out]):
+        line = run_bad(inputs, named)
+        assert "Invalid value for OUT" in line and ("Mistake Book being exported" in line or "run directory" in line)
+    with MistakeBook(run, readonly=True) as book:       # the book still reads
+        assert book.stats().tests == 2
+
+
+def test_mistakes_export_writes_through_a_temporary_file(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    _book(run)
+    out = tmp_path / "mistakes.jsonl"
+    out.write_text("an older export\n")
+    runner = CliRunner()
+    real = MistakeBook.export_jsonl
+
+    def failing(self, path):
+        Path(path).write_text('{"problem_id": "MBPP/2"')   # half a row, then the disk fills up
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(MistakeBook, "export_jsonl", failing)
+    result = runner.invoke(app, ["mistakes", "export", str(run), str(out)])
+    assert result.exit_code == 1 and "No space left on device" in result.stderr
+    assert out.read_text() == "an older export\n" and _no_temps(tmp_path)
+    monkeypatch.setattr(MistakeBook, "export_jsonl", real)
+    result = runner.invoke(app, ["mistakes", "export", str(run), str(run / "mistakes.jsonl")])  # a new file: fine
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (run / "mistakes.jsonl").read_text().splitlines()]
+    assert [r["test"] for r in rows] == ["assert f(1) == 2", "assert f(0) == 0"] and _no_temps(tmp_path)
+
+
+# --- data convert -----------------------------------------------------------------------------
+
+
+def test_data_convert_onto_its_source_is_refused(inputs):  # noqa: F811
+    (inputs / "ok-link.jsonl").symlink_to(inputs / "ok.jsonl")
+    for out in ("ok.jsonl", "./ok.jsonl", "ok-link.jsonl"):
+        line = run_bad(inputs, ["data", "convert", "ok.jsonl", out])
+        assert "is the SOURCE file being converted" in line
+    line = run_bad(inputs, ["data", "convert", "ok-link.jsonl", "ok.jsonl"])
+    assert "SOURCE" in line
+
+
+def test_data_convert_never_touches_a_file_beside_out(tmp_path):
+    """The temporary file is a fresh name: a user's `out.jsonl.tmp` is neither clobbered nor removed."""
+    save_problems(bundled_problems("train")[:2], tmp_path / "in.jsonl")
+    (tmp_path / "out.jsonl.tmp").write_text("mine\n")
+    result = CliRunner().invoke(app, ["data", "convert", str(tmp_path / "in.jsonl"), str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out.jsonl.tmp").read_text() == "mine\n"
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "in.jsonl").read_bytes()
+
+
+# --- eval code / tests ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["code", "tests"])
+def test_eval_out_over_its_inputs_is_refused(inputs, command):  # noqa: F811
+    (inputs / "run" / "samples.jsonl").write_text('{"step": 1, "code": "x"}\n')   # a training run's samples
+    (inputs / "run" / "summary.json").write_text("{}\n")
+    evaluation = inputs / "evaluation"
+    evaluation.mkdir()
+    save_problems(bundled_problems("train")[:2], evaluation / "samples.jsonl")   # --data named like a sample file
+    cases = [
+        (["--model", "run", "--data", "ok.jsonl", "--out", "run"], "lies in the model directory"),
+        (["--model", ".", "--data", "ok.jsonl", "--out", "run"], "lies in the model directory"),
+        (["--model", "x", "--data", "ok.jsonl", "--out", "run"], "holds samples.jsonl, summary.json that no "
+                                                                   "evaluation wrote"),
+        (["--model", "x", "--data", "evaluation/samples.jsonl", "--out", "evaluation"], "write over the --data file"),
+        (["--model", "x", "--data", "evaluation/../evaluation/samples.jsonl", "--out", "./evaluation"],
+         "write over the --data file"),
+    ]
+    for args, expected in cases:
+        line = run_bad(inputs, ["eval", command, *args])
+        assert expected in line, line
+
+
+def test_eval_files_are_written_whole(tmp_path, monkeypatch):
+    from codea1.eval import store
+
+    out = tmp_path / "e"
+    out.mkdir()
+    store.write_summary(out, {"sources": {"all": {"pass@1": 0.5}}})
+
+    def disk_full(self, text, *args, **kwargs):
+        with open(self, "w") as handle:
+            handle.write(text[:5])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    with pytest.raises(OSError):
+        store.write_summary(out, {"sources": {}})
+    monkeypatch.undo()
+    assert json.loads((out / store.SUMMARY_FILE).read_text()) == {"sources": {"all": {"pass@1": 0.5}}}
+    assert _no_temps(tmp_path)
+
+
+# --- plot -------------------------------------------------------------------------------------
+
+
+def test_plot_into_the_run_directory_keeps_its_files_and_a_failed_figure_keeps_the_old(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "code_reward": s / 10}) + "\n"
+                                               for s in range(1, 4)))
+    before = snapshot(run)
+    result = CliRunner().invoke(app, ["plot", str(run), "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    after = snapshot(run)
+    assert {k: v for k, v in after.items() if not k.endswith(".png")} == before
+    old = (run / "rewards.png").read_bytes()
+    import matplotlib.figure
+
+    def failing(self, fname, **kwargs):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", failing)
+    result = CliRunner().invoke(app, ["plot", str(run), "--out", str(run)])
+    assert result.exit_code == 1 and "No space left" in result.stderr
+    assert (run / "rewards.png").read_bytes() == old and _no_temps(tmp_path)
+
+
+# --- train ------------------------------------------------------------------------------------
+
+
+TRAIN = ["train", "--preset", "cpu-demo"]
+
+
+def test_train_into_a_directory_of_inputs_is_refused(inputs, monkeypatch):  # noqa: F811
+    def started(*args, **kwargs):
+        raise AssertionError("the run started: nothing refused it")
+
+    monkeypatch.setattr("codea1.train.loop.train", started)
+    evaluation = inputs / "evaluation"
+    evaluation.mkdir()
+    (evaluation / "samples.jsonl").write_text('{"problem_id": "p", "sample": 0}\n')
+    data_dir = inputs / "data"
+    data_dir.mkdir()
+    save_problems(bundled_problems("train")[:2], data_dir / "samples.jsonl")
+    (inputs / "run" / "config.yaml").write_text("steps: 1\n")    # a run's own (crashed) directory
+    save_problems(bundled_problems("train")[:2], inputs / "run" / "metrics.jsonl")
+    cases = [
+        (TRAIN + ["--run-dir", "evaluation"], "evaluation holds samples.jsonl that no training run wrote"),
+        (TRAIN + ["--run-dir", "data", "--set", "data.train=data/samples.jsonl"], "no training run wrote"),
+        (TRAIN + ["--run-dir", "run", "--set", "data.train=run/metrics.jsonl"],
+         "data.train=run/metrics.jsonl is a file the new run in run writes or deletes"),
+        (TRAIN + ["--run-dir", "run", "--set", "data.heldout=./run/../run/metrics.jsonl"], "data.heldout="),
+    ]
+    for args, expected in cases:
+        line = run_bad(inputs, args)
+        assert expected in line, line
+
+
+# --- the commands that write nothing ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["config", "show", "--preset", "cpu-demo"], ["config", "keys"], ["eval", "mutants", "code.txt"],
+    ["mistakes", "stats", "book"], ["mistakes", "list", "book"], ["mistakes", "show", "book", "MBPP/2"],
+    ["data", "check", "ok.jsonl", "--workers", "1"],
+    ["judge", "--problem", "problem.json", "--code", "code.txt", "--tests", "tests.txt", "--workers", "1"],
+], ids=lambda a: " ".join(a[:2]))
+def test_commands_that_print_leave_every_file_as_it_was(inputs, args):  # noqa: F811
+    _book(inputs / "book")
+    before = snapshot(inputs)
+    result = CliRunner().invoke(app, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    after = snapshot(inputs)
+    # a reader of a WAL-mode book gets SQLite's empty -wal and its shared-memory index beside it;
+    # the book's own bytes do not change
+    sqlite_side = {"book/mistakes.sqlite-wal", "book/mistakes.sqlite-shm"}
+    assert {k: v for k, v in after.items() if k not in sqlite_side} == before
