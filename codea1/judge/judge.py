@@ -543,10 +543,11 @@ class Judge:
                 program: str | None = problem.program(code)
             else:
                 program = candidate_program(problem.imports, plan.reference_module, plan.modules[i])
-            if program is None:  # the reference does not run it: its module no longer parses
+            if program is None:  # the reference does not run it: its module does not parse
                 program = code
-                keys.setdefault(program, (("unrunnable", code), "SyntaxError: the module does not parse "
-                                           "once its imports are moved to the top of the program"))
+                if plan.modules[i].parsed:  # (it did before its imports were moved)
+                    keys.setdefault(program, (("unrunnable", code), "SyntaxError: the module does not parse "
+                                               "once its imports are moved to the top of the program"))
             if program not in keys:
                 keys[program] = _program_key(program)
             key, syntax_error = keys[program]
