@@ -644,3 +644,35 @@ def test_the_switch_interval_can_be_left_alone_and_is_validated(executor):
     for bad in (0, -1.0, 2.0, "fast", True):
         with pytest.raises(ValueError, match="switch_interval_s"):
             JudgeConfig(switch_interval_s=bad)
+
+
+def test_an_object_without_eq_is_compared_by_class_and_attributes(judge):
+    # reference defect, not reproduced: there the live objects compare by identity, so every
+    # candidate fails `make(1) == Point(1)` and the Mistake Book stores
+    # `assert make(1) == <__main__.Point object at 0x...>`, which does not parse
+    point = Problem(id="t/point", question="", entry_point="make", reference=(
+        "class Point:\n    def __init__(self, x):\n        self.x = x\ndef make(x):\n    return Point(x)\n"))
+    right = "def make(x):\n    return Point(x)\n"
+    wrong = "def make(x):\n    return Point(x + 1)\n"
+    (r,) = judge.judge_step([ProblemRollout(point, [right, wrong], [["assert make(1) == Point(1)"]] * 2)])
+    assert r.code_valid == [True, True] and r.code_rewards == [1.0, 0.0]
+    assert all("object at 0x" not in test for test in r.mistake_update().failed)
+
+
+def test_a_stored_test_keeps_its_backslashes_and_quotes(judge, tmp_path):
+    # reference defect, not reproduced: there a failed test enters the Mistake Book as
+    # repr(test)[1:-1], so `count_bs('a\\b')` is stored as `count_bs('a\\\\b')` and a right
+    # candidate, counting two backslashes, fails it when it is replayed
+    from codea1.mistakes import MistakeBook
+
+    bs = Problem(id="t/bs", question="", entry_point="count_bs", reference="def count_bs(s):\n    return s.count(chr(92))\n")
+    suite = "```python\nassert count_bs('a\\\\b') == 1\nassert count_bs(\"it's\") == 0\n```"
+    (r,) = judge.judge_step([ProblemRollout(bs, ["def count_bs(s):\n    return -1\n"], [[suite]])])
+    stored = list(r.mistake_update().failed)
+    assert stored == ["assert count_bs('a\\\\b') == 1", 'assert count_bs("it\'s") == 0']
+    with MistakeBook(tmp_path / "book.sqlite") as book:
+        book.apply_step(1, {"t/bs": r.mistake_update()})
+        replay = book.top("t/bs")
+    right = "def count_bs(s):\n    return s.count(chr(92))\n"
+    (r,) = judge.judge_step([ProblemRollout(bs, [right], [["no tests"]], replay)])
+    assert r.mistakes_passed == [[True, True]] and r.code_rewards == [1.0]
