@@ -447,7 +447,7 @@ def run_codea1(executor, config, case: Case, net_book: bool = False) -> Outcome:
             out.code_rewards = list(result.code_rewards)
             out.counts = [[(s.valid, s.invalid) for s in row] for row in result.suites]
             out.test_rewards = [list(row) for row in result.test_rewards]
-            book.apply_step(number, {"q": result.mistake_update()}, net=net_book)
+            book.apply_step(number, {"q": result.mistake_update()}, **({"net": True} if net_book else {}))
             out.book.append([(e.test, e.frequency) for e in book.entries("q")])
         book.close()
         return out

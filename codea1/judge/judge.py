@@ -9,9 +9,12 @@ A step is judged in two kinds of sandbox runs, all on the executor's one priorit
    model-written EXPECTED that differs makes the test a "wrong expectation" (invalid, but
    still used in its corrected form).
 2. **Candidates** - one run per candidate (identical programs share one), queued as soon
-   as its problem's reference run returns (see `Judge.judge_step` for the order): its code, a check that
-   it defines the function, then every distinct corrected CALL of its suites and the
-   Mistake Book CALLs. A test passes when the call returns a value equal (trusted
+   as its problem's reference run returns (see `Judge.judge_step` for the order): its code
+   in the reference's namespace (`codea1.judge.programs`), then the Mistake Book CALLs and
+   every distinct corrected CALL of its suites, under one time budget for the whole run
+   (the reference's; `per_call_timeouts` for the project's limit per call). The code is
+   valid when its module runs (`require_definition`: when it also defines the function).
+   A test passes when the call returns a value equal (trusted
    `python_equal`, Python's `==` on values decoded in this process; `values_equal` with
    `exact_types`) to the reference's value; an exception, a time-out or
    a run killed by a limit is a failure.
