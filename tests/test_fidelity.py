@@ -33,6 +33,13 @@ def test_every_test_the_table_names_exists():
             assert name in defined, f"{path}::{name} (named by the row {row[0]}) does not exist"
 
 
+def test_reference_defects_not_reproduced_have_rows_with_a_test():
+    defects = [row for row in _table_rows() if row[0] == "reference defect, not reproduced"]
+    assert len(defects) >= 3  # NameError in `!=`, an object without __eq__, repr()[1:-1]
+    for row in defects:
+        assert "`" in row[1] and row[2], row  # a concrete input and both outcomes
+
+
 def test_every_judge_switch_is_a_trainer_key_with_the_same_default_and_a_row():
     keys = {cell for row in _table_rows() for cell in re.findall(r"`([\w.]+)`", row[0])}
     section = TrainConfig().judge
@@ -42,6 +49,11 @@ def test_every_judge_switch_is_a_trainer_key_with_the_same_default_and_a_row():
         assert type(section).model_fields[name].description, name
     assert "mistakes.once_per_candidate" in keys
     assert TrainConfig().mistakes.once_per_candidate is False
+    for name in REFERENCE_SWITCHES:  # every switch has its row
+        if name not in ("float_rtol", "float_atol", "unicode_printable", "exact_types"):
+            assert getattr(defaults, name) is False, f"judge.{name} must be off by default"
+        assert f"judge.{name}" in keys, f"judge.{name} has no row in the fidelity table"
+    assert "mistakes.net_changes" in keys and TrainConfig().mistakes.net_changes is False
     for key in keys:
         group, name = key.split(".", 1)
         assert name in type(getattr(TrainConfig(), group)).model_fields, f"{key} is no config key"

@@ -131,10 +131,18 @@ def test_one_run_per_reference_and_per_candidate_with_deduplicated_calls(executo
     # (a problem's candidates are queued when its reference returns: `neg`'s may come first)
     cands = [job for job in cands if "def neg" not in job.program]
     assert len(cands) == 2
-    # candidate: the definition check, then its distinct calls (Mistake Book call already among them)
-    assert list(cands[0].calls) == ["callable(globals().get('add'))", "add(1, 2)", "add(2, 2)", "add(5, 5)"]
-    assert cands[0].program.strip() == GOOD.split("\n", 1)[1].rsplit("\n", 1)[0].strip()
+    # candidate: the definition check, then its distinct calls in the reference's order:
+    # the Mistake Book's first, then the suites'
+    assert list(cands[0].calls) == ["callable(globals().get('add'))", "add(2, 2)", "add(1, 2)", "add(5, 5)"]
+    # it runs in the reference's namespace: the reference module, its functions deleted, then the code
+    assert cands[0].program.startswith("try:\n    def add(a, b):\n        return a + b\nexcept Exception:\n    pass\n")
+    assert "try:\n    del add\nexcept Exception:\n    pass\ndef add(a, b):\n    return a + b" in cands[0].program
     assert "4 ==" not in "".join(cands[0].calls)  # no expected value travels into the sandbox
+    # judge.own_namespace: the candidate's code alone
+    alone = CountingExecutor(executor)
+    Judge(alone, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, own_namespace=True)).judge_step(
+        [ProblemRollout(ADD, [GOOD], [suites])])
+    assert alone.candidates[0].program.strip() == GOOD.split("\n", 1)[1].rsplit("\n", 1)[0].strip()
 
 
 @pytest.mark.parametrize(
@@ -142,8 +150,7 @@ def test_one_run_per_reference_and_per_candidate_with_deduplicated_calls(executo
     [
         ("def add(a, b) return a", "does not run"),
         ("raise RuntimeError('boom')\ndef add(a, b):\n    return a + b", "does not run"),
-        ("def plus(a, b):\n    return a + b", "does not define"),
-        ("add = 3", "does not define"),
+        ("import no_such_module_xyz\ndef add(a, b):\n    return a + b", "does not run"),
     ],
 )
 def test_invalid_code_gets_zero_and_so_do_its_suites(judge, code, why):
@@ -159,7 +166,84 @@ def test_invalid_code_gets_zero_and_so_do_its_suites(judge, code, why):
     assert r.test_rewards[1][0] == pytest.approx(0.5 * (1 / 8) + 0.5 * 0.5 - share)
 
 
-def test_exceptions_timeouts_and_lying_objects_are_failures(judge):
+@pytest.mark.parametrize("code", ["def plus(a, b):\n    return a + b", "add = 3"])
+def test_a_module_that_runs_is_valid_code_even_without_the_function(judge, code):
+    # the reference: valid = the module runs; then it fails every test (NameError, or an
+    # int is not callable), and the test model earns its attack reward
+    suite = "```python\nassert add(1, 1) == 2\n```"
+    (r,) = judge.judge_step([ProblemRollout(ADD, [code], [[suite]], ["assert add(1, 2) == 3"])])
+    assert r.code_valid == [True] and r.code_errors == [None]
+    assert r.code_rewards == [0.0]  # pass = (0 + 0) / 2
+    assert r.mistakes_passed == [[False]]
+    # valid_ratio 1/8, attack = (gen_fail 1/8 - mb_fail 1 + 1) / 2 = 1/16
+    assert r.test_rewards[0][0] == pytest.approx(0.5 * (1 / 8) + 0.5 * (1 / 16))
+    assert dict(r.mistake_update().failed) == {"assert add(1, 1) == 2": 1}
+    # judge.require_definition: the project's rule, no callable `add` is invalid code
+    strict = Judge(judge.executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, require_definition=True))
+    (r,) = strict.judge_step([ProblemRollout(ADD, [code], [[suite]], ["assert add(1, 2) == 3"])])
+    assert r.code_valid == [False] and "does not define" in r.code_errors[0]
+    assert r.test_rewards[0][0] == 0.0 and not r.mistake_update()
+
+
+def test_the_candidate_sees_the_references_classes_imports_and_globals(judge):
+    tree = Problem(id="t/tree", question="", entry_point="depth", reference=(
+        "from collections import Counter\nLIMIT = 100\n"
+        "class TreeNode:\n    def __init__(self, val=0, left=None):\n        self.val, self.left = val, left\n"
+        "def depth(t):\n    return 0 if t is None else 1 + depth(t.left)\n"))
+    code = ("def depth(t: TreeNode) -> int:\n    n = 0\n    while t is not None and n < LIMIT:\n"
+            "        n, t = n + 1, t.left\n    return n + len(Counter())\n")
+    suite = "assert depth(TreeNode(1, TreeNode(2))) == 2\nassert depth(None) == 0"
+    (r,) = judge.judge_step([ProblemRollout(tree, [code], [[suite]])])
+    assert r.code_valid == [True] and r.code_rewards == [1.0]
+    # the reference's functions are deleted: a candidate calling the reference's `depth` fails
+    (r,) = judge.judge_step([ProblemRollout(tree, ["def height(t):\n    return depth(t)"], [[suite]])])
+    assert r.code_valid == [True] and r.code_rewards == [0.0]
+    # judge.own_namespace: the code alone knows no TreeNode: it does not run
+    alone = Judge(judge.executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, own_namespace=True))
+    (r,) = alone.judge_step([ProblemRollout(tree, [code], [[suite]])])
+    assert r.code_valid == [False] and "NameError" in r.code_errors[0]
+
+
+def test_one_program_budget_fails_the_call_running_and_every_later_one(executor):
+    # the reference: one budget (limits.timeout_s) for the candidate's whole program, no
+    # limit per call; the Mistake Book's tests run first, then each suite's in order
+    short = Limits(timeout_s=2.0, call_timeout_s=0.5)
+    code = "def add(a, b):\n    if a == 2:\n        while True:\n            pass\n    return a + b\n"
+    suites = ["assert add(0, 1) == 1\nassert add(2, 1) == 3\nassert add(3, 1) == 4", "assert add(4, 1) == 5"]
+    rollout = ProblemRollout(ADD, [code], [suites], ["assert add(5, 1) == 6"])
+    (r,) = Judge(executor, JudgeConfig(limits=short, reference_limits=short)).judge_step([rollout])
+    assert r.code_valid == [True] and r.mistakes_passed == [[True]]
+    assert [[t.passed for t in s.tests] for s in r.suites[0]] == [[True, False, False], [False]]
+    assert dict(r.mistake_update().failed) == {
+        "assert add(2, 1) == 3": 1, "assert add(3, 1) == 4": 1, "assert add(4, 1) == 5": 1}
+    # suite 1: pass = (1 + 1/3) / 2, suite 2: (1 + 0) / 2
+    assert r.code_rewards[0] == pytest.approx(((1 + 1 / 3) / 2 + 0.5) / 2)
+    # judge.per_call_timeouts: the project's rule, each call its own limit and a resumed run
+    per_call = Judge(executor, JudgeConfig(limits=short, reference_limits=short, per_call_timeouts=True))
+    (r,) = per_call.judge_step([rollout])
+    assert [[t.passed for t in s.tests] for s in r.suites[0]] == [[True, False, True], [True]]
+    assert dict(r.mistake_update().failed) == {"assert add(2, 1) == 3": 1}
+
+
+def test_a_reference_call_that_uses_the_whole_budget_makes_the_candidate_invalid(executor):
+    # the reference validates a candidate's suites in that candidate's program, before the
+    # candidate runs: a reference call that never ends leaves the candidate no time at all
+    short = Limits(timeout_s=2.0, call_timeout_s=0.5)
+    spin = Problem(id="t/spin", question="", entry_point="f",
+                   reference="def f(n):\n    while n < 0:\n        pass\n    return n\n")
+    good = "def f(n):\n    return n\n"
+    suites = [["assert f(1) == 1\nassert f(-1) == -1"], ["assert f(2) == 2"]]
+    (r,) = Judge(executor, JudgeConfig(limits=short, reference_limits=short)).judge_step(
+        [ProblemRollout(spin, [good, good], suites)])
+    assert r.code_valid == [False, True] and "time budget" in r.code_errors[0]
+    assert r.code_rewards == [0.0, 1.0] and r.test_rewards[0] == [0.0]
+    per_call = Judge(executor, JudgeConfig(limits=short, reference_limits=short, per_call_timeouts=True))
+    (r,) = per_call.judge_step([ProblemRollout(spin, [good, good], suites)])
+    assert r.code_valid == [True, True] and r.suites[0][0].tests[1].kind == REFERENCE_RAISED
+
+
+def test_exceptions_timeouts_and_lying_objects_are_failures(executor):
+    judge = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, per_call_timeouts=True))
     code = (
         "class Liar(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
         "class Any:\n    def __eq__(self, other):\n        return True\n"
@@ -178,7 +262,8 @@ def test_exceptions_timeouts_and_lying_objects_are_failures(judge):
     assert [t.passed for t in r.suites[0][0].tests] == [True, False, False, False, False, True, True]
     assert r.suites[0][0].gen_fail_rate == pytest.approx(4 / 8)
     # judge.exact_types: the project's alternative, 6.0 is no int
-    exact = Judge(judge.executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, exact_types=True))
+    exact = Judge(judge.executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, exact_types=True,
+                                              per_call_timeouts=True))
     (r,) = exact.judge_step([ProblemRollout(ADD, [code], [[suite]])])
     assert [t.passed for t in r.suites[0][0].tests] == [True, False, False, False, False, False, True]
 
@@ -209,8 +294,9 @@ def test_only_mistake_book_tests_and_nothing_at_all(judge):
 
 def test_tests_must_call_the_function_under_test(executor):
     src = "assert abs(-1) == 1\nassert add(1, 1) == 2\n"
-    strict = Judge(executor, JudgeConfig(limits=LIMITS))
-    loose = Judge(executor, JudgeConfig(limits=LIMITS, require_entry_point=False))
+    # the reference counts `abs(-1) == 1` (every candidate passes it); judge.require_entry_point does not
+    strict = Judge(executor, JudgeConfig(limits=LIMITS, require_entry_point=True))
+    loose = Judge(executor, JudgeConfig(limits=LIMITS))
     assert strict.judge(ProblemRollout(ADD, [GOOD], [[src]])).suites[0][0].valid == 1
     assert loose.judge(ProblemRollout(ADD, [GOOD], [[src]])).suites[0][0].valid == 2
 
@@ -339,7 +425,8 @@ def test_evaluate_golden(judge):
         judge.evaluate_golden(Problem(id="t/none", question="", entry_point="f", reference="def f(): pass"), "x")
 
 
-def test_failed_tests_say_how_they_failed(judge):
+def test_failed_tests_say_how_they_failed(executor):
+    judge = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, per_call_timeouts=True))
     code = "def add(a, b):\n    if a == 1:\n        raise ValueError('no')\n    if a == 2:\n        while True: pass\n    return a * b\n"
     suite = "assert add(1, 1) == 2\nassert add(2, 1) == 3\nassert add(3, 1) == 4\nassert add(2, 2) == 4\n"
     (r,) = judge.judge_step([ProblemRollout(ADD, [code], [[suite]])])
@@ -373,7 +460,12 @@ def test_a_flooding_test_does_not_cost_other_tests_their_run(executor):
     assert [t.valid for t in a.tests[1:]] == [True] and [t.valid for t in b.tests] == [True, True]
     assert all(t.passed for t in b.tests)
     assert len(counting.jobs) == 3  # reference, its resume, candidate (the flood is not sent)
+    # a candidate's flood ends its program: the reference has one run, later tests fail
     (r,) = judge.judge_step([ProblemRollout(ADD, [loud], [[suite_a + "\n" + suite_b]])])
+    assert [t.passed for t in r.suites[0][0].tests] == [False, False, False, False]
+    # judge.per_call_timeouts: the run is resumed without the flooding call
+    resumed = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, per_call_timeouts=True))
+    (r,) = resumed.judge_step([ProblemRollout(ADD, [loud], [[suite_a + "\n" + suite_b]])])
     assert [t.passed for t in r.suites[0][0].tests] == [False, True, True, True]
     assert "OutputLimit" in r.suites[0][0].tests[0].failure
     no_resume = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, resume_rounds=0))
@@ -409,7 +501,8 @@ def test_a_sandbox_failure_while_resuming_makes_the_problem_unusable(executor):
         return result
 
     loud = "def add(a, b):\n    if a == 7:\n        print('y' * 10**6)\n    return a + b\n"
-    judge = Judge(CountingExecutor(executor, damage), JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    judge = Judge(CountingExecutor(executor, damage),
+                  JudgeConfig(limits=LIMITS, reference_limits=LIMITS, per_call_timeouts=True))
     (r,) = judge.judge_step([ProblemRollout(ADD, [loud], [["assert add(7, 0) == 7\nassert add(1, 1) == 2"]])])
     assert len(seen) == 3 and not r.usable and "worker lost" in r.infra_error
 
@@ -443,7 +536,7 @@ def test_candidates_queued_together_go_longest_first_from_the_reference_time(exe
     slow = Problem(id="t/slow", question="", entry_point="spin",
                    reference="def spin(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n")
     counting = CountingExecutor(executor)
-    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, own_namespace=True))
     few = ["assert spin(200000) == 0"]
     many = ["assert spin(200000) == 0\nassert spin(200001) == 0\nassert spin(200002) == 0"]
     code_a = "def spin(n):\n    return sum(range(n))\n"
@@ -454,8 +547,9 @@ def test_candidates_queued_together_go_longest_first_from_the_reference_time(exe
     # queued together; the candidate with three of the reference's three calls is expected
     # to take longer (by two calls' worth of the reference's time), so it goes first
     reference_cpu = next(run for job, run in counting.results if job.program == slow.reference).cpu_s
-    assert priorities[code_b] - priorities[code_a] == pytest.approx(2 * reference_cpu / 3)
-    assert priorities[code_b] > priorities[code_a]
+    a, b = priorities[code_a.strip()], priorities[code_b.strip()]  # (the extracted code: line breaks stripped)
+    assert b - a == pytest.approx(2 * reference_cpu / 3)
+    assert b > a
 
 
 def test_candidates_queued_earlier_start_earlier_unless_expected_to_be_long(executor, monkeypatch):
@@ -550,3 +644,35 @@ def test_the_switch_interval_can_be_left_alone_and_is_validated(executor):
     for bad in (0, -1.0, 2.0, "fast", True):
         with pytest.raises(ValueError, match="switch_interval_s"):
             JudgeConfig(switch_interval_s=bad)
+
+
+def test_an_object_without_eq_is_compared_by_class_and_attributes(judge):
+    # reference defect, not reproduced: there the live objects compare by identity, so every
+    # candidate fails `make(1) == Point(1)` and the Mistake Book stores
+    # `assert make(1) == <__main__.Point object at 0x...>`, which does not parse
+    point = Problem(id="t/point", question="", entry_point="make", reference=(
+        "class Point:\n    def __init__(self, x):\n        self.x = x\ndef make(x):\n    return Point(x)\n"))
+    right = "def make(x):\n    return Point(x)\n"
+    wrong = "def make(x):\n    return Point(x + 1)\n"
+    (r,) = judge.judge_step([ProblemRollout(point, [right, wrong], [["assert make(1) == Point(1)"]] * 2)])
+    assert r.code_valid == [True, True] and r.code_rewards == [1.0, 0.0]
+    assert all("object at 0x" not in test for test in r.mistake_update().failed)
+
+
+def test_a_stored_test_keeps_its_backslashes_and_quotes(judge, tmp_path):
+    # reference defect, not reproduced: there a failed test enters the Mistake Book as
+    # repr(test)[1:-1], so `count_bs('a\\b')` is stored as `count_bs('a\\\\b')` and a right
+    # candidate, counting two backslashes, fails it when it is replayed
+    from codea1.mistakes import MistakeBook
+
+    bs = Problem(id="t/bs", question="", entry_point="count_bs", reference="def count_bs(s):\n    return s.count(chr(92))\n")
+    suite = "```python\nassert count_bs('a\\\\b') == 1\nassert count_bs(\"it's\") == 0\n```"
+    (r,) = judge.judge_step([ProblemRollout(bs, ["def count_bs(s):\n    return -1\n"], [[suite]])])
+    stored = list(r.mistake_update().failed)
+    assert stored == ["assert count_bs('a\\\\b') == 1", 'assert count_bs("it\'s") == 0']
+    with MistakeBook(tmp_path / "book.sqlite") as book:
+        book.apply_step(1, {"t/bs": r.mistake_update()})
+        replay = book.top("t/bs")
+    right = "def count_bs(s):\n    return s.count(chr(92))\n"
+    (r,) = judge.judge_step([ProblemRollout(bs, [right], [["no tests"]], replay)])
+    assert r.mistakes_passed == [[True, True]] and r.code_rewards == [1.0]

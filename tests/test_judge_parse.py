@@ -8,18 +8,34 @@ from codea1.judge import extract_code, extract_test_source, parse_tests
 from codea1.judge.parse import MAX_TEST_NODES
 
 
-def test_extract_code_prefers_first_python_block():
+def test_extract_code_takes_the_first_closed_python_block():
     text = "Intro\n```\nplain\n```\n```python\ndef f():\n    return 1\n```\n```python\nsecond\n```\n"
-    assert extract_code(text) == "def f():\n    return 1\n"
+    assert extract_code(text) == "def f():\n    return 1"  # (line breaks around it stripped)
+    # ```python3: the text after the tag, its `3` line included (which runs: an expression)
+    assert extract_code("```python3\nx = 1\n```") == "3\nx = 1"
 
 
-def test_extract_code_falls_back_to_first_plain_block_then_text():
-    assert extract_code("a\n```\nx = 1\n```\n```js\ny\n```") == "x = 1\n"
+def test_extract_code_without_a_closed_python_block_is_the_whole_text():
+    # the reference: a truncated answer, a ```py or bare ``` block run as written, fences
+    # included, and fail; plain code without fences runs
+    unterminated = "```python\ndef f():\n    return 1\n"
+    assert extract_code(unterminated) == "```python\ndef f():\n    return 1"
+    assert extract_code("```py\nx = 1\n```\n") == "```py\nx = 1\n```"
+    assert extract_code("\na\n```\nx = 1\n```") == "a\n```\nx = 1\n```"
     assert extract_code("def f(): return 2") == "def f(): return 2"
+    # a ```python block "closed" only by the next ```python opens no block either
+    assert extract_code("```python\nx = 1\n```python\ny = 2\n") == "```python\nx = 1\n```python\ny = 2"
 
 
-def test_extract_code_unterminated_block_runs_to_the_end():
-    assert extract_code("```python\ndef f():\n    return") == "def f():\n    return"
+def test_lenient_code_fences_keep_the_projects_rule():
+    # judge.lenient_code_fences: first python-tagged block, else first block, an
+    # unterminated one running to the end of the text
+    text = "Intro\n```\nplain\n```\n```python\ndef f():\n    return 1\n```\n```python\nsecond\n```\n"
+    assert extract_code(text, lenient=True) == "def f():\n    return 1\n"
+    assert extract_code("a\n```\nx = 1\n```\n```js\ny\n```", lenient=True) == "x = 1\n"
+    assert extract_code("def f(): return 2", lenient=True) == "def f(): return 2"
+    assert extract_code("```python\ndef f():\n    return", lenient=True) == "def f():\n    return"
+    assert extract_code("```py\nx = 1\n```", lenient=True) == "x = 1\n"
 
 
 def test_extract_test_source_joins_all_python_blocks():

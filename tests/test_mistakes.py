@@ -60,13 +60,41 @@ def test_passed_tests_lose_and_leave_at_zero(book):
     assert book.top("p") == []
 
 
-def test_gains_and_losses_of_one_step_are_netted(book):
-    book.apply_step(1, {"p": upd(failed={"t": 1})})
-    book.apply_step(2, {"p": upd(failed={"t": 1}, passed={"t": 2})})  # 1 + 1 - 2 = 0
-    assert freqs(book, "p") == {}
+def test_decrements_and_removals_come_before_increments(book):
+    # the reference: a test passed down to 0 is removed first, then its failures of the
+    # same step bring it back as a new entry (last among equals)
+    book.apply_step(1, {"p": upd(failed={"t": 1, "a": 1})})
+    summary = book.apply_step(2, {"p": upd(failed={"t": 1}, passed={"t": 2})})  # 1 - 2: removed; then + 1
+    assert freqs(book, "p") == {"t": 1, "a": 1}
+    assert book.top("p") == ["a", "t"]  # t re-entered after a
+    assert (summary.added, summary.removed) == (1, 1)
     book.apply_step(3, {"p": upd(failed={"t": 1, "u": 1})})
-    book.apply_step(4, {"p": upd(failed={"t": 2}, passed={"t": 1})})  # 1 + 2 - 1 = 2
-    assert freqs(book, "p") == {"t": 2, "u": 1}
+    book.apply_step(4, {"p": upd(failed={"t": 2}, passed={"t": 1})})  # 2 - 1 + 2 = 3: kept, not removed
+    assert freqs(book, "p") == {"t": 3, "a": 1, "u": 1}
+
+
+def test_net_changes_keep_the_projects_old_rule(tmp_path):
+    # mistakes.net_changes: the net count is applied, a test keeps its place
+    with MistakeBook(tmp_path / "net.sqlite") as book:
+        book.apply_step(1, {"p": upd(failed={"t": 1, "a": 1})}, net=True)
+        book.apply_step(2, {"p": upd(failed={"t": 1}, passed={"t": 2})}, net=True)  # 1 + 1 - 2 = 0
+        assert freqs(book, "p") == {"a": 1}
+        book.apply_step(3, {"p": upd(failed={"t": 1, "u": 1})}, net=True)
+        book.apply_step(4, {"p": upd(failed={"t": 2, "a": 1}, passed={"t": 1, "a": 1})}, net=True)
+        assert freqs(book, "p") == {"a": 1, "t": 2, "u": 1}
+        assert book.top("p") == ["t", "a", "u"]  # a kept its place
+
+
+def test_equal_frequencies_keep_the_order_of_the_ranking_before_the_update(book):
+    # the reference sorts a problem's list by frequency when it retrieves it and rebuilds it
+    # in that order: once y outranked x, it stays ahead of x at equal frequency
+    book.apply_step(1, {"p": upd(failed={"x": 1, "y": 1})})
+    book.apply_step(2, {"p": upd(failed={"y": 2})})
+    assert book.top("p") == ["y", "x"]
+    book.apply_step(3, {"p": upd(passed={"y": 2})})  # y: 3 - 2 = 1, as x
+    assert freqs(book, "p") == {"x": 1, "y": 1} and book.top("p") == ["y", "x"]
+    book.apply_step(4, {"q": upd(failed={"z": 1})})  # another problem's update leaves p's order alone
+    assert book.top("p") == ["y", "x"]
 
 
 def test_passing_an_unknown_test_changes_nothing(book):

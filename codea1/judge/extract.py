@@ -1,9 +1,13 @@
 """Pull code out of raw model completions.
 
 Models wrap code in Markdown fences, sometimes several, sometimes unterminated when the
-generation hit its token limit. The spec's rule: the code of a completion is its first
-```python block, else its first ``` block, else the whole text. Tests are collected from
-*all* the python blocks of a test completion (a model may split its asserts).
+generation hit its token limit. The reference's rule (`extract_code`): the code is the text
+between the first ```` ```python ```` and the next ```` ``` ````; without such a closed block,
+the whole completion, which then does not run (a truncated answer, a ```` ```py ```` or a
+bare ```` ``` ```` block are invalid code). `judge.lenient_code_fences` is the project's
+alternative: the first python-tagged block (```` ```py ````, ```` ```python3 ```` too), else the
+first fenced block, an unterminated one running to the end of the text. Tests are collected
+from *all* the python blocks of a test completion (a model may split its asserts).
 """
 
 from __future__ import annotations
@@ -40,8 +44,18 @@ def code_blocks(text: str) -> list[tuple[str, str]]:
         pos = end.end()
 
 
-def extract_code(text: str) -> str:
-    """The code of a completion: first ```python block, else first ``` block, else the text."""
+def extract_code(text: str, lenient: bool = False) -> str:
+    """The code of a completion (see the module docstring; `lenient`: the project's rule)."""
+    if not lenient:
+        start = text.find("```python")
+        if start >= 0:
+            body_start = start + len("```python")
+            # (only up to a second ```python: that one would open another block)
+            end = text.find("```", body_start)
+            following = text.find("```python", body_start)
+            if end >= 0 and (following < 0 or end < following):
+                return text[body_start:end].strip("\n")
+        return text.strip("\n")
     blocks = code_blocks(text)
     for lang, body in blocks:
         if lang in _PYTHON_TAGS:

@@ -9,9 +9,12 @@ A step is judged in two kinds of sandbox runs, all on the executor's one priorit
    model-written EXPECTED that differs makes the test a "wrong expectation" (invalid, but
    still used in its corrected form).
 2. **Candidates** - one run per candidate (identical programs share one), queued as soon
-   as its problem's reference run returns (see `Judge.judge_step` for the order): its code, a check that
-   it defines the function, then every distinct corrected CALL of its suites and the
-   Mistake Book CALLs. A test passes when the call returns a value equal (trusted
+   as its problem's reference run returns (see `Judge.judge_step` for the order): its code
+   in the reference's namespace (`codea1.judge.programs`), then the Mistake Book CALLs and
+   every distinct corrected CALL of its suites, under one time budget for the whole run
+   (the reference's; `per_call_timeouts` for the project's limit per call). The code is
+   valid when its module runs (`require_definition`: when it also defines the function).
+   A test passes when the call returns a value equal (trusted
    `python_equal`, Python's `==` on values decoded in this process; `values_equal` with
    `exact_types`) to the reference's value; an exception, a time-out or
    a run killed by a limit is a failure.
@@ -35,6 +38,8 @@ from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
 from codea1.interpreter import HANDOFF_INTERVAL_S, gc_paused, quick_handoff
 from codea1.judge.extract import extract_code
 from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, parse_completion, parse_tests
+from codea1.judge.programs import HoistedModule, candidate_program, hoist_imports, reference_program
+from codea1.judge.reading import read_reference_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.mistakes.book import MistakeUpdate
 from codea1.sandbox import CallResult, Job, Limits, RunResult, encode, to_source, values_equal
@@ -69,7 +74,8 @@ INVALID_KINDS = (UNPARSABLE, REFERENCE_RAISED, WRONG_EXPECTATION, DUPLICATE)
 #: The `JudgeConfig` fields that choose between the reference's semantics and the project's
 #: alternatives; the trainer's `judge.*` keys of the same names set them.
 REFERENCE_SWITCHES = ("strict_validity", "strict_lines", "strict_operator", "strict_tests", "exact_types",
-                      "float_rtol", "float_atol", "unicode_printable")
+                      "float_rtol", "float_atol", "unicode_printable", "require_entry_point", "statement_reading",
+                      "lenient_code_fences", "own_namespace", "require_definition", "per_call_timeouts")
 
 
 @dataclass(frozen=True)
@@ -77,8 +83,21 @@ class JudgeConfig:
     """The judge's knobs, with the reference implementation's defaults.
 
     `suite_size` is the spec's G (nominal suite size; also how many Mistake Book tests are
-    replayed). `require_entry_point`: a test whose CALL never mentions the function under
-    test is invalid (it tests nothing, and would be free validity reward).
+    replayed). `require_entry_point` (the project's rule): a test whose CALL never mentions
+    the function under test is invalid (it tests nothing, and would be free validity reward);
+    the reference counts `assert len([1, 2]) == 2` as a valid test that every candidate passes.
+    `statement_reading`: read test blocks statement by statement with every bound name and
+    import substituted (`codea1.judge.parse`) instead of the reference's line reading
+    (`codea1.judge.reading`). `lenient_code_fences`: a ```` ```py ````, bare or unterminated
+    block is the code (`extract_code`). `own_namespace`: the candidate runs alone instead of
+    in the reference's namespace (`codea1.judge.programs`). `require_definition`: a candidate
+    is valid only when it defines a callable entry point, not merely when its module runs.
+    `per_call_timeouts`: each call has `limits.call_timeout_s` and a run cut short is resumed
+    (`resume_rounds`); by default (the reference) a candidate's program has one budget,
+    `limits.timeout_s`, for all its calls, no call has a limit of its own, and when it runs out
+    the call running and every later one fail; a reference call that uses the whole budget
+    makes the candidates whose suites hold it invalid (their program ran out of time before
+    the candidate ran).
     `strict_tests`: a test may only build data (see `parse_tests(strict=True)`). Without it
     (the reference: any name of the program, its classes, imports and helpers), every
     expression that uses more than that is evaluated in a fork of its own (`Job.isolated`),
@@ -108,7 +127,12 @@ class JudgeConfig:
     alpha: float = 0.5
     suite_size: int = 8
     nonprintable_penalty: bool = True
-    require_entry_point: bool = True
+    require_entry_point: bool = False
+    statement_reading: bool = False
+    lenient_code_fences: bool = False
+    own_namespace: bool = False
+    require_definition: bool = False
+    per_call_timeouts: bool = False
     strict_tests: bool = False
     strict_validity: bool = False
     strict_lines: bool = False
@@ -352,7 +376,11 @@ class _Plan:
     mb_skipped: list[tuple[int, str]] = field(default_factory=list)  # (index, why not replayed)
     apart: set[str] = field(default_factory=set)  # expressions evaluated in a fork of their own
     ref_run: RunResult | None = None
+    codes: list[str] = field(default_factory=list)  # the code extracted from each candidate's completion
+    reference_module: HoistedModule | None = None  # (None with `own_namespace`)
+    modules: list[HoistedModule] = field(default_factory=list)  # each candidate's, split as the reference does
     # filled after wave 1
+    ref_timed_out: set[str] = field(default_factory=set)  # calls that used the reference's whole budget
     ref_values: dict[str, list] = field(default_factory=dict)  # call -> encoded reference value
     ref_sources: dict[str, str] = field(default_factory=dict)  # call -> that value as a literal
     ref_errors: dict[str, str] = field(default_factory=dict)  # call -> why it is unusable
@@ -392,13 +420,18 @@ class Judge:
         config = self.config
         options = {"strict": config.strict_tests, "require_entry_point": config.require_entry_point}
         reading = {"strict_lines": config.strict_lines, "strict_operator": config.strict_operator}
+        by_statement = config.statement_reading or config.strict_lines
         # the suites of a problem repeat each other's lines: each distinct line is parsed once
-        cache = completion_cache(entry, **options, **reading)
+        cache = completion_cache(entry, **options, **reading) if by_statement else {}
         suites: list[list[_Suite]] = []
         for suite_texts in rollout.tests:
             row = []
             for raw in suite_texts:
-                parsed = parse_completion(raw, entry, **options, **reading, cache=cache)
+                if by_statement:
+                    parsed = parse_completion(raw, entry, **options, **reading, cache=cache)
+                else:
+                    parsed = read_reference_tests(raw, entry, **options, strict_operator=config.strict_operator,
+                                                  cache=cache)
                 seen: set[str] = set()
                 duplicate = []
                 for t in parsed:
@@ -455,14 +488,26 @@ class Judge:
                         pass
                 ordered.append(t.expected)
         ref_calls = list(dict.fromkeys(ordered))
-        return _Plan(rollout, suites, mb_calls, ref_calls, expected_values, mb_skipped, apart)
+        plan = _Plan(rollout, suites, mb_calls, ref_calls, expected_values, mb_skipped, apart)
+        plan.codes = [extract_code(text, lenient=config.lenient_code_fences) for text in rollout.codes]
+        if not config.own_namespace:
+            plan.reference_module = hoist_imports(problem.reference)
+            plan.modules = [hoist_imports(code) for code in plan.codes]
+        return plan
 
     def _reference_job(self, plan: _Plan) -> Job:
         problem = plan.rollout.problem
+        limits = self.config.effective_reference_limits
+        if not self.config.per_call_timeouts:  # a reference call may use a candidate program's whole budget
+            limits = replace(limits, call_timeout_s=max(limits.call_timeout_s, self.config.limits.timeout_s))
+        if plan.reference_module is None:
+            program = problem.program(problem.reference)
+        else:
+            program = reference_program(problem.imports, problem.reference, plan.reference_module, plan.modules)
         return Job(
-            program=problem.program(problem.reference),
+            program=program,
             calls=plan.ref_calls,
-            limits=self.config.effective_reference_limits,
+            limits=limits,
             isolated=[k for k, call in enumerate(plan.ref_calls) if call in plan.apart],
         )
 
@@ -471,6 +516,8 @@ class Judge:
         if run.status == "infra" or not run.program_ok:
             return
         for call, result in zip(plan.ref_calls, run.calls):
+            if result.status == "timeout":
+                plan.ref_timed_out.add(call)
             if result.status != "ok":
                 plan.ref_errors[call] = f"reference: {_call_error(result, run)}"
                 continue
@@ -488,23 +535,32 @@ class Judge:
 
         Sampled candidates often repeat each other; programs with the same syntax tree
         share one run with the union of their calls (each candidate then reads the calls of
-        its own suites).
+        its own suites). The calls run in the reference's order: the Mistake Book's, then
+        each suite's.
         """
         problem = plan.rollout.problem
         groups: dict[tuple[str, str], tuple[str, list[str], list[int], str | None]] = {}
         keys: dict[str, tuple[tuple[str, str], str | None]] = {}  # program text -> its key
-        for i, code_text in enumerate(plan.rollout.codes):
-            program = problem.program(extract_code(code_text))
+        for i, code in enumerate(plan.codes):
+            if plan.reference_module is None:
+                program: str | None = problem.program(code)
+            else:
+                program = candidate_program(problem.imports, plan.reference_module, plan.modules[i])
+            if program is None:  # the reference does not run it: its module does not parse
+                program = code
+                if plan.modules[i].parsed:  # (it did before its imports were moved)
+                    keys.setdefault(program, (("unrunnable", code), "SyntaxError: the module does not parse "
+                                               "once its imports are moved to the top of the program"))
             if program not in keys:
                 keys[program] = _program_key(program)
             key, syntax_error = keys[program]
             _, calls, members, _ = groups.setdefault(key, (program, [_defines(problem.entry_point)], [], syntax_error))
             members.append(i)
+            calls.extend(call for _, _, call in plan.mb_calls if call in plan.ref_values)
             for s in plan.suites[i]:
                 for t, dup in zip(s.parsed, s.duplicate):
                     if t.call is not None and not dup and t.call in plan.ref_values:
                         calls.append(t.call)
-            calls.extend(call for _, _, call in plan.mb_calls if call in plan.ref_values)
         plan.cand_calls = [[] for _ in plan.rollout.codes]
         jobs = []
         for program, calls, members, syntax_error in groups.values():
@@ -518,7 +574,10 @@ class Judge:
                     plan.cand_runs[i] = failed
                 continue
             isolated = [k for k, call in enumerate(distinct) if call in plan.apart]
-            jobs.append((Job(program=program, calls=distinct, limits=self.config.limits, isolated=isolated), members))
+            limits = self.config.limits
+            if not self.config.per_call_timeouts:  # one budget for the whole program, none per call
+                limits = replace(limits, call_timeout_s=limits.timeout_s)
+            jobs.append((Job(program=program, calls=distinct, limits=limits, isolated=isolated), members))
         return jobs
 
     # -- scoring ----------------------------------------------------------------------
@@ -621,12 +680,17 @@ class Judge:
             calls = plan.cand_calls[i]
             results = dict(zip(calls, run.calls))
             defined = results.get(calls[0])
-            ok = run.program_ok and defined is not None and defined.status == "ok" and defined.value == ["bool", True]
+            ok = run.program_ok
             error = None
             if not run.program_ok:
                 error = f"the code does not run: {run.program_error or run.status}"
-            elif not ok:
-                error = f"the code does not define a function `{rollout.problem.entry_point}`"
+            elif self.config.require_definition and not (
+                    defined is not None and defined.status == "ok" and defined.value == ["bool", True]):
+                ok, error = False, f"the code does not define a function `{rollout.problem.entry_point}`"
+            elif not self.config.per_call_timeouts and any(
+                    t.call in plan.ref_timed_out for s in plan.suites[i] for t in s.parsed):
+                ok, error = False, ("validating its tests on the reference used the program's whole time budget "
+                                    f"({self.config.limits.timeout_s:g} s): the code never ran")
             outcome_of = outcomes.get(id(run))
             if outcome_of is None:
                 outcome_of = {call: _attack_outcome(r, run, plan.ref_values.get(call), self._equal)
@@ -726,10 +790,11 @@ class Judge:
                 results[index] = self._finish(plan)
 
         queued_at = runs.elapsed()
+        resume = self.config.per_call_timeouts  # (the reference's budget runs out once, for good)
         for job, members in jobs:
             # higher first: earlier queued first, a run expected to take t seconds t seconds earlier
             runs.submit(job, per_call * len(job.calls) - queued_at,
-                        lambda result, members=members: candidate_done(result, members))
+                        lambda result, members=members: candidate_done(result, members), resume=resume)
 
     def infra_failures(self, rollouts: Sequence[ProblemRollout], why: str) -> list[ProblemJudgement]:
         """Judgements of problems whose runs were lost (a sandbox node died): unusable, so
@@ -757,7 +822,8 @@ class Judge:
         for problem, code in items:
             if not problem.tests and not problem.test_program:
                 raise ValueError(f"problem {problem.id!r} has no golden tests (neither `tests` nor `test_program`)")
-            jobs.append(golden_job(problem, problem.program(extract_code(code)), self.config.golden_limits))
+            jobs.append(golden_job(problem, problem.program(extract_code(code, lenient=self.config.lenient_code_fences)),
+                                   self.config.golden_limits))
         verdicts = [verdict_of(run) for run in self.executor.run_many(jobs)]
         return [
             GoldenResult(v.passed, None if v.passed else f"{v.status}: {v.detail}", infra=v.status == "infra")
@@ -790,8 +856,9 @@ class _Runs:
         """Seconds since the step started."""
         return time.monotonic() - self.started
 
-    def submit(self, job: Job, priority: float, on_done) -> None:
-        self._send(_Track(job, priority, on_done), job)
+    def submit(self, job: Job, priority: float, on_done, resume: bool = True) -> None:
+        """Queue `job`; `resume` False: calls its run left unrun stay "not-run"."""
+        self._send(_Track(job, priority, on_done, rounds=self.rounds if resume else 0), job)
 
     def _send(self, track: "_Track", job: Job) -> None:
         future = self.executor.submit(job, priority=track.priority)
@@ -825,7 +892,7 @@ class _Runs:
                 calls[k] = call
             track.result = replace(track.result, calls=calls)
         result = track.result
-        if result.status != "infra" and result.program_ok and track.round < self.rounds:
+        if result.status != "infra" and result.program_ok and track.round < track.rounds:
             pending = [k for k, call in enumerate(result.calls) if call.status == "not-run"]
             if pending:
                 track.round += 1
@@ -845,6 +912,7 @@ class _Track:
     result: RunResult | None = None
     pending: list[int] = field(default_factory=list)  # indexes of the calls resumed last
     round: int = 0
+    rounds: int = 0  # how many times its unrun calls may be resumed
 
 
 def _exact_expectation_matches(expected: list, actual: list, tol: tuple[float, float]) -> bool:

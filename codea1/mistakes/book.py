@@ -6,13 +6,17 @@ book exactly before or after the step, never in between), readers such as
 `codea1 mistakes` see a consistent book while a training run writes, and checkpoints take
 a consistent copy with SQLite's backup API.
 
-Update rule, per problem and step: every generated test a valid candidate failed gains 1
-for every (candidate, suite) pair in which it failed (new tests enter with that count; the
-judge's `mistake_update` counts them); every Mistake Book test a candidate passed loses 1
-per passing candidate; a test at 0 or below is removed. The net change is applied, so the
-order of gains and losses within a step does not matter, and two copies of a problem in
-one step each add their counts.
-Retrieval returns the most frequent tests first; ties go to the test that entered first.
+Update rule, per problem and step (the reference's): every Mistake Book test a candidate
+passed loses 1 per passing candidate, and one at 0 or below is removed; then every
+generated test a valid candidate failed gains 1 for every (candidate, suite) pair in which
+it failed (the judge's `mistake_update` counts them), a test not in the book (a new one, or
+one just removed) entering last with that count. Retrieval returns the most frequent tests
+first; equal frequencies keep the book's order, which each updated problem's tests take
+from their ranking before the update (the reference sorts its list in place when it
+retrieves, and rebuilds it in that order). Two copies of a problem in one step each add
+their counts. `apply_step(..., net=True)` (`mistakes.net_changes`, the project's old rule)
+applies the net change instead (a test removed and failed again in the same step keeps its
+place and the difference of the counts), ties going to the test that entered first.
 """
 
 from __future__ import annotations
@@ -261,8 +265,10 @@ class MistakeBook:
     # -- writing ----------------------------------------------------------------------
     def apply_step(
         self, step: int, updates: Mapping[str, MistakeUpdate] | Iterable[tuple[str, MistakeUpdate]],
+        net: bool = False,
     ) -> StepSummary:
-        """Apply one training step's updates in one transaction.
+        """Apply one training step's updates in one transaction (the module docstring's
+        rule; `net`: the net change, `mistakes.net_changes`).
 
         `updates` maps problem ids to updates, or lists `(problem id, update)` pairs in
         which a problem may occur more than once (a step that holds two copies of a
@@ -298,6 +304,13 @@ class MistakeBook:
             added = increased = decreased = removed = 0
             next_seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM tests").fetchone()[0]
             for pid, update in updates.items():
+                if not net:
+                    if update:
+                        counts = self._apply_in_order(pid, update, step, next_seq)
+                        next_seq += counts[0]
+                        added, increased, decreased, removed = (
+                            x + y for x, y in zip((added, increased, decreased, removed), counts[1:]))
+                    continue
                 for test in dict.fromkeys([*update.failed, *update.passed]):
                     delta = update.failed.get(test, 0) - update.passed.get(test, 0)
                     row = conn.execute(
@@ -343,6 +356,43 @@ class MistakeBook:
                 conn.execute("ROLLBACK")
             raise
         return summary
+
+    def _apply_in_order(self, pid: str, update: MistakeUpdate, step: int, next_seq: int) -> tuple[int, int, int, int, int]:
+        """One problem's update, decrements first (the reference's order); returns (seq
+        numbers used, added, increased, decreased, removed). Its tests are renumbered in
+        their ranking before the update, new ones after them."""
+        conn = self._conn
+        rows = conn.execute(
+            "SELECT test, freq, first_step, last_step FROM tests WHERE problem_id = ? ORDER BY freq DESC, seq ASC",
+            (pid,),
+        ).fetchall()
+        old = {test: (freq, first, last) for test, freq, first, last in rows}
+        freq = {test: f for test, f, _, _ in rows}  # (a dict keeps the order)
+        for test, n in update.passed.items():
+            if test in freq:
+                freq[test] -= n
+                if freq[test] <= 0:
+                    del freq[test]
+        for test, n in update.failed.items():
+            freq[test] = freq.get(test, 0) + n
+        survived = {test for test, (f, _, _) in old.items() if f > update.passed.get(test, 0)}
+        added = increased = decreased = 0
+        conn.execute("DELETE FROM tests WHERE problem_id = ?", (pid,))
+        for k, (test, f) in enumerate(freq.items()):
+            if test in survived:
+                before, first, last = old[test]
+                last = last if f == before else step
+                increased += f > before
+                decreased += f < before
+            else:  # new, or removed and failed again in this step: a new entry
+                first, last = step, step
+                added += 1
+            conn.execute(
+                "INSERT INTO tests (problem_id, test, freq, seq, first_step, last_step) VALUES (?, ?, ?, ?, ?, ?)",
+                (pid, test, f, next_seq + k, first, last),
+            )
+        removed = len(old) - len(survived)
+        return len(freq), added, increased, decreased, removed
 
     # -- checkpoints ------------------------------------------------------------------
     def snapshot(self, path: str | os.PathLike[str]) -> Path:

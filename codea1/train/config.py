@@ -107,6 +107,19 @@ class JudgeSection(_Strict):
     float_rtol: float = Field(0.0, ge=0.0, lt=1.0, description="relative float tolerance (0: exact ==)")
     float_atol: float = Field(0.0, ge=0.0, lt=1.0, description="absolute float tolerance (0: exact ==)")
     unicode_printable: bool = Field(False, description="non-printable = refused by str.isprintable, not non-ASCII")
+    require_entry_point: bool = Field(False, description="a test whose call never names the function is invalid")
+    statement_reading: bool = Field(
+        False, description="read test blocks statement by statement, substituting every bound name and import "
+        "(the reference reads them line by line, substituting only bare-name call arguments)")
+    lenient_code_fences: bool = Field(
+        False, description="a ```py, bare or unterminated block is the code (the reference: invalid code)")
+    own_namespace: bool = Field(
+        False, description="a candidate runs alone, not in the reference solution's namespace")
+    require_definition: bool = Field(
+        False, description="a candidate is valid only if it defines the function (the reference: its module runs)")
+    per_call_timeouts: bool = Field(
+        False, description="each test call has call_timeout_s and a cut-short run resumes (the reference: one "
+        "timeout_s budget for a candidate's whole program)")
     backend: Literal["local", "ray"] = Field(
         "local", description="where tests run: local (each process's own sandbox) or ray (sandbox actors "
         "on the nodes of a Ray cluster; the codea1[ray] extra; docs/SCALING.md)")
@@ -128,6 +141,9 @@ class MistakeConfig(_Strict):
     top_k: int | None = Field(None, ge=1, description="tests replayed per problem; null = suite_size")
     once_per_candidate: bool = Field(
         False, description="a failed test gains 1 per failing candidate, not per (candidate, suite) pair")
+    net_changes: bool = Field(
+        False, description="apply a step's net frequency change (the reference: decrements and removals first, "
+        "then increments, a removed test re-entering last)")
 
 
 class ValidationConfig(_Strict):

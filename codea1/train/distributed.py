@@ -252,14 +252,16 @@ def book_tops(ranks: Ranks, book, problems: Sequence[Any], slots: Sequence[int],
     return [tops[s] for s in slots]
 
 
-def commit_book(ranks: Ranks, book, step: int, updates: Sequence[tuple[int, tuple[str, Any]]]) -> dict[str, Any]:
+def commit_book(ranks: Ranks, book, step: int, updates: Sequence[tuple[int, tuple[str, Any]]],
+                net: bool = False) -> dict[str, Any]:
     """The commit point: rank 0 applies every rank's `(slot, (problem id, update))` in slot
-    order, in one transaction; every rank gets the Mistake Book metrics back."""
+    order, in one transaction (`net`: `mistakes.net_changes`); every rank gets the Mistake
+    Book metrics back."""
     gathered = ranks.gather(list(updates))
     metrics = None
     if ranks.main:
         ordered = [u for _, u in sorted((x for part in gathered for x in part), key=lambda x: x[0])]
-        summary = book.apply_step(step, ordered)
+        summary = book.apply_step(step, ordered, net=net)
         stats = book.stats()
         metrics = {
             "mistakes/size": stats.tests, "mistakes/problems": stats.problems,

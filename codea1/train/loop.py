@@ -477,7 +477,7 @@ class Trainer:
             # (pairs, not a dict: two copies of a problem in one step each count)
             updates = [(s, (p.id, j.mistake_update(cfg.mistakes.once_per_candidate)))
                        for s, p, j in zip(slots, problems, judgements)]
-            mistake_metrics = D.commit_book(self.ranks, self.book, step, updates)
+            mistake_metrics = D.commit_book(self.ranks, self.book, step, updates, net=cfg.mistakes.net_changes)
 
         # 6. GRPO updates
         self._phase("update")

@@ -1,0 +1,545 @@
+"""Differential check of codea1's judge against the Code-A1 reference's own reward code.
+
+The reference (ZJU-REAL/Code-A1, `code/rl/reward.py`) has no licence, so none of it is in
+this repository: give the path of a copy and this script imports it at run time, replaces
+its SandboxFusion call by a local subprocess (`python program.py`, the same 10 s budget,
+partial output kept on a time-out), and runs the same hand-written cases (problems,
+candidate completions, test completions, Mistake Book contents) through the reference's
+`evaluate` + `compute_dual_model_reward` + Mistake Book update and through codea1's
+`Judge` with its default config + `MistakeBook`. Per case it prints whether the two agree
+on code validity, code reward, each suite's valid/invalid counts, each suite's test reward
+and the Mistake Book after the step.
+
+Cases where the reference's behaviour comes from a defect that destroys information are
+marked "reference defect" (codea1 deliberately does not copy them); both outcomes are
+shown. The script exits 1 when a case not so marked disagrees.
+
+    python benchmarks/reference_diff.py --reference /path/to/Code-A1/code/rl/reward.py
+    python benchmarks/reference_diff.py --reference ... --only names   # cases whose name contains 'names'
+
+The Mistake Book class is read from `trainer_a1.py` next to `reward.py` (`--trainer` to
+point elsewhere); only its class definition is executed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import importlib.util
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+BUDGET_S = 10  # the reference's run_timeout for a candidate's whole program
+
+
+# -- loading the reference from outside the repository -------------------------------------
+
+class _Status:
+    """Stand-ins for SandboxFusion's status enums (only their identities matter)."""
+
+    Success, Failed, Finished, TimeLimitExceeded = "Success", "Failed", "Finished", "TimeLimitExceeded"
+
+
+@dataclass
+class _RunResult:
+    status: str
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass
+class _Response:
+    status: str
+    run_result: _RunResult
+    message: str = ""
+
+
+def _stub_modules() -> None:
+    """The reference imports verl and sandbox_fusion at module level; give it inert ones."""
+    verl = types.ModuleType("verl")
+    verl.DataProto = object
+    workers = types.ModuleType("verl.workers")
+    manager = types.ModuleType("verl.workers.reward_manager")
+    manager.register = lambda name: (lambda cls: cls)
+    fusion = types.ModuleType("sandbox_fusion")
+    fusion.RunStatus = fusion.CommandRunStatus = _Status
+    fusion.RunCodeResponse = _Response
+    fusion.RunCodeRequest = dict
+
+    def _unplugged(*args, **kwargs):
+        raise RuntimeError("SandboxFusion is not used: execute_code is replaced by a local runner")
+
+    fusion.run_code = fusion.run_concurrent = _unplugged
+    models = types.ModuleType("sandbox_fusion.models")
+    models.CommandRunResult = _RunResult
+    for name, module in {"verl": verl, "verl.workers": workers, "verl.workers.reward_manager": manager,
+                         "sandbox_fusion": fusion, "sandbox_fusion.models": models}.items():
+        sys.modules.setdefault(name, module)
+
+
+def run_locally(code: list[str], run_timeout: int = BUDGET_S) -> list[_Response]:
+    """What SandboxFusion's `run_code` returns, from `python program.py` in a temporary
+    directory: stdout so far and a time-limit status when the budget runs out."""
+    out = []
+    for program in code:
+        with tempfile.TemporaryDirectory(prefix="refdiff-") as tmp:
+            path = Path(tmp) / "program.py"
+            path.write_text(program)
+            try:
+                done = subprocess.run([sys.executable, str(path)], cwd=tmp, capture_output=True, text=True,
+                                      timeout=run_timeout, stdin=subprocess.DEVNULL)
+                out.append(_Response(_Status.Success, _RunResult(_Status.Finished, done.stdout, done.stderr)))
+            except subprocess.TimeoutExpired as err:
+                stdout = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
+                out.append(_Response(_Status.Success, _RunResult(_Status.TimeLimitExceeded, stdout, "")))
+    return out
+
+
+def load_reference(reward_path: Path, trainer_path: Path | None) -> tuple[types.ModuleType, type]:
+    """The reference's reward module (its sandbox call replaced) and its MistakeBook class."""
+    if not reward_path.is_file():
+        sys.exit(f"--reference {reward_path}: no such file (expected the Code-A1 reference's code/rl/reward.py)")
+    _stub_modules()
+    spec = importlib.util.spec_from_file_location("code_a1_reference_reward", reward_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("evaluate", "compute_dual_model_reward", "extract_code_from_response",
+                 "extract_testcase_from_response", "update_mistake_book", "execute_code"):
+        if not hasattr(module, name):
+            sys.exit(f"--reference {reward_path}: has no `{name}` (expected the Code-A1 reference's reward.py)")
+    module.execute_code = run_locally
+    trainer_path = trainer_path or reward_path.with_name("trainer_a1.py")
+    if not trainer_path.is_file():
+        sys.exit(f"--trainer {trainer_path}: no such file (expected the reference's trainer_a1.py, for MistakeBook)")
+    tree = ast.parse(trainer_path.read_text())
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "MistakeBook"]
+    if not classes:
+        sys.exit(f"--trainer {trainer_path}: defines no class MistakeBook")
+    namespace: dict = {"os": os, "json": json, "List": list, "socket": __import__("socket")}
+    exec(compile(ast.Module(body=classes, type_ignores=[]), str(trainer_path), "exec"), namespace)  # noqa: S102
+    return module, namespace["MistakeBook"]
+
+
+# -- the cases ------------------------------------------------------------------------------
+
+@dataclass
+class Step:
+    codes: list[str]
+    suites: list[list[str]]  # per candidate, its test completions (the same count for each)
+
+
+@dataclass
+class Case:
+    name: str
+    item: str  # which point of issue 27 it covers
+    reference: str
+    entry: str
+    steps: list[Step]
+    book: list[tuple[str, int]] = field(default_factory=list)  # Mistake Book before step 1, ranked
+    defect: str | None = None  # why the reference's outcome is a defect codea1 does not copy
+
+
+def py(body: str) -> str:
+    return f"Here is the code:\n```python\n{body.strip()}\n```\n"
+
+
+ADD = "def add(a, b):\n    return a + b\n"
+ADD_OK = py(ADD)
+ADD_BAD = py("def add(a, b):\n    return a - b if b > 5 else a + b")  # wrong for b > 5
+SORT = "def sort_list(nums):\n    return sorted(nums)\n"
+SORT_OK = py(SORT)
+SORT_BAD = py("def sort_list(nums):\n    return nums")  # forgets to sort
+TREE = (
+    "class TreeNode:\n    def __init__(self, val=0, left=None, right=None):\n"
+    "        self.val, self.left, self.right = val, left, right\n"
+    "def depth(root):\n    if root is None:\n        return 0\n"
+    "    return 1 + max(depth(root.left), depth(root.right))\n"
+)
+TREE_OK = py("def depth(t: TreeNode) -> int:\n    return 0 if t is None else 1 + max(depth(t.left), depth(t.right))")
+TREE_BAD = py("def depth(t: TreeNode) -> int:\n    return 0 if t is None else 1 + depth(t.left)")
+COUNT = "from collections import Counter\nMOD = 7\ndef tally(s):\n    return dict(Counter(s))\n"
+SLOW_BAD = py("import time\ndef add(a, b):\n    if a == 7:\n        time.sleep(30)\n    return a + b")
+SLOWREF = "import time\ndef add(a, b):\n    if a == 9:\n        time.sleep(30)\n    return a + b\n"
+BACK = "def count_bs(s):\n    return s.count(chr(92))\n"
+POINT = "class Point:\n    def __init__(self, x):\n        self.x = x\ndef make(x):\n    return Point(x)\n"
+
+MID = py("def add(a, b):\n    return 0 if b == 6 else a + b")  # wrong for b == 6 only
+ADD_SUITE = py("assert add(1, 2) == 3\nassert add(1, 9) == 10\nassert add(2, 2) == 4")
+
+
+def one(name: str, item: str, reference: str, entry: str, codes: list[str], suites: list[str] | list[list[str]],
+        book: list[tuple[str, int]] | None = None, defect: str | None = None) -> Case:
+    """A one-step case; `suites` is one list shared by every candidate, or one list each."""
+    rows = suites if suites and isinstance(suites[0], list) else [list(suites)] * len(codes)
+    return Case(name, item, reference, entry, [Step(list(codes), [list(r) for r in rows])], book or [], defect)
+
+
+# The candidate is invalid on both sides and the rewards agree, but the reference's program
+# died before it finished validating the suites written against it (at the candidate's
+# hoisted import, or out of time on a reference call): the suites' counts are lost there.
+LOST_COUNTS = ("the candidate's program died (its import, or the time budget on a reference call) before the "
+               "suites written against it were all validated: their valid/invalid counts are lost "
+               "(rewards agree: an invalid candidate's suites earn 0)")
+
+
+def cases() -> list[Case]:
+    c: list[Case] = []
+    a = c.append
+    # item 1: reading the tests
+    a(one("read/plain-suite", "1", ADD, "add", [ADD_OK, ADD_BAD], [ADD_SUITE]))
+    a(one("read/pytest-def", "1", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "import pytest\n\ndef test_small():\n    assert add(1, 2) == 3\n    assert add(0, 0) == 0\n\n"
+        "def test_big():\n    assert add(1, 9) == 10\n")]))
+    a(one("read/pytest-for", "1", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "for a, b, s in [(1, 2, 3), (1, 9, 10)]:\n    assert add(a, b) == s\nassert add(3, 4) == 7")]))
+    a(one("read/pytest-with-if", "1", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "import pytest\nwith pytest.raises(TypeError):\n    add('a', 1)\nif True:\n    assert add(2, 8) == 10\n"
+        "assert add(5, 5) == 10")]))
+    a(one("read/class-methods", "1", SORT, "sort_list", [SORT_OK, SORT_BAD], [py(
+        "class TestSort:\n    def test_a(self):\n        assert sort_list([3, 1, 2]) == [1, 2, 3]\n"
+        "    def test_b(self):\n        assert sort_list([]) == []\n")]))
+    a(one("read/unresolved-name", "1", ADD, "add", [ADD_OK], [py(
+        "def test_x(x=1):\n    assert add(x, 1) == 2\nassert add(1, 1) == 2")]))
+    a(one("read/multiline-assert", "1", SORT, "sort_list", [SORT_OK, SORT_BAD], [py(
+        "assert sort_list([\n    3, 2, 1,\n]) == [\n    1, 2, 3]\nassert sort_list([5]) == [5]")]))
+    a(one("read/message-and-comment", "1", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "assert add(1, 2) == 3, 'small'  # comment\nassert add(4, 9) == 13, \"big\"")]))
+    a(one("read/result-variable-ignored", "1", ADD, "add", [ADD_OK], [py(
+        "result = add(1, 2)\nassert result == 3\nassert add(2, 3) == 5")]))
+    a(one("read/no-call-left-ignored", "1", ADD, "add", [ADD_OK], [py(
+        "assert 3 == add(1, 2)\nassert not add(0, 0)\nassert isinstance(add(1, 1), int)\nassert add(1, 1) == 2")]))
+    a(one("read/operators", "1", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "assert add(1, 2) != 4\nassert add(1, 9) < 11\nassert add(2, 2) in [4, 5]\nassert add(0, 1) is 1")]))
+    a(one("read/chained", "1", ADD, "add", [ADD_OK], [py("assert add(1, 2) == 3 == 3\nassert 1 < add(1, 1) < 3")]))
+    a(one("read/no-python-block", "1", ADD, "add", [ADD_OK, ADD_BAD], [
+        "Tests:\nassert add(1, 2) == 3\nassert add(1, 9) == 10\nassert add(1\nassert result == 3\n"]))
+    a(one("read/py-tag-fallback", "1", ADD, "add", [ADD_OK, ADD_BAD], [
+        "```py\nx = 1\nassert add(x, 2) == 3\n    assert add(1, 9) == 10\n```\n"]))
+    a(one("read/two-python-blocks", "1", ADD, "add", [ADD_OK, ADD_BAD], [
+        py("x = 4") + "and\n" + py("assert add(x, 9) == 13\nassert add(1, 1) == 2")]))
+    a(one("read/unterminated-test-block", "1", ADD, "add", [ADD_OK], [
+        "```python\nassert add(1, 2) == 3\nassert add(2, 2) == 4\n"]))
+    a(one("read/duplicates", "1", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "assert add(1, 9) == 10\nassert add(1, 9) == 11\nx = 1\nassert add(x, 9) == 10\nassert add(1,  9) == 10")]))
+    a(one("read/reference-raises", "1", ADD, "add", [ADD_OK], [py(
+        "assert add('a', 1) == 'a1'\nassert add(1, 2) == 3\nassert add(None, 1) == 1")]))
+    a(one("read/wrong-expectations", "1", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "assert add(1, 2) == 4\nassert add(1, 9) == 11\nassert add(3, 9) == 12")]))
+    a(one("read/semicolons", "1", ADD, "add", [ADD_OK], [py("assert add(1, 2) == 3; assert add(2, 2) == 4")]))
+    a(one("read/two-suites", "1", ADD, "add", [ADD_OK, ADD_BAD],
+          [py("assert add(1, 9) == 10"), py("assert add(1, 1) == 2\nassert add(2, 9) == 11")]))
+    a(one("read/many-tests", "1", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "\n".join(f"assert add({k}, {k + 3}) == {2 * k + 3}" for k in range(10)))]))
+    a(one("read/empty-suite", "1", ADD, "add", [ADD_OK], [py("print('no tests')")]))
+    a(one("read/prose-only", "1", ADD, "add", [ADD_OK], ["I cannot write tests for this."]))
+    a(one("read/nonprintable", "1", ADD, "add", [ADD_OK], [py("assert add(1, 2) == 3  # é ✓")]))
+    a(one("read/lambda-and-comprehension", "1", SORT, "sort_list", [SORT_OK, SORT_BAD], [py(
+        "assert sort_list([x for x in range(3, 0, -1)]) == [1, 2, 3]\n"
+        "assert sort_list(list(map(lambda v: -v, [1, 2]))) == [-2, -1]")]))
+    # item 2: names
+    a(one("names/bare-argument", "2", SORT, "sort_list", [SORT_OK, SORT_BAD], [py(
+        "nums = [3, 1, 2]\nassert sort_list(nums) == [1, 2, 3]")]))
+    a(one("names/keyword-argument", "2", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "b = 9\nassert add(1, b=b) == 10")]))
+    a(one("names/expression-argument", "2", SORT, "sort_list", [SORT_OK, SORT_BAD], [py(
+        "nums = [3, 1, 2]\nassert sort_list(nums + [0]) == [0, 1, 2, 3]\nassert sort_list(nums) == [1, 2, 3]")]))
+    a(one("names/nested-name", "2", SORT, "sort_list", [SORT_OK], [py(
+        "x = 3\nassert sort_list([x, 1]) == [1, 3]\nassert sort_list([2, 1]) == [1, 2]")]))
+    a(one("names/expected-side-last", "2", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "assert add(1, 9) == 10\nexpected = 3\nassert add(1, 2) == expected")]))
+    a(one("names/reassigned", "2", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "x = 1\nassert add(x, 2) == 3\nx = 9\nassert add(1, x) == 10")]))
+    a(one("names/tuple-assign-not-remembered", "2", ADD, "add", [ADD_OK], [py(
+        "a, b = 1, 2\nassert add(a, b) == 3\nassert add(2, 2) == 4")]))
+    a(one("names/chained-values", "2", SORT, "sort_list", [SORT_OK, SORT_BAD], [py(
+        "base = [2, 1]\nnums = base\nassert sort_list(nums) == [1, 2]")]))
+    a(one("names/reference-global", "2", COUNT, "tally", [py("def tally(s):\n    return {c: s.count(c) for c in s}")],
+          [py("assert tally('ab' * MOD) == {'a': 7, 'b': 7}\nassert tally('') == {}")]))
+    a(one("names/reference-import", "2", COUNT, "tally", [py("def tally(s):\n    return {c: s.count(c) for c in s}")],
+          [py("assert tally('aab') == Counter('aab')\nassert tally(Counter('ab')) == {'a': 1, 'b': 1}")]))
+    a(one("names/test-import-not-run", "2", ADD, "add", [ADD_OK], [py(
+        "import math\nassert add(math.pi, 0) == math.pi\nassert add(1, 1) == 2")]))
+    a(one("names/candidate-import-visible", "2", ADD, "add", [py("import math\ndef add(a, b):\n    return a + b")],
+          [py("assert add(math.floor(1.5), 1) == 2\nassert add(1, 1) == 2")]))
+    # item 3: code validity
+    a(one("valid/wrong-function-name", "3", ADD, "add", [py("def plus(a, b):\n    return a + b"), ADD_OK], [ADD_SUITE]))
+    a(one("valid/import-block-first", "3", ADD, "add", [
+        "```python\nimport math\n```\nThen:\n```python\ndef add(a, b):\n    return a + b\n```", ADD_OK], [ADD_SUITE]))
+    a(one("valid/module-raises", "3", ADD, "add", [py("def add(a, b):\n    return a + b\nraise ValueError('x')"), ADD_OK],
+          [ADD_SUITE]))
+    a(one("valid/syntax-error", "3", ADD, "add", [py("def add(a, b)\n    return a + b"), ADD_OK], [ADD_SUITE]))
+    a(one("valid/main-block", "3", ADD, "add", [py(ADD + "if __name__ == '__main__':\n    print(add(1, 2))")],
+          [ADD_SUITE]))
+    a(one("valid/reads-stdin", "3", ADD, "add", [py(ADD + "n = int(input())"), ADD_OK], [ADD_SUITE]))
+    a(one("valid/bad-import", "3", ADD, "add", [py("import no_such_module_xyz\n" + ADD), ADD_OK], [ADD_SUITE],
+          defect=LOST_COUNTS))
+    a(one("valid/not-callable", "3", ADD, "add", [py("add = 3"), ADD_OK], [ADD_SUITE]))
+    a(one("valid/plain-text-code", "3", ADD, "add", [ADD, "The answer is simple."], [ADD_SUITE]))
+    # item 4: namespace
+    a(one("namespace/treenode", "4", TREE, "depth", [TREE_OK, TREE_BAD], [py(
+        "assert depth(TreeNode(1, TreeNode(2, TreeNode(3)), TreeNode(4))) == 3\nassert depth(None) == 0\n"
+        "assert depth(TreeNode(1, None, TreeNode(2))) == 2")]))
+    a(one("namespace/own-class", "4", TREE, "depth", [py(
+        "class TreeNode:\n    def __init__(self, val=0, left=None, right=None):\n"
+        "        self.val, self.left, self.right = val, left, right\n"
+        "def depth(t):\n    return 0 if t is None else 1 + max(depth(t.left), depth(t.right))")],
+        [py("assert depth(TreeNode(1, TreeNode(2))) == 2")]))
+    a(one("namespace/reference-import", "4", COUNT, "tally", [py("def tally(s):\n    return dict(Counter(s))")],
+          [py("assert tally('aab') == {'a': 2, 'b': 1}")]))
+    a(one("namespace/reference-function-deleted", "4", COUNT, "tally", [py("def count_all(s):\n    return tally(s)")],
+          [py("assert tally('ab') == {'a': 1, 'b': 1}")]))
+    a(one("namespace/reference-global", "4", COUNT, "tally",
+          [py("def tally(s):\n    return {c: s.count(c) % MOD for c in s}")], [py("assert tally('aaaaaaaa') == {'a': 8}")]))
+    # item 5: code extraction
+    a(one("extract/unterminated", "5", ADD, "add", ["```python\ndef add(a, b):\n    return a + b\n", ADD_OK], [ADD_SUITE]))
+    a(one("extract/py-tag", "5", ADD, "add", ["```py\ndef add(a, b):\n    return a + b\n```", ADD_OK], [ADD_SUITE]))
+    a(one("extract/bare-fence", "5", ADD, "add", ["```\ndef add(a, b):\n    return a + b\n```", ADD_OK], [ADD_SUITE]))
+    a(one("extract/python3-tag", "5", ADD, "add", ["```python3\ndef add(a, b):\n    return a + b\n```", ADD_OK],
+          [ADD_SUITE]))
+    a(one("extract/two-blocks-first", "5", ADD, "add", [ADD_BAD + "\nor\n" + ADD_OK], [ADD_SUITE]))
+    a(one("extract/prose-around", "5", ADD, "add", ["I think\n" + ADD_OK + "\nThis adds.", ADD_BAD], [ADD_SUITE]))
+    # item 6: the entry-point rule
+    a(one("entry/len-literal", "6", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "assert len([1, 2]) == 2\nassert abs(-3) == 3\nassert add(1, 9) == 10")]))
+    a(one("entry/other-function-wrong", "6", ADD, "add", [ADD_OK], [py("assert max(1, 2) == 1\nassert add(1, 1) == 2")]))
+    # item 7: one time budget per candidate program
+    a(one("budget/slow-candidate-test", "7", ADD, "add", [SLOW_BAD], [
+        py("assert add(1, 2) == 3\nassert add(7, 1) == 8\nassert add(2, 2) == 4"), py("assert add(3, 3) == 6")]))
+    a(one("budget/slow-reference-call", "7", SLOWREF, "add", [ADD_OK], [
+        py("assert add(1, 2) == 3\nassert add(9, 1) == 10"), py("assert add(3, 3) == 6")], defect=LOST_COUNTS))
+    a(one("budget/slow-candidate-module", "7", ADD, "add", [py("import time\ntime.sleep(30)\n" + ADD), ADD_OK],
+          [ADD_SUITE]))
+    # item 8: the Mistake Book
+    a(Case("book/replay-and-update", "8", ADD, "add", [Step([ADD_OK, ADD_BAD], [[ADD_SUITE], [ADD_SUITE]])],
+           book=[("assert add(1, 9) == 10", 2), ("assert add(2, 7) == 9", 1)]))
+    a(Case("book/decrement-before-increment", "8", ADD, "add",
+           [Step([ADD_OK, ADD_BAD], [[py("assert add(1, 9) == 10")], [py("assert add(1, 9) == 10")]])],
+           book=[("assert add(1, 9) == 10", 1), ("assert add(5, 5) == 10", 3)]))
+    a(Case("book/removed-then-failed-twice", "8", ADD, "add",
+           [Step([ADD_OK, ADD_OK, ADD_BAD], [[py("assert add(0, 1) == 1")] * 2, [py("assert add(0, 2) == 2")] * 2,
+                                              [py("assert add(1, 9) == 10"), py("assert add(1, 9) == 10")]])],
+           book=[("assert add(1, 9) == 10", 1), ("assert add(1, 1) == 2", 5)]))
+    a(Case("book/stable-ties", "8", ADD, "add", [
+        Step([ADD_BAD], [[py("assert add(1, 6) == 7\nassert add(1, 7) == 8\nassert add(1, 8) == 9")]]),
+        Step([ADD_BAD, ADD_OK], [[py("assert add(2, 8) == 10")], [py("assert add(3, 3) == 6")]]),
+        Step([ADD_OK], [[py("assert add(0, 0) == 0")]]),
+    ], book=[("assert add(5, 5) == 10", 2), ("assert add(0, 9) == 9", 1)]))
+    a(Case("book/resorted-ties", "8", ADD, "add", [
+        Step([ADD_BAD], [[py("assert add(1, 6) == 7\nassert add(1, 7) == 8")]]),
+        Step([ADD_BAD, ADD_BAD], [[py("assert add(1, 7) == 8")], [py("assert add(1, 7) == 8")]]),
+        Step([MID, MID], [[py("assert add(0, 0) == 0")], [py("assert add(1, 1) == 2")]]),
+    ]))
+    a(Case("book/only-book-tests", "8", ADD, "add", [Step([ADD_BAD], [[py("print('none')")]])],
+           book=[("assert add(1, 9) == 10", 1), ("assert add(1, 1) == 2", 1)]))
+    a(Case("book/invalid-candidate-no-update", "8", ADD, "add",
+           [Step([py("def add(a, b)\n    return 0"), ADD_OK], [[py("assert add(1, 9) == 10")], [py("assert add(1, 2) == 3")]])],
+           book=[("assert add(1, 2) == 3", 1)]))
+    a(Case("book/many-failures-one-test", "8", ADD, "add",
+           [Step([ADD_BAD, ADD_BAD], [[py("assert add(1, 9) == 10"), py("assert add(1, 9) == 10")]] * 2)]))
+    # known reference defects (codea1 does not copy them)
+    a(one("defect/name-error-in-expected-shifts", "defect", ADD, "add", [ADD_OK, ADD_BAD], [py(
+        "assert add(1, 2) == expected_value\nassert add(1, 9) == 10\nassert add(1, 8) == 9")],
+        defect="a NameError while comparing with the written EXPECTED appends a second entry to the suite's list, "
+               "so each later test is checked against the value of the test before it"))
+    a(one("defect/object-without-eq", "defect", POINT, "make", [py(
+        "class Point:\n    def __init__(self, x):\n        self.x = x\ndef make(x):\n    return Point(x)")],
+        [py("assert make(1) == Point(1)")],
+        defect="a value without __eq__ never equals the candidate's (identity), and its stored text "
+               "`... == <Point object at 0x...>` does not parse"))
+    a(Case("defect/book-repr-backslashes", "defect", BACK, "count_bs", [
+        Step([py("def count_bs(s):\n    return 0")], [[py("assert count_bs('a\\\\b') == 1")]]),
+        Step([py(BACK)], [[py("assert count_bs('ab') == 0")]]),
+    ], defect="a Mistake Book test is stored as repr(test)[1:-1]: its backslashes double, so the replayed "
+              "test calls the function on another string and a right candidate fails it"))
+    a(Case("defect/book-repr-quotes", "defect", ADD, "add", [
+        Step([ADD_BAD], [[py("assert add(\"it's\", \"x\") == \"it'sx\"\nassert add(1, 9) == 10")]]),
+        Step([ADD_OK], [[py("assert add(0, 0) == 0")]]),
+    ], defect="a test holding both quote characters is stored through repr()[1:-1] with escaped quotes"))
+    return c
+
+
+# -- running one case through each side -------------------------------------------------------
+
+@dataclass
+class Outcome:
+    valid: list[bool]
+    code_rewards: list[float]
+    counts: list[list[tuple[int, int]]]  # per candidate, per suite: (valid, invalid)
+    test_rewards: list[list[float]]
+    book: list[list[tuple[str, int]]]  # after each step: (test, frequency), ranked
+
+
+def run_reference(ref, book_class, case: Case) -> Outcome:
+    qid = "q"
+    with tempfile.TemporaryDirectory(prefix="refdiff-book-") as tmp:
+        with contextlib.redirect_stdout(io.StringIO()):  # (it reports a missing file)
+            book = book_class(tmp, 0)
+        if case.book:
+            book.mistake_book[qid] = {"attack_testcases": [{"testcase": t, "frequency": f} for t, f in case.book],
+                                      "blacklisted": False}
+        out = Outcome([], [], [], [], [])
+        for step in case.steps:
+            n_code, n_test = len(step.codes), len(step.suites[0])
+            codes, _ = ref.extract_code_from_response(step.codes)
+            flat = [t for row in step.suites for t in row]
+            tests, info = ref.extract_testcase_from_response(flat)
+            attack = ref.get_attack_testcases_from_mistake_book(book, [qid], n_code) if book.mistake_book else []
+            (valid, valid_tcs, invalid, total, _, _, _, gen_passed, gen_total, gen_msgs, _, _, _,
+             attack_total, attack_passed, gen_failed) = ref.evaluate(codes, tests, [case.reference] * n_code, [], attack)
+            rewards_a, rewards_b = [], []
+            for b in range(len(flat)):
+                i = b // n_test
+                r = ref.compute_dual_model_reward(
+                    is_code_valid=valid[i], gt_passed=-1, gt_total=-1, gt_failed_msgs=[],
+                    valid_generated_tests=valid_tcs[b], invalid_count=invalid[b], total_generated_count=total[b],
+                    gen_passed=gen_passed[b], gen_failed_msgs=gen_msgs[b], test_phase="adversarial",
+                    test_nonprintable_ratio=info["nonprintable_ratio"][b],
+                    attack_gen_passed=len(attack_passed[i]) if attack_passed else 0,
+                    attack_gen_total=attack_total[i] if attack_total else 0)
+                rewards_a.append(r["reward_a"])
+                rewards_b.append(r["reward_b"])
+            out.valid = list(valid)
+            out.code_rewards = [sum(rewards_a[i * n_test:(i + 1) * n_test]) / n_test for i in range(n_code)]
+            out.counts = [[(len(valid_tcs[i * n_test + j]), invalid[i * n_test + j]) for j in range(n_test)]
+                          for i in range(n_code)]
+            out.test_rewards = [rewards_b[i * n_test:(i + 1) * n_test] for i in range(n_code)]
+            ref.update_mistake_book(book, [qid], n_code, n_test, codes, valid, attack_total, attack_passed,
+                                    gen_total, gen_passed, gen_failed)
+            ranked = book.get_attack_testcases(qid, max_count=1000)
+            freq = {e["testcase"]: e["frequency"] for e in book.mistake_book.get(qid, {}).get("attack_testcases", [])}
+            out.book.append([(t, freq[t]) for t in ranked])
+        return out
+
+
+def run_codea1(executor, config, case: Case, net_book: bool = False) -> Outcome:
+    from codea1.data import Problem
+    from codea1.judge import Judge, ProblemRollout
+    from codea1.mistakes import MistakeBook, MistakeUpdate
+
+    from collections import Counter
+
+    problem = Problem(id="q", question="", entry_point=case.entry, reference=case.reference)
+    judge = Judge(executor, config)
+    with tempfile.TemporaryDirectory(prefix="refdiff-book-") as tmp:
+        book = MistakeBook(Path(tmp) / "book.sqlite")
+        for step_no, (test, freq) in enumerate(case.book):  # seeds in rank order: highest first, then entry order
+            book.apply_step(-len(case.book) + step_no, {"q": MistakeUpdate(failed=Counter({test: freq}))})
+        out = Outcome([], [], [], [], [])
+        for number, step in enumerate(case.steps, 1):
+            mistakes = book.top("q", config.suite_size)
+            result = judge.judge_step([ProblemRollout(problem, step.codes, step.suites, mistakes)])[0]
+            if not result.usable:
+                raise RuntimeError(f"{case.name}: codea1 could not judge the problem: "
+                                   f"{result.infra_error or result.reference_error}")
+            out.valid = list(result.code_valid)
+            out.code_rewards = list(result.code_rewards)
+            out.counts = [[(s.valid, s.invalid) for s in row] for row in result.suites]
+            out.test_rewards = [list(row) for row in result.test_rewards]
+            book.apply_step(number, {"q": result.mistake_update()}, **({"net": True} if net_book else {}))
+            out.book.append([(e.test, e.frequency) for e in book.entries("q")])
+        book.close()
+        return out
+
+
+def _same_test(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
+    except (SyntaxError, ValueError):
+        return False
+
+
+def compare(ref: Outcome, ours: Outcome) -> dict[str, bool]:
+    close = lambda x, y: math.isclose(x, y, abs_tol=1e-9)  # noqa: E731
+    books = len(ref.book) == len(ours.book) and all(
+        len(r) == len(o) and all(_same_test(rt, ot) and rf == of for (rt, rf), (ot, of) in zip(r, o))
+        for r, o in zip(ref.book, ours.book))
+    return {
+        "validity": ref.valid == ours.valid,
+        "code reward": len(ref.code_rewards) == len(ours.code_rewards)
+        and all(map(close, ref.code_rewards, ours.code_rewards)),
+        "counts": ref.counts == ours.counts,
+        "test reward": all(len(r) == len(o) and all(map(close, r, o)) for r, o in zip(ref.test_rewards, ours.test_rewards)),
+        "book": books,
+    }
+
+
+def _show(label: str, o: Outcome) -> str:
+    rewards = [round(x, 4) for x in o.code_rewards]
+    tests = [[round(x, 4) for x in row] for row in o.test_rewards]
+    book = o.book[-1] if o.book else []
+    return (f"    {label}: valid={o.valid} code={rewards} counts={o.counts} tests={tests}\n"
+            f"    {' ' * len(label)}  book={book}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reference", type=Path, required=True, help="the Code-A1 reference's code/rl/reward.py")
+    ap.add_argument("--trainer", type=Path, help="its trainer_a1.py (default: next to reward.py)")
+    ap.add_argument("--only", default="", help="run only the cases whose name contains this text")
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    help="a JudgeConfig field for codea1's side, NAME=VALUE (e.g. require_entry_point=true)")
+    ap.add_argument("--net-book", action="store_true",
+                    help="codea1's Mistake Book applies net changes (mistakes.net_changes, the project's rule)")
+    ap.add_argument("--verbose", action="store_true", help="show both outcomes of agreeing cases too")
+    args = ap.parse_args()
+
+    ref, book_class = load_reference(args.reference, args.trainer)
+    from codea1.judge import JudgeConfig
+    from codea1.sandbox import Executor
+
+    fields = {}
+    for item in args.overrides:
+        name, _, value = item.partition("=")
+        if not hasattr(JudgeConfig(), name):
+            sys.exit(f"--set {item}: JudgeConfig has no field {name!r}")
+        fields[name] = json.loads(value.lower()) if value.lower() in ("true", "false") else json.loads(value)
+    config = JudgeConfig(**fields)
+    selected = [c for c in cases() if args.only in c.name]
+    agree = differ = defects = 0
+    differing: list[str] = []
+    started = time.monotonic()
+    with Executor(workers=2, limits=config.limits) as executor:
+        for case in selected:
+            with contextlib.redirect_stdout(io.StringIO()):  # the reference's own progress prints
+                ref_out = run_reference(ref, book_class, case)
+            our_out = run_codea1(executor, config, case, args.net_book)
+            checks = compare(ref_out, our_out)
+            same = all(checks.values())
+            if case.defect:
+                verdict = "reference defect" + (" (agrees anyway)" if same else "")
+                defects += 1
+            elif same:
+                verdict, agree = "agree", agree + 1
+            else:
+                verdict, differ = "DIFFER", differ + 1
+                differing.append(case.name)
+            marks = " ".join(f"{k}={'=' if v else 'X'}" for k, v in checks.items())
+            print(f"[{case.item:>6}] {case.name:<40} {marks}  {verdict}")
+            if not same or args.verbose:
+                if case.defect:
+                    print(f"    defect: {case.defect}")
+                print(_show("reference", ref_out))
+                print(_show("codea1   ", our_out))
+    print(f"\n{len(selected)} cases in {time.monotonic() - started:.0f} s: {agree} agree, {differ} differ, "
+          f"{defects} reference defects (not reproduced)")
+    if differing:
+        print("differing: " + ", ".join(differing))
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
