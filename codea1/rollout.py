@@ -298,7 +298,7 @@ def fit_prompts(encoded: Sequence[list[int]], cfg: SamplingConfig, context: int 
     return prompt_ids, cut
 
 
-CUT_MARK = "# ... (the rest of this code is cut: the prompt would be too long)"
+CUT_MARK = "# ... (cut: too long for the prompt)"
 
 
 def _cut_text(tokenizer, text: str, excess: int, mark: str) -> str:
@@ -342,7 +342,7 @@ def fit_test_prompt(tokenizer, problem: Any, code: str | None, limit: int | None
         if code:
             code = _cut_text(tokenizer, code, excess, CUT_MARK)
         elif question:
-            question = _cut_text(tokenizer, question, excess, "... (the rest of the question is cut)")
+            question = _cut_text(tokenizer, question, excess, "... (cut: too long for the prompt)")
         else:
             break
         ids = encode(question, code)

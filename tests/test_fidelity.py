@@ -42,9 +42,11 @@ def test_every_judge_switch_is_a_trainer_key_with_the_same_default_and_a_row():
         assert type(section).model_fields[name].description, name
     assert "mistakes.once_per_candidate" in keys
     assert TrainConfig().mistakes.once_per_candidate is False
-    for key in keys:
-        group, name = key.split(".", 1)
-        assert name in type(getattr(TrainConfig(), group)).model_fields, f"{key} is no config key"
+    for key in keys:  # dotted paths of any depth (rollout.code.cut_prompts_left)
+        node = TrainConfig()
+        for part in key.split("."):
+            assert part in type(node).model_fields, f"{key} is no config key"
+            node = getattr(node, part)
 
 
 # -- one hand-made step through every rule of the table -----------------------------------
