@@ -299,16 +299,7 @@ def fit_prompts(encoded: Sequence[list[int]], cfg: SamplingConfig, context: int 
 
 
 CUT_MARK = "# ... (cut: too long for the prompt)"
-
-
-def _cut_text(tokenizer, text: str, excess: int, mark: str) -> str:
-    """`text` without its last `excess` tokens (at least), `mark` on a line after it;
-    '' when nothing of it would remain."""
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    keep = len(ids) - excess - len(tokenizer(mark, add_special_tokens=False)["input_ids"]) - 1
-    if keep <= 0:
-        return ""
-    return tokenizer.decode(ids[:keep]).rstrip() + "\n" + mark
+QUESTION_CUT_MARK = "... (cut: too long for the prompt)"
 
 
 def fit_test_prompt(tokenizer, problem: Any, code: str | None, limit: int | None, *,
@@ -319,35 +310,34 @@ def fit_test_prompt(tokenizer, problem: Any, code: str | None, limit: int | None
     The reference never cuts a prompt (its verl data path raises on an over-long one,
     8,192 tokens for the test model). So that one long candidate cannot end a run, an
     over-long test prompt keeps its system message, Role, Task, Strategy and Output
-    format, and loses the tail of the candidate's code (marked as cut), then, if that is
-    not enough, the tail of the question. Only a limit too small for the fixed parts
-    alone is an error.
+    format, and loses the tail of the candidate's code (marked as cut: `CUT_MARK`), then,
+    if that is not enough, the tail of the question. Only a limit too small for the fixed
+    parts alone is an error.
     """
-    question = _test_question(problem)
     fn = _get(problem, "entry_point").strip()
     if white_box and code is None:
         raise ValueError("fit_test_prompt: white_box=True needs the candidate code")
-    code = code if white_box else None
+    parts = {"question": _test_question(problem), "code": code if white_box else None}
 
-    def encode(q: str, c: str | None) -> list[int]:
-        return encode_prompts(tokenizer, [_test_prompt(q, fn, c, white_box, n_tests)])[0]
+    def encode() -> list[int]:
+        return encode_prompts(tokenizer, [_test_prompt(parts["question"], fn, parts["code"], white_box, n_tests)])[0]
 
-    ids = encode(question, code)
+    ids = encode()
     if limit is None or len(ids) <= limit:
         return ids, False
-    for _ in range(8):  # token counts shift a little when the cut text is re-encoded
-        excess = len(ids) - limit
-        if excess <= 0:
+    for part, mark in (("code", CUT_MARK), ("question", QUESTION_CUT_MARK)):
+        if not parts[part]:
+            continue
+        # keep a prefix of the part's own tokens, then the mark on a line of its own (the mark
+        # alone when nothing is left); the prefix shrinks at every try, so this ends
+        base = tokenizer(parts[part], add_special_tokens=False)["input_ids"]
+        keep = len(base) - len(tokenizer(mark, add_special_tokens=False)["input_ids"]) - 1
+        while len(ids) > limit and keep > 0:
+            keep -= len(ids) - limit
+            parts[part] = tokenizer.decode(base[:keep]).rstrip() + "\n" + mark if keep > 0 else mark
+            ids = encode()
+        if len(ids) <= limit:
             return ids, True
-        if code:
-            code = _cut_text(tokenizer, code, excess, CUT_MARK)
-        elif question:
-            question = _cut_text(tokenizer, question, excess, "... (cut: too long for the prompt)")
-        else:
-            break
-        ids = encode(question, code)
-    if len(ids) <= limit:
-        return ids, True
     raise PromptTooLong(f"test prompt of problem {getattr(problem, 'id', '?')}: its fixed parts alone take "
                         f"{len(ids)} tokens, over the limit of {limit} (rollout.test.max_prompt_tokens, or "
                         "the model's context minus max_new_tokens)")

@@ -15,6 +15,7 @@ from codea1.rollout import (  # noqa: E402
     Sample,
     SamplingConfig,
     CUT_MARK,
+    QUESTION_CUT_MARK,
     PromptTooLong,
     code_messages,
     encode_prompts,
@@ -232,8 +233,14 @@ def test_a_long_test_prompt_keeps_its_head_and_loses_the_codes_tail(policies):
     long_q = dict(PROBLEM, question=PROBLEM["question"] + " Really." * 900)
     ids, shortened = fit_test_prompt(tok, long_q, code, 1000)
     text = tok.decode(ids)
-    assert shortened and len(ids) <= 1000 and text.count("(cut: too long for the prompt)") == 1
-    assert "# Role" in text and "# Output format" in text and "x = x + 0" not in text
+    assert shortened and 990 <= len(ids) <= 1000 and "# Role" in text and "# Output format" in text
+    assert f"```python\n{CUT_MARK}\n```" in text                  # the code block holds the mark alone
+    assert "Really. Real" in text and f"\n{QUESTION_CUT_MARK}\n\nBuggy code:" in text
+    # black-box: the question alone is cut
+    ids, shortened = fit_test_prompt(tok, long_q, None, 1000, white_box=False)
+    text = tok.decode(ids)
+    assert shortened and 990 <= len(ids) <= 1000 and CUT_MARK not in text and "Buggy" not in text
+    assert f"\n{QUESTION_CUT_MARK}\n\n# Output format" in text
     # a limit below the fixed parts alone is an error, not a cut head
     with pytest.raises(PromptTooLong, match="fixed parts alone"):
         fit_test_prompt(tok, PROBLEM, code, 50)

@@ -79,6 +79,9 @@ def test_end_to_end_every_mode(tmp_path, tiny, scripted, mode):
     trained = {"a1": ["code", "test"], "golden": ["code"], "selfplay": ["shared"]}[mode]
     for key in trained:
         assert sum(r.get(f"update/{key}/sequences", 0) for r in rows) > 0, key
+        assert all(r[f"update/{key}/update_skipped"] == 0 for r in rows), key   # finite gradients
+    # 4 problems (T/long dropped), 2 a step: epoch 0 is steps 1-2, step 3 starts epoch 1
+    assert [r["data/epoch"] for r in rows] == [0, 0, 1]
     for r in rows:
         assert 0.0 <= r["code/reward_mean"] <= 1.0
         assert r["rollout/code_samples"] == 8
@@ -95,10 +98,12 @@ def test_end_to_end_every_mode(tmp_path, tiny, scripted, mode):
 
 def test_junk_completions_are_counted_never_fatal(tmp_path, tiny, scripted):
     """Every kept problem each step: T/long's code prompt is over the tiny context, so it is
-    dropped from the data (counted). Test prompts take 687-730 tokens here (the fixed parts
-    and question 687-705, then the candidate's code): over 715, the code is cut, the
+    dropped from the data (counted). Test prompts take 687-705 tokens here before the
+    candidate's code (733 with the code cut to its mark alone), 704-730 with a scripted
+    code, more with the tiny model's own 60-token junk: over 740, the junk is cut, the
     question never (the scripted sampler finds each prompt's problem by its question)."""
-    cfg = _config(tiny, "a1", 3, "data.problems_per_step=4", "rollout.test.max_prompt_tokens=715")
+    cfg = _config(tiny, "a1", 3, "data.problems_per_step=4", "rollout.code.max_new_tokens=60",
+                  "rollout.test.max_prompt_tokens=740")
     result = train(cfg, tmp_path / "run")
     rows = _steps(read_metrics(tmp_path / "run"))
     assert result.step == 3 and scripted["junk"] > 0
