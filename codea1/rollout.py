@@ -247,7 +247,8 @@ def encode_prompts(tokenizer, prompts: Sequence[Prompt]) -> list[list[int]]:
     return encoded
 
 
-def _context_length(model) -> int | None:
+def context_length(model) -> int | None:
+    """The model's context in tokens, from its config (None: not stated)."""
     config = getattr(model, "config", None)
     for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
         value = getattr(config, name, None)
@@ -637,7 +638,7 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
 
     with policies.role(role) as model:
         device = next(model.parameters()).device
-        prompt_ids, cut = fit_prompts(encoded, cfg, _context_length(model), stats)
+        prompt_ids, cut = fit_prompts(encoded, cfg, context_length(model), stats)
         stats.prompts += len(prompts)
         stats.prompts_truncated += sum(cut)
         if generator is None and cfg.seed is not None:

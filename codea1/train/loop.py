@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from codea1.data.sampler import ProblemSampler
 from codea1.train.checkpoint import (
     CheckpointManager,
     capture_rng,
@@ -55,7 +56,6 @@ from codea1.train.config import (
     require_data,
     save_config,
 )
-from codea1.data.sampler import ProblemSampler  # noqa: F401  (re-exported: the loop's data order)
 from codea1.train.metrics import MetricsLog, Progress
 
 CONFIG_FILE = "config.yaml"
@@ -180,6 +180,7 @@ class Trainer:
         from codea1.grpo import make_optimizer, make_scheduler
         from codea1.mistakes import MistakeBook
         from codea1.models import load_policies
+        from codea1.rollout import context_length
         from codea1.sandbox import Executor, Limits
         from codea1.train import distributed as D
 
@@ -200,6 +201,8 @@ class Trainer:
         ProblemSampler(len(self.train_problems), cfg.seed, cfg.data.shuffle,
                        batch_size=cfg.data.problems_per_step, cross_epochs=cfg.data.cross_epochs)
         self.policies = policies if policies is not None else load_policies(D.rank_model_config(cfg, self.ranks))
+        # both roles share one architecture: one context bounds every prompt
+        self.context = context_length(self.policies.module("code"))
         self.dropped = self._drop_overlong(progress)
         # ... and again once the over-long prompts are gone
         self.sampler = ProblemSampler(len(self.train_problems), cfg.seed, cfg.data.shuffle,
@@ -260,10 +263,9 @@ class Trainer:
         the reference's data filter does (training data by `rollout.code`, held-out data by
         `validation.sampling`); returns the dropped ids and says how many went. With
         `cut_prompts_left` (the project's older rule) they stay and are cut."""
-        from codea1.rollout import _context_length, prompt_limit, split_overlong
+        from codea1.rollout import prompt_limit, split_overlong
 
-        cfg = self.cfg
-        context = _context_length(self.policies.module("code"))
+        cfg, context = self.cfg, self.context
         own = not cfg.rollout.project_code_prompt
         dropped: dict[str, list[str]] = {"train": [], "heldout": []}
         for split, sampling in (("train", cfg.rollout.code), ("heldout", cfg.validation.sampling)):
@@ -400,12 +402,12 @@ class Trainer:
         """A test prompt (token ids, or chat messages under `cut_prompts_left`) that fits the
         test model's limit without losing its head (`codea1.rollout.fit_test_prompt`);
         a shortened one is counted in `stats.prompts_shortened`."""
-        from codea1.rollout import _context_length, fit_test_prompt, prompt_limit, test_messages
+        from codea1.rollout import fit_test_prompt, prompt_limit, test_messages
 
         n_tests, white_box = self.cfg.judge.suite_size, code is not None
         if sampling.cut_prompts_left:
             return test_messages(problem, code=code, white_box=white_box, n_tests=n_tests)
-        limit = prompt_limit(sampling, _context_length(self.policies.module("test")))
+        limit = prompt_limit(sampling, self.context)
         ids, shortened = fit_test_prompt(self.policies.tokenizer, problem, code, limit,
                                          white_box=white_box, n_tests=n_tests)
         stats.prompts_shortened += int(shortened)
