@@ -617,7 +617,8 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
 
     Prompts are chat messages (formatted with the model's chat template) or raw strings.
     Returns, per prompt in order, `n` `Sample`s. A prompt longer than `max_prompt_tokens`
-    is cut from the left (counted in `stats.prompts_truncated`). Reproducible for a given
+    (or the context) raises `PromptTooLong`; under `cut_prompts_left` it is cut from the
+    left instead (counted in `stats.prompts_truncated`). Reproducible for a given
     `generator` (or `sampling.seed`) and the same inputs. With `seeds` (one per prompt),
     sample j of prompt p draws from its own stream `derive_seed(seeds[p], j)` instead: the
     same whatever the other prompts of the call, their order or the batch size.
