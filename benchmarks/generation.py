@@ -232,7 +232,8 @@ def engines_side_by_side(args) -> None:
     from codea1.engines import EngineUnavailable, VLLMConfig, make_engine, resolve_engine
     from codea1.grpo import Trajectory, trajectory_logprobs
     from codea1.models import ModelConfig, load_policies, tiny_test_model
-    from codea1.rollout import GenerationStats, SamplingConfig, code_messages, encode_prompts, test_messages
+    from codea1.rollout import (GenerationStats, SamplingConfig, context_length, code_messages, encode_prompts,
+                                fit_test_prompt, prompt_limit)
 
     try:
         resolve_engine("vllm", "cuda" if torch.cuda.is_available() else "cpu")
@@ -247,10 +248,12 @@ def engines_side_by_side(args) -> None:
     problems = bundled_problems("train")[: args.problems]
     tok = policies.tokenizer
     code_prompts = encode_prompts(tok, [code_messages(p) for p in problems])
-    # white-box test prompts: the reference solution stands in for each of the n codes
-    test_prompts = encode_prompts(tok, [test_messages(p, code=p.reference) for p in problems for _ in range(args.n)])
     sampling = SamplingConfig(temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens,
                               batch_size=args.batch_size, seed=args.seed)
+    # white-box test prompts: the reference solution stands in for each of the n codes; fitted
+    # to the model's context as the trainer fits them (the head kept, the code's tail cut)
+    limit = prompt_limit(sampling, context_length(policies.module("test")))
+    test_prompts = [fit_test_prompt(tok, p, p.reference, limit)[0] for p in problems for _ in range(args.n)]
     print(f"rows: {len(code_prompts)} code prompts x {args.n} + {len(test_prompts)} test prompts x "
           f"{args.n_test}, max_new_tokens {args.max_new_tokens}, temperature 1.0, top_p 1.0")
     results = {}

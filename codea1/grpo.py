@@ -40,7 +40,10 @@ class GRPOConfig(BaseModel):
     clip_low: float = Field(0.2, ge=0, lt=1, description="ratio may fall to 1 - clip_low")
     clip_high: float = Field(0.28, ge=0, description="ratio may rise to 1 + clip_high")
     kl_coef: float = Field(0.001, ge=0, description="weight of the k3 KL to the reference")
-    kl_clamp: float = Field(10.0, gt=0, description="log-ratio clamp inside k3 (numerical guard)")
+    kl_clamp: float = Field(
+        10.0, gt=0, description="the per-token k3 value is clamped to [-kl_clamp, kl_clamp] (verl's low_var_kl)")
+    kl_log_ratio_clamp: float = Field(
+        20.0, gt=0, description="the log-ratio ref - logp is clamped to this before exp (verl's low_var_kl)")
     clip_ratio_c: float | None = Field(
         10.0, gt=1.0,
         description="dual-clip: for a negative advantage the per-token loss is at most "
@@ -206,12 +209,18 @@ def clipped_surrogate(
     return loss, (clipped > unclipped), bounded
 
 
-def k3_kl(logp: "torch.Tensor", ref_logp: "torch.Tensor", clamp: float = 10.0) -> "torch.Tensor":
-    """Per-token k3 ("low-variance") KL estimate exp(ref - logp) - (ref - logp) - 1 >= 0."""
+def k3_kl(logp: "torch.Tensor", ref_logp: "torch.Tensor", clamp: float = 10.0,
+          log_ratio_clamp: float = 20.0) -> "torch.Tensor":
+    """Per-token k3 ("low-variance") KL estimate exp(d) - d - 1 >= 0, d = ref - logp.
+
+    As the reference (verl's `low_var_kl`): d is clamped to +-`log_ratio_clamp` so exp
+    cannot overflow, and the value itself to [-`clamp`, `clamp`], so one token the policy
+    has moved far from the reference adds at most `clamp` (and no gradient) to the KL term.
+    """
     import torch
 
-    log_ratio = torch.clamp(ref_logp - logp, -clamp, clamp)
-    return torch.exp(log_ratio) - log_ratio - 1.0
+    log_ratio = torch.clamp(ref_logp - logp, -log_ratio_clamp, log_ratio_clamp)
+    return torch.clamp(torch.exp(log_ratio) - log_ratio - 1.0, -clamp, clamp)
 
 
 def grpo_token_loss(
@@ -242,7 +251,7 @@ def grpo_token_loss(
         "kl_sum": 0.0,
     }
     if ref_logp is not None and cfg.kl_coef > 0:
-        kl = k3_kl(logp, ref_logp, cfg.kl_clamp)
+        kl = k3_kl(logp, ref_logp, cfg.kl_clamp, cfg.kl_log_ratio_clamp)
         loss = loss + cfg.kl_coef * token_mean(kl, mask, n_tokens)
         stats["kl_sum"] = float((kl.detach() * mask).sum())
     return loss, stats
@@ -509,8 +518,9 @@ class UpdateStats:
     clip_frac: float = 0.0
     dual_clip_frac: float = 0.0  # share of tokens bounded by the dual clip (clip_ratio_c)
     ratio_mean: float = 0.0
-    grad_norm: float = 0.0
+    grad_norm: float = 0.0   # mean over the optimiser steps taken (a skipped one not included)
     forward_tokens: int = 0  # all tokens pushed through the model with gradients
+    update_skipped: int = 0  # mini-batches whose gradient norm was not finite: no optimiser step
 
     def as_dict(self, prefix: str) -> dict[str, float]:
         return {f"{prefix}/{k}": float(v) for k, v in self.__dict__.items()}
@@ -538,7 +548,8 @@ def update_policy(
     forward pass comes before any optimiser step, so its detached values are the old ones.
     Each mini-batch is packed into micro-batches; their losses are divided by
     the mini-batch's total token count, so the accumulated gradient is the mini-batch's
-    token-mean exactly. Gradients are clipped to `grad_clip` before each optimiser step.
+    token-mean exactly. Gradients are clipped to `grad_clip` before each optimiser step; a
+    mini-batch whose gradient norm is not finite takes no step (`stats.update_skipped`).
     `is_weights[i]`: per-token importance weights of sequence i (`grpo.rollout_is`).
 
     Across ranks (`codea1.train.distributed`): `layout` lists this rank's sequences of each
@@ -563,6 +574,7 @@ def update_policy(
                 continue
             optimizer.zero_grad(set_to_none=True)
             mb_loss = 0.0
+            mb_sums = dict.fromkeys(sums, 0.0)  # added to `sums` only when the step is taken
             batches = micro_batches(model, sub, cfg)
             extra = sync.forwards(len(batches)) - len(batches) if sync is not None else 0
             for _ in range(extra):  # FSDP2: pair up with the busier ranks' collectives
@@ -585,17 +597,26 @@ def update_policy(
                 mb_loss += float(loss.detach())
                 stats.forward_tokens += int(mb.input_ids.shape[1])
                 for k in sums:
-                    sums[k] += st[k]
+                    mb_sums[k] += st[k]
             if sync is not None:
                 sync.gradients(params)
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             if hasattr(norm, "full_tensor"):  # a DTensor (FSDP2): the global norm
                 norm = norm.full_tensor()
+            if not math.isfinite(float(norm)):
+                # as the reference's actor: a NaN/inf gradient is dropped, not applied (clipping
+                # cannot repair it: it would scale every gradient by NaN); the same on every rank,
+                # whose norm is the global one
+                optimizer.zero_grad(set_to_none=True)
+                stats.update_skipped += 1
+                continue
             norms.append(float(norm))
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             stats.optimizer_steps += 1
             stats.tokens += n_tokens
+            for k in sums:
+                sums[k] += mb_sums[k]
             loss_total += mb_loss
             n_mb += 1
     if sync is not None:  # the statistics of the whole (all-rank) update
@@ -610,5 +631,6 @@ def update_policy(
         stats.dual_clip_frac = sums["dual_clip_sum"] / stats.tokens
         stats.ratio_mean = sums["ratio_sum"] / stats.tokens
         stats.loss = loss_total / max(n_mb, 1)
+    if norms:
         stats.grad_norm = sum(norms) / len(norms)
     return stats

@@ -42,8 +42,34 @@ def _get(problem: Any, name: str) -> str:
     return value
 
 
-def code_messages(problem: Any) -> list[dict[str, str]]:
-    """Chat messages asking the code model to complete the problem's function."""
+def row_prompt(problem: Any) -> list[dict[str, str]] | None:
+    """The chat prompt the problem's data row carries (`meta["prompt"]`: the `prompt`
+    column of the paper's parquet rows), or None. A malformed one is an error naming the
+    problem, not silently replaced by ours."""
+    meta = problem.get("meta") if isinstance(problem, Mapping) else getattr(problem, "meta", None)
+    prompt = meta.get("prompt") if isinstance(meta, Mapping) else None
+    if prompt is None:
+        return None
+    pid = problem.get("id") if isinstance(problem, Mapping) else getattr(problem, "id", "?")
+    if (not isinstance(prompt, Sequence) or isinstance(prompt, str) or not prompt
+            or not all(isinstance(m, Mapping) and isinstance(m.get("role"), str)
+                       and isinstance(m.get("content"), str) for m in prompt)):
+        raise ValueError(f"problem {pid}: meta.prompt: expected a list of chat messages "
+                         f"({{role, content}} strings), got {prompt!r:.80}")
+    return [{"role": m["role"], "content": m["content"]} for m in prompt]
+
+
+def code_messages(problem: Any, own_prompt: bool = True) -> list[dict[str, str]]:
+    """Chat messages asking the code model to complete the problem's function.
+
+    The row's own prompt where the data has one (the reference uses the paper rows'
+    `prompt` column as is, in training and validation); else, or with `own_prompt=False`
+    (`rollout.project_code_prompt`), our wording of the reference's instruction.
+    """
+    if own_prompt:
+        messages = row_prompt(problem)
+        if messages is not None:
+            return messages
     question = _get(problem, "question").strip()
     return [
         {"role": "system", "content": CODE_SYSTEM},
@@ -65,20 +91,23 @@ def test_messages(problem: Any, code: str | None = None, white_box: bool = True,
 
     Our own wording in the reference prompt's structure: Role, Task, Strategy, Context
     (the question, then the candidate labelled as code that may be wrong), Output format.
-    White-box (the default, the paper's setting): the candidate `code` is shown and the
-    model is asked to attack it. Black-box (`white_box=False`): the code is not shown.
+    White-box (the default, the paper's setting): the candidate `code` is shown, labelled
+    as buggy code (the reference tells the model so, whether or not it is), and the model
+    is asked to attack it. Black-box (`white_box=False`): the code is not shown.
     """
-    question = _test_question(problem)
-    fn = _get(problem, "entry_point").strip()
     if white_box and code is None:
         raise ValueError("test_messages: white_box=True needs the candidate code")
+    return _test_prompt(_test_question(problem), _get(problem, "entry_point").strip(), code, white_box, n_tests)
+
+
+def _test_prompt(question: str, fn: str, code: str | None, white_box: bool, n_tests: int) -> list[dict[str, str]]:
     form = f"assert {fn}(parameters) == answer"
     if white_box:
-        role = ("You find inputs on which the `Code under test` does not do what the `Question` "
+        role = ("You find inputs on which the `Buggy code` does not do what the `Question` "
                 "requires.")
-        task = (f"Write {n_tests} tests of the form `{form}` that expose bugs of the function in "
-                "`Code under test`, judged against the `Question`.")
-        gaps = ("1. **Logic gaps**: find where the `Code under test` is simpler than the `Question` "
+        task = (f"Write {n_tests} tests of the form `{form}` that expose the bugs of the function in "
+                "`Buggy code`, judged against the `Question`.")
+        gaps = ("1. **Logic gaps**: find where the `Buggy code` is simpler than the `Question` "
                 "(missing constraints, misread rules, over-simplified logic) and choose inputs "
                 "that land there.")
     else:
@@ -95,7 +124,7 @@ def test_messages(problem: Any, code: str | None = None, white_box: bool = True,
     ])
     context = f"Question:\n{question}"
     if white_box:
-        context += f"\n\nCode under test (it may be wrong):\n```python\n{code.rstrip()}\n```"
+        context += f"\n\nBuggy code:\n```python\n{code.rstrip()}\n```"
     output = ("Put ALL the assert statements in ONE ```python code block, one per line.\n"
               f"Format: `{form}`")
     user = "\n\n".join([f"# Role\n{role}", f"# Task\n{task}", f"# Strategy\n{strategy}",
@@ -122,7 +151,12 @@ class SamplingConfig(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling share (1: all tokens)")
     max_new_tokens: int = Field(512, ge=1, description="tokens generated at most per completion")
     max_prompt_tokens: int | None = Field(
-        None, ge=1, description="longer prompts are cut from the left; null: the model's context minus max_new_tokens")
+        None, ge=1, description="longest prompt, in tokens; null: the model's context minus max_new_tokens. "
+        "A longer prompt is never cut from the left (the trainer drops such code prompts from the data and "
+        "shortens the code a test prompt shows); `generate` refuses one")
+    cut_prompts_left: bool = Field(
+        False, description="cut a longer prompt from the left to fit, losing its system message and task "
+        "(the project's older rule); off: as the reference, which never cuts a prompt")
     batch_size: int = Field(64, ge=1, description="rows (samples) decoded together")
     seed: int | None = Field(None, description="sampling seed when no generator is passed (training seeds from `seed`)")
 
@@ -160,6 +194,7 @@ class GenerationStats:
     seconds: float = 0.0
     forward_passes: int = 0
     prompt_tokens_dropped: int = 0
+    prompts_shortened: int = 0  # test prompts whose candidate code was cut to fit (`fit_test_prompt`)
 
     @property
     def tokens_per_s(self) -> float:
@@ -213,7 +248,8 @@ def encode_prompts(tokenizer, prompts: Sequence[Prompt]) -> list[list[int]]:
     return encoded
 
 
-def _context_length(model) -> int | None:
+def context_length(model) -> int | None:
+    """The model's context in tokens, from its config (None: not stated)."""
     config = getattr(model, "config", None)
     for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
         value = getattr(config, name, None)
@@ -222,22 +258,39 @@ def _context_length(model) -> int | None:
     return None
 
 
+class PromptTooLong(ValueError):
+    """A prompt is longer than its limit; prompts are never cut from the left by default."""
+
+
+def prompt_limit(cfg: SamplingConfig, context: int | None) -> int | None:
+    """The longest prompt `cfg` allows: `max_prompt_tokens`, and no more than the model's
+    `context` leaves beside `max_new_tokens` (None: no limit known)."""
+    limit = cfg.max_prompt_tokens
+    if context:
+        room = max(1, context - cfg.max_new_tokens)
+        limit = room if limit is None else min(limit, room)
+    return limit
+
+
 def fit_prompts(encoded: Sequence[list[int]], cfg: SamplingConfig, context: int | None,
                 stats: GenerationStats) -> tuple[list[list[int]], list[bool]]:
-    """Cut prompts from the left to `max_prompt_tokens` and to fit `context` with the
-    completion's `max_new_tokens`; returns the ids and which prompts were cut.
+    """Check every prompt against `prompt_limit`; returns the ids and which were cut.
 
-    Every rollout engine applies this one rule, so all see the same prompts.
+    A longer prompt is an error (`PromptTooLong`): cutting it from the left, as
+    `cfg.cut_prompts_left` does, would remove its system message and task. Every rollout
+    engine applies this one rule, so all see the same prompts.
     """
-    limit = cfg.max_prompt_tokens
-    if limit is None:
-        limit = max(1, context - cfg.max_new_tokens) if context else None
-    if context and limit:
-        limit = min(limit, max(1, context - cfg.max_new_tokens))
+    limit = prompt_limit(cfg, context)
     prompt_ids: list[list[int]] = []
     cut: list[bool] = []
-    for ids in encoded:
+    for i, ids in enumerate(encoded):
         if limit is not None and len(ids) > limit:
+            if not cfg.cut_prompts_left:
+                raise PromptTooLong(
+                    f"prompt {i}: {len(ids)} tokens, over the limit of {limit} (max_prompt_tokens="
+                    f"{cfg.max_prompt_tokens}, model context {context} minus max_new_tokens="
+                    f"{cfg.max_new_tokens}); a prompt is never cut from the left: shorten it or drop "
+                    "it from the data (or set cut_prompts_left=true)")
             stats.prompt_tokens_dropped += len(ids) - limit
             ids = ids[len(ids) - limit:]
             cut.append(True)
@@ -245,6 +298,64 @@ def fit_prompts(encoded: Sequence[list[int]], cfg: SamplingConfig, context: int 
             cut.append(False)
         prompt_ids.append(list(ids))
     return prompt_ids, cut
+
+
+CUT_MARK = "# ... (cut: too long for the prompt)"
+QUESTION_CUT_MARK = "... (cut: too long for the prompt)"
+
+
+def fit_test_prompt(tokenizer, problem: Any, code: str | None, limit: int | None, *,
+                    white_box: bool = True, n_tests: int = TEST_COUNT) -> tuple[list[int], bool]:
+    """The test prompt's token ids, fitted to `limit` without losing its head; and
+    whether it had to be shortened.
+
+    The reference never cuts a prompt (its verl data path raises on an over-long one,
+    8,192 tokens for the test model). So that one long candidate cannot end a run, an
+    over-long test prompt keeps its system message, Role, Task, Strategy and Output
+    format, and loses the tail of the candidate's code (marked as cut: `CUT_MARK`), then,
+    if that is not enough, the tail of the question. Only a limit too small for the fixed
+    parts alone is an error.
+    """
+    fn = _get(problem, "entry_point").strip()
+    if white_box and code is None:
+        raise ValueError("fit_test_prompt: white_box=True needs the candidate code")
+    parts = {"question": _test_question(problem), "code": code if white_box else None}
+
+    def encode() -> list[int]:
+        return encode_prompts(tokenizer, [_test_prompt(parts["question"], fn, parts["code"], white_box, n_tests)])[0]
+
+    ids = encode()
+    if limit is None or len(ids) <= limit:
+        return ids, False
+    for part, mark in (("code", CUT_MARK), ("question", QUESTION_CUT_MARK)):
+        if not parts[part]:
+            continue
+        # keep a prefix of the part's own tokens, then the mark on a line of its own (the mark
+        # alone when nothing is left); the prefix shrinks at every try, so this ends
+        base = tokenizer(parts[part], add_special_tokens=False)["input_ids"]
+        keep = len(base) - len(tokenizer(mark, add_special_tokens=False)["input_ids"]) - 1
+        while len(ids) > limit and keep > 0:
+            keep -= len(ids) - limit
+            parts[part] = tokenizer.decode(base[:keep]).rstrip() + "\n" + mark if keep > 0 else mark
+            ids = encode()
+        if len(ids) <= limit:
+            return ids, True
+    raise PromptTooLong(f"test prompt of problem {getattr(problem, 'id', '?')}: its fixed parts alone take "
+                        f"{len(ids)} tokens, over the limit of {limit} (rollout.test.max_prompt_tokens, or "
+                        "the model's context minus max_new_tokens)")
+
+
+def split_overlong(problems: Sequence[Any], tokenizer, limit: int | None,
+                   own_prompt: bool = True) -> tuple[list[Any], list[Any]]:
+    """(kept, dropped): the problems whose code prompt fits `limit` tokens and those that
+    do not, in order, as the reference's data filter drops over-long prompts."""
+    if limit is None:
+        return list(problems), []
+    kept, dropped = [], []
+    for p in problems:
+        n = len(encode_prompts(tokenizer, [code_messages(p, own_prompt)])[0])
+        (kept if n <= limit else dropped).append(p)
+    return kept, dropped
 
 
 def derive_seed(*parts: Any) -> int:
@@ -507,7 +618,8 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
 
     Prompts are chat messages (formatted with the model's chat template) or raw strings.
     Returns, per prompt in order, `n` `Sample`s. A prompt longer than `max_prompt_tokens`
-    is cut from the left (counted in `stats.prompts_truncated`). Reproducible for a given
+    (or the context) raises `PromptTooLong`; under `cut_prompts_left` it is cut from the
+    left instead (counted in `stats.prompts_truncated`). Reproducible for a given
     `generator` (or `sampling.seed`) and the same inputs. With `seeds` (one per prompt),
     sample j of prompt p draws from its own stream `derive_seed(seeds[p], j)` instead: the
     same whatever the other prompts of the call, their order or the batch size.
@@ -528,7 +640,7 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
 
     with policies.role(role) as model:
         device = next(model.parameters()).device
-        prompt_ids, cut = fit_prompts(encoded, cfg, _context_length(model), stats)
+        prompt_ids, cut = fit_prompts(encoded, cfg, context_length(model), stats)
         stats.prompts += len(prompts)
         stats.prompts_truncated += sum(cut)
         if generator is None and cfg.seed is not None:

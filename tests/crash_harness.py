@@ -52,7 +52,7 @@ FAST_OVERRIDES = [
     "checkpoint.every=2", "checkpoint.keep=1",
     "grpo.min_lr_ratio=1.0",  # a constant LR after warm-up, so `steps` may grow on resume
     "validation.every=0", "logging.tensorboard=false", "judge.workers=1",
-    "rollout.code.max_prompt_tokens=128", "rollout.test.max_prompt_tokens=128",
+    # prompts as the defaults fit them (T/long dropped from the data, never cut from the left)
 ]
 
 MOMENTS = {

@@ -316,8 +316,17 @@ def test_codea1_rows_parquet(tmp_path, executor):
     assert p.tests == ["assert double(2)==4"]  # the docstring example has the golden shape
     assert p.reference.startswith("import math\n")  # imports the reference lacked are added
     assert p.test_program.endswith("check(double)\n")
+    assert p.meta["prompt"] == [{"role": "user", "content": "..."}]   # the code model's own prompt
     assert passes(executor, p.reference, p)
     assert not passes(executor, "def double(x):\n    return x + 2\n", p)
+    for bad in ("just text", [], [{"role": "user"}], [{"role": "user", "content": 3}]):
+        path = tmp_path / "bad.parquet"
+        pq.write_table(pa.Table.from_pylist([dict(row, prompt=bad)]), path)
+        with pytest.raises(ProblemFormatError, match=r"bad.parquet, row 1, field 'prompt': expected a list of chat"):
+            load_problems(path)
+    del row["prompt"]
+    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "bare.parquet")
+    assert "prompt" not in load_problems(tmp_path / "bare.parquet")[0].meta
 
 
 def test_shared_mbppplus_parquet(shared_dir):
@@ -326,6 +335,9 @@ def test_shared_mbppplus_parquet(shared_dir):
     by_id = {p.id: p for p in problems}
     assert by_id["MBPP/2"].entry_point == "similar_elements"
     assert by_id["MBPP/2"].test_program.rstrip().endswith("check(similar_elements)")
+    # each row's own chat prompt (system + user) is kept: the code model's prompt
+    assert all([m["role"] for m in p.meta["prompt"]] == ["system", "user"] for p in problems)
+    assert "similar_elements" in by_id["MBPP/2"].meta["prompt"][1]["content"]
     # MBPP/56's function is called `check` like the harness: the harness is renamed.
     assert by_id["MBPP/56"].test_program.rstrip().endswith("_codea1_harness_check(check)")
     # MBPP/6 names a helper in function_name; its check asserts on differ_At_One_Bit_Pos.

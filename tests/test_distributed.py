@@ -44,7 +44,8 @@ def _overrides(tiny, mode):
             # 3 problems a step: rank 0 holds slots 0 and 2, rank 1 slot 1 (uneven on purpose)
             "data.problems_per_step=3", "rollout.n_code=4", "rollout.n_test=2",
             "rollout.code.max_new_tokens=6", "rollout.test.max_new_tokens=6",
-            "validation.every=3", "validation.n_code=2", "validation.n_test=2", "validation.test_problems=2",
+            # validation after step 3 only (not at step 0: the kill test counts rank 1's rollouts)
+            "validation.every=3", "validation.at_start=false", "validation.n_code=2", "validation.n_test=2", "validation.test_problems=2",
             "validation.sampling.temperature=1.0", "validation.sampling.max_new_tokens=6",
             "validation.sampling.batch_size=2", "validation.timeout_s=10",
             "grpo.lr=1e-3", "grpo.warmup_steps=1", "grpo.micro_batch_tokens=512", "grpo.mini_batches=2",

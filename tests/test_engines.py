@@ -287,11 +287,17 @@ def test_vllm_outputs_become_samples_with_eos_kept_and_truncation_flagged(tiny_d
 
 
 def test_prompts_are_cut_to_the_engines_context(fake, tiny_dir, tmp_path):
+    from codea1.rollout import PromptTooLong
+
     pol = _policies(tiny_dir, "lora-shared")
     engine = _vllm(pol, tmp_path, max_model_len=64)
     stats = GenerationStats()
     long = list(range(10, 110))
-    [[s]] = engine.generate("code", [long], n=1, sampling=SamplingConfig(max_new_tokens=4), stats=stats)
+    # by default a prompt over the engine's context is refused, never cut from the left
+    with pytest.raises(PromptTooLong, match="prompt 0: 100 tokens, over the limit of 60"):
+        engine.generate("code", [long], n=1, sampling=SamplingConfig(max_new_tokens=4), stats=stats)
+    [[s]] = engine.generate("code", [long], n=1, sampling=SamplingConfig(max_new_tokens=4, cut_prompts_left=True),
+                            stats=stats)
     assert s.prompt_truncated and s.prompt_ids == long[-60:]
     assert (stats.prompts_truncated, stats.prompt_tokens_dropped) == (1, 40)
     assert len(s.completion_ids) <= 4

@@ -54,9 +54,11 @@ def test_every_judge_switch_is_a_trainer_key_with_the_same_default_and_a_row():
             assert getattr(defaults, name) is False, f"judge.{name} must be off by default"
         assert f"judge.{name}" in keys, f"judge.{name} has no row in the fidelity table"
     assert "mistakes.net_changes" in keys and TrainConfig().mistakes.net_changes is False
-    for key in keys:
-        group, name = key.split(".", 1)
-        assert name in type(getattr(TrainConfig(), group)).model_fields, f"{key} is no config key"
+    for key in keys:  # dotted paths of any depth (rollout.code.cut_prompts_left)
+        node = TrainConfig()
+        for part in key.split("."):
+            assert part in type(node).model_fields, f"{key} is no config key"
+            node = getattr(node, part)
 
 
 # -- one hand-made step through every rule of the table -----------------------------------

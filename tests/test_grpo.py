@@ -130,8 +130,32 @@ def test_k3_kl_values_and_clamp():
     expected0 = 0.5 - math.log(0.5) - 1  # exp(-ln2) + ln2 - 1
     assert kl[0].item() == pytest.approx(expected0, rel=1e-5)
     assert kl[1].item() == pytest.approx(0.0, abs=1e-7)
-    assert kl[2].item() == pytest.approx(math.exp(10) - 10 - 1, rel=1e-5)
+    # d = ref - logp = 69.1: exp(20) - 21 after the log-ratio clamp, then the value clamp: 10
+    assert kl[2].item() == 10.0
     assert (kl >= 0).all()
+
+
+def test_k3_value_is_clamped_to_ten_as_the_reference():
+    """verl's low_var_kl: d = ref - logp clamped to [-20, 20], exp(d) - d - 1 clamped to [-10, 10]."""
+    d = torch.tensor([2.5, 3.0, -8.0, -12.0, -30.0])  # ref - logp
+    logp = torch.zeros(5, requires_grad=True)
+    kl = k3_kl(logp, d, clamp=10.0, log_ratio_clamp=20.0)
+    assert kl[0].item() == pytest.approx(math.exp(2.5) - 3.5, rel=1e-6)   # 8.68: under the clamp
+    assert kl[1].item() == 10.0                                            # e^3 - 4 = 16.1 -> 10
+    assert kl[2].item() == pytest.approx(math.exp(-8.0) + 7.0, rel=1e-6)  # 7.0003: under the clamp
+    assert kl[3].item() == 10.0                                            # 11.000006 -> 10
+    assert kl[4].item() == 10.0                                            # d clamped to -20: 19 -> 10
+    kl.sum().backward()
+    # inside the clamp the gradient of exp(d) - d - 1 in logp is 1 - exp(d); outside it is 0
+    assert logp.grad[0].item() == pytest.approx(1 - math.exp(2.5), rel=1e-6)
+    assert logp.grad[2].item() == pytest.approx(1 - math.exp(-8.0), rel=1e-6)
+    assert logp.grad[[1, 3, 4]].tolist() == [0.0, 0.0, 0.0]
+    # a loss with kl_coef 1 and no policy term adds exactly the mean of the clamped values
+    loss, st = grpo_token_loss(torch.zeros(5), torch.zeros(5), d, torch.zeros(5), torch.ones(5),
+                               GRPOConfig(kl_coef=1.0))
+    expected = (math.exp(2.5) - 3.5 + 10 + math.exp(-8.0) + 7 + 10 + 10) / 5
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert st["kl_sum"] == pytest.approx(expected * 5, rel=1e-6)
 
 
 def test_token_mean_over_the_whole_mini_batch():
@@ -317,6 +341,30 @@ def test_update_clips_the_gradient_norm_and_raises_good_sequences(tiny_lm):
     after = trajectory_logprobs(model, seqs, 4096)
     assert after[0].sum() > before[0].sum()             # positive advantage: more likely
     assert after[1].sum() < before[1].sum()             # negative advantage: less likely
+
+
+def test_an_update_whose_gradient_norm_is_not_finite_is_skipped(tiny_lm):
+    """Mini-batch 1 has a NaN advantage (NaN loss, NaN gradient norm): no optimiser step, the
+    weights and AdamW's moments untouched, counted; mini-batch 2 trains as usual."""
+    import copy
+
+    model = copy.deepcopy(tiny_lm)
+    seqs = [Trajectory([1, 2, 3], [4, 5, 6], float("nan")), Trajectory([8, 9], [10, 11], 1.0)]
+    old = trajectory_logprobs(model, seqs, 4096)
+    cfg = GRPOConfig(mini_batches=2, kl_coef=0.0, lr=1e-2, warmup_steps=0)
+    opt = make_optimizer(model.parameters(), cfg)
+    w0 = [p.detach().clone() for p in model.parameters()]
+    bad_only = update_policy(model, opt, seqs[:1], cfg, old[:1], None)
+    assert (bad_only.update_skipped, bad_only.optimizer_steps, bad_only.tokens) == (1, 0, 0)
+    assert bad_only.grad_norm == 0.0 and not opt.state            # AdamW never stepped
+    assert all(torch.equal(p, w) for p, w in zip(model.parameters(), w0))
+    assert all(p.grad is None for p in model.parameters())        # the NaN gradient is gone
+    both = update_policy(model, opt, seqs, cfg, old, None)
+    assert (both.update_skipped, both.optimizer_steps, both.tokens) == (1, 1, 2)
+    assert math.isfinite(both.grad_norm) and math.isfinite(both.pg_loss)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert any(not torch.equal(p, w) for p, w in zip(model.parameters(), w0))
+    assert both.as_dict("update/code")["update/code/update_skipped"] == 1.0
 
 
 def test_two_mini_batches_make_two_optimizer_steps(tiny_lm):

@@ -14,9 +14,16 @@ from codea1.rollout import (  # noqa: E402
     GenerationStats,
     Sample,
     SamplingConfig,
+    CUT_MARK,
+    QUESTION_CUT_MARK,
+    PromptTooLong,
     code_messages,
+    encode_prompts,
+    fit_test_prompt,
     generate,
+    prompt_limit,
     sample_next,
+    split_overlong,
     stop_token_ids,
     test_messages,
 )
@@ -52,10 +59,11 @@ def test_test_prompt_white_and_black_box():
         assert [text.index(h) for h in heads] == sorted(text.index(h) for h in heads)
         assert text.index("Question:") > text.index("# Context")
         assert "ONE ```python code block" in text.split("# Output format")[1]
-    # the candidate comes after the question, in a python block, labelled as maybe wrong
+    # the candidate comes after the question, in a python block, called buggy (as the reference does)
     context = white.split("# Context")[1].split("# Output format")[0]
-    assert context.index("Question:") < context.index("may be wrong") < context.index(f"```python\n{CODE}\n```")
-    assert "may be wrong" not in black
+    assert context.index("Question:") < context.index("Buggy code:") < context.index(f"```python\n{CODE}\n```")
+    assert "bugs of the function in `Buggy code`" in white.split("# Task")[1]
+    assert "Buggy" not in black
     # where the data has the reference's clean_description, the test model reads that
     clean = dict(PROBLEM, meta={"clean_description": "Add one to x and return it."})
     text = test_messages(clean, CODE)[1]["content"]
@@ -165,19 +173,98 @@ def test_batch_size_does_not_change_greedy_results(policies):
     assert [[s.completion_ids for s in ss] for ss in wide] == [[s.completion_ids for s in ss] for ss in narrow]
 
 
-def test_long_prompts_are_cut_from_the_left_and_counted(policies):
+def test_long_prompts_are_refused_not_cut(policies):
+    """The reference never cuts a prompt: one over the limit is an error naming it."""
+    long_prompt = "def f(x):\n    return x + 1\n" * 200
+    with pytest.raises(PromptTooLong, match=r"prompt 0: \d+ tokens, over the limit of 40 .*never cut from the left"):
+        generate(policies, "code", [long_prompt, "short"], n=1,
+                 sampling=SamplingConfig(max_new_tokens=5, max_prompt_tokens=40))
+    # the model's context minus max_new_tokens is a limit too (tiny model: 1024 positions)
+    with pytest.raises(PromptTooLong, match="over the limit of 1000 "):
+        generate(policies, "code", [long_prompt * 3], n=1, sampling=SamplingConfig(max_new_tokens=24))
+    assert prompt_limit(SamplingConfig(max_new_tokens=24), 1024) == 1000
+    assert prompt_limit(SamplingConfig(max_new_tokens=24, max_prompt_tokens=4096), 1024) == 1000
+    assert prompt_limit(SamplingConfig(max_new_tokens=4096, max_prompt_tokens=4096), 32768) == 4096
+    assert prompt_limit(SamplingConfig(), None) is None
+
+
+def test_long_prompts_are_cut_from_the_left_and_counted_under_the_switch(policies):
     long_prompt = "def f(x):\n    return x + 1\n" * 200
     stats = GenerationStats()
     out = generate(policies, "code", [long_prompt, "short"], n=2,
-                   sampling=SamplingConfig(max_new_tokens=5, max_prompt_tokens=40), stats=stats)
+                   sampling=SamplingConfig(max_new_tokens=5, max_prompt_tokens=40, cut_prompts_left=True),
+                   stats=stats)
     assert stats.prompts_truncated == 1
     full_ids = policies.tokenizer(long_prompt, add_special_tokens=False)["input_ids"]
     assert out[0][0].prompt_ids == full_ids[-40:] and out[0][0].prompt_truncated
     assert not out[1][0].prompt_truncated
     # the model's own context also bounds prompts (tiny model: 1024 positions)
     stats = GenerationStats()
-    out = generate(policies, "code", [long_prompt * 3], n=1, sampling=SamplingConfig(max_new_tokens=24), stats=stats)
+    out = generate(policies, "code", [long_prompt * 3], n=1,
+                   sampling=SamplingConfig(max_new_tokens=24, cut_prompts_left=True), stats=stats)
     assert stats.prompts_truncated == 1 and len(out[0][0].prompt_ids) == 1024 - 24
+
+
+def test_the_rows_own_prompt_is_the_code_prompt():
+    own = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Write add_one."}]
+    row = dict(PROBLEM, id="P/1", meta={"prompt": own})
+    assert code_messages(row) == own and code_messages(row) is not own
+    ours = code_messages(row, own_prompt=False)           # rollout.project_code_prompt=true
+    assert ours == code_messages(PROBLEM) and PROBLEM["question"] in ours[1]["content"]
+    with pytest.raises(ValueError, match=r"problem P/1: meta.prompt: expected a list of chat messages"):
+        code_messages(dict(row, meta={"prompt": "Write add_one."}))
+    with pytest.raises(ValueError, match="meta.prompt"):
+        code_messages(dict(row, meta={"prompt": [{"role": "user"}]}))
+
+
+def test_a_long_test_prompt_keeps_its_head_and_loses_the_codes_tail(policies):
+    tok = policies.tokenizer
+    code = "def add_one(x):\n" + "    x = x + 0\n" * 300 + "    return x + 1\n"
+    full = encode_prompts(tok, [test_messages(PROBLEM, code)])[0]
+    short_ids, shortened = fit_test_prompt(tok, PROBLEM, "def add_one(x):\n    return x + 1", 1000)
+    assert not shortened and short_ids == encode_prompts(tok, [test_messages(PROBLEM, CODE)])[0]
+    assert len(full) > 1000
+    ids, shortened = fit_test_prompt(tok, PROBLEM, code, 1000)
+    assert shortened and 990 <= len(ids) <= 1000
+    text = tok.decode(ids)
+    # the head (system message, Role, Task, Strategy), the question and the output format stay
+    assert text.startswith("<|im_start|>system\nYou are a helpful test-generation assistant.")
+    for part in ("# Role", "# Task", "# Strategy", PROBLEM["question"], "# Output format",
+                 "Format: `assert add_one(parameters) == answer`", "def add_one(x):\n    x = x + 0"):
+        assert part in text, part
+    # the code's tail is gone, marked as cut, inside its block
+    assert "return x + 1" not in text and CUT_MARK + "\n```" in text
+    # a question too long as well: it is cut after the code is gone
+    long_q = dict(PROBLEM, question=PROBLEM["question"] + " Really." * 900)
+    ids, shortened = fit_test_prompt(tok, long_q, code, 1000)
+    text = tok.decode(ids)
+    assert shortened and 990 <= len(ids) <= 1000 and "# Role" in text and "# Output format" in text
+    assert f"```python\n{CUT_MARK}\n```" in text                  # the code block holds the mark alone
+    assert "Really. Real" in text and f"\n{QUESTION_CUT_MARK}\n\nBuggy code:" in text
+    # black-box: the question alone is cut
+    ids, shortened = fit_test_prompt(tok, long_q, None, 1000, white_box=False)
+    text = tok.decode(ids)
+    assert shortened and 990 <= len(ids) <= 1000 and CUT_MARK not in text and "Buggy" not in text
+    assert f"\n{QUESTION_CUT_MARK}\n\n# Output format" in text
+    # a limit below the fixed parts alone is an error, not a cut head
+    with pytest.raises(PromptTooLong, match="fixed parts alone"):
+        fit_test_prompt(tok, PROBLEM, code, 50)
+
+
+def test_code_prompts_over_the_limit_are_dropped_from_the_data(policies):
+    tok = policies.tokenizer
+    rows = [dict(PROBLEM, id=f"P/{i}", question=PROBLEM["question"] + " Really." * k)
+            for i, k in enumerate((0, 400, 10, 2000))]
+    sizes = [len(encode_prompts(tok, [code_messages(r)])[0]) for r in rows]
+    limit = sizes[2]                      # exactly the third's length: it stays
+    assert sizes[0] < limit < sizes[1] and sizes[3] > limit
+    kept, dropped = split_overlong(rows, tok, limit)
+    assert [r["id"] for r in kept] == ["P/0", "P/2"] and [r["id"] for r in dropped] == ["P/1", "P/3"]
+    assert split_overlong(rows, tok, None) == (rows, [])
+    # the row's own prompt is what is measured
+    own = dict(rows[1], meta={"prompt": [{"role": "user", "content": "short"}]})
+    assert split_overlong([own], tok, limit) == ([own], [])
+    assert split_overlong([own], tok, limit, own_prompt=False) == ([], [own])
 
 
 def test_junk_and_empty_inputs_never_crash(policies):

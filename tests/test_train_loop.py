@@ -48,6 +48,11 @@ def _stable(rows):
             for r in rows]
 
 
+def _steps(rows):
+    """The rows of training steps (not step 0's validation)."""
+    return [r for r in rows if r["step"] > 0]
+
+
 def _weights(ckpt: Path):
     from safetensors.torch import load_file
 
@@ -64,12 +69,19 @@ def test_end_to_end_every_mode(tmp_path, tiny, scripted, mode):
     assert list((run / "tb").glob("events.out.tfevents.*"))
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1", "step-2", "step-3"]
     rows = read_metrics(run)
-    assert [r["step"] for r in rows] == [1, 2, 3]
-    assert "val/code_pass_rate" in rows[1]                    # validation every 2 steps
-    assert "val/test/avg@1" in rows[1] and "val/test/pass@1" in rows[1]   # per data source ("test")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    # validation before the first step, every 2 steps and after the last (as the reference)
+    assert ["val/code_pass_rate" in r for r in rows] == [True, False, True, True]
+    assert set(rows[0]) == {k for k in rows[0] if k.startswith("val/")} | {"step", "time/validation_s"}
+    assert "val/test/avg@1" in rows[2] and "val/test/pass@1" in rows[2]   # per data source ("test")
+    assert rows[3]["data/train_dropped_overlong"] == 1      # T/long's code prompt: over the context
+    rows = _steps(rows)
     trained = {"a1": ["code", "test"], "golden": ["code"], "selfplay": ["shared"]}[mode]
     for key in trained:
         assert sum(r.get(f"update/{key}/sequences", 0) for r in rows) > 0, key
+        assert all(r[f"update/{key}/update_skipped"] == 0 for r in rows), key   # finite gradients
+    # 4 problems (T/long dropped), 2 a step: epoch 0 is steps 1-2, step 3 starts epoch 1
+    assert [r["data/epoch"] for r in rows] == [0, 0, 1]
     for r in rows:
         assert 0.0 <= r["code/reward_mean"] <= 1.0
         assert r["rollout/code_samples"] == 8
@@ -85,20 +97,41 @@ def test_end_to_end_every_mode(tmp_path, tiny, scripted, mode):
 
 
 def test_junk_completions_are_counted_never_fatal(tmp_path, tiny, scripted):
-    cfg = _config(tiny, "a1", 3, "data.problems_per_step=5")   # every problem, incl. the long one
+    """Every kept problem each step: T/long's code prompt is over the tiny context, so it is
+    dropped from the data (counted). Test prompts take 687-705 tokens here before the
+    candidate's code (733 with the code cut to its mark alone), 704-730 with a scripted
+    code, more with the tiny model's own 60-token junk: over 740, the junk is cut, the
+    question never (the scripted sampler finds each prompt's problem by its question)."""
+    cfg = _config(tiny, "a1", 3, "data.problems_per_step=4", "rollout.code.max_new_tokens=60",
+                  "rollout.test.max_prompt_tokens=740")
     result = train(cfg, tmp_path / "run")
-    rows = read_metrics(tmp_path / "run")
+    rows = _steps(read_metrics(tmp_path / "run"))
     assert result.step == 3 and scripted["junk"] > 0
-    assert sum(r["rollout/code_prompts_truncated"] for r in rows) >= 3   # the over-long question
+    assert all(r["data/train_dropped_overlong"] == 1 and r["data/heldout_dropped_overlong"] == 0 for r in rows)
+    assert sum(r["rollout/code_prompts_truncated"] + r["rollout/test_prompts_truncated"] for r in rows) == 0
+    assert sum(r["rollout/test_prompts_shortened"] for r in rows) > 0
+    assert sum(r["rollout/test_samples"] for r in rows) == 3 * 4 * 4 * 2   # every candidate tested
     assert sum(r["rollout/code_empty"] + r["rollout/test_empty"] for r in rows) > 0
     assert sum(r["rollout/code_truncated"] + r["rollout/test_truncated"] for r in rows) > 0
     assert all(r["judge/code_valid_rate"] < 1.0 for r in rows)
 
 
+def test_cut_prompts_left_keeps_and_cuts_the_long_problem(tmp_path, tiny, scripted):
+    """The project's older rule (the switch): nothing dropped, the long prompt cut from the left."""
+    cfg = _config(tiny, "a1", 2, "data.problems_per_step=5", "rollout.code.cut_prompts_left=true",
+                  "rollout.test.cut_prompts_left=true", "validation.every=0")
+    assert train(cfg, tmp_path / "run").step == 2
+    rows = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [1, 2]                     # every=0: no validation at all
+    assert all(r["data/train_dropped_overlong"] == 0 for r in rows)
+    assert sum(r["rollout/code_prompts_truncated"] for r in rows) == 2   # T/long, once a step
+    assert sum(r["rollout/test_prompts_shortened"] for r in rows) == 0
+
+
 def test_pure_random_model_runs_without_any_signal(tmp_path, tiny):
     """No scripting: the tiny model's own junk flows through every phase."""
     result = train(_config(tiny, "a1", 2), tmp_path / "run")
-    rows = read_metrics(tmp_path / "run")
+    rows = _steps(read_metrics(tmp_path / "run"))
     assert result.step == 2
     assert all(r["judge/code_valid_rate"] == 0.0 for r in rows)
     # the reference trains zero-variance groups (advantage 0: only the KL term moves them)
@@ -106,7 +139,7 @@ def test_pure_random_model_runs_without_any_signal(tmp_path, tiny):
     assert all(r["update/test/sequences"] == 2 * 2 for r in rows)  # update_n = 1 suite group a problem
     filtered = train(_config(tiny, "a1", 1, "grpo.filter_zero_variance=true"), tmp_path / "filtered")
     assert filtered.step == 1
-    assert read_metrics(tmp_path / "filtered")[0]["update/code/sequences"] == 0   # dynamic sampling
+    assert _steps(read_metrics(tmp_path / "filtered"))[0]["update/code/sequences"] == 0   # dynamic sampling
 
 
 def test_resume_is_exact(tmp_path, tiny, scripted):
@@ -147,7 +180,7 @@ def test_time_limit_stops_with_a_checkpoint_and_resumes(tmp_path, tiny, scripted
     assert first.stopped and first.step == 1
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
     assert train(None, run, resume=True, time_limit_s=1e6).step == 3
-    assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
+    assert [r["step"] for r in read_metrics(run)] == [0, 1, 2, 3]
     last = train(_config(tiny, "a1", 1), tmp_path / "one", time_limit_s=1e-3)
     assert last.step == 1 and not last.stopped
 
@@ -175,7 +208,7 @@ def test_sigterm_mid_run_checkpoints_and_resumes_exactly(tmp_path, tiny, scripte
 
     first = train(_config(tiny, "a1", 3), b, on_step=kill_after_first)
     assert first.stopped and first.step == 1
-    assert [r["step"] for r in read_metrics(b)] == [1]
+    assert [r["step"] for r in read_metrics(b)] == [0, 1]
     second = train(None, b, resume=True)
     assert second.step == 3
     assert _stable(read_metrics(a)) == _stable(read_metrics(b))
@@ -198,7 +231,7 @@ def test_sigterm_during_a_rollout_stops_at_once_and_resumes_exactly(tmp_path, ti
     def signal_then_generate(policies, role, prompts, n=1, sampling=None, **kw):
         if role == "test":
             calls["test"] += 1
-            if calls["test"] == 2:
+            if calls["test"] == 3:  # step 0's validation, step 1, then step 2's rollout
                 os.kill(os.getpid(), signal.SIGTERM)
                 with pytest.raises(rollout.GenerationInterrupted):
                     inner(policies, role, prompts, n=n, sampling=sampling, **kw)

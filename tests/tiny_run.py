@@ -29,7 +29,7 @@ PROBLEMS = [
     ("T/vowels", "def vowels(s):\n    \"\"\"Count the vowels aeiou in s.\"\"\"\n", "vowels",
      "def vowels(s):\n    return sum(c in 'aeiou' for c in s)\n", "def vowels(s):\n    return s.count('a')\n",
      ["assert vowels('banana') == 3", "assert vowels('xyz') == 0", "assert vowels('io') == 2"]),
-    # a question far longer than the tiny model's context: the prompt gets cut, counted
+    # a question far longer than the tiny model's context: dropped from the data, counted
     ("T/long", "def double(x):\n    \"\"\"Return twice x. " + "Really, twice. " * 400 + "\"\"\"\n", "double",
      "def double(x):\n    return 2 * x\n", "def double(x):\n    return x + 2\n",
      ["assert double(3) == 6", "assert double(0) == 0"]),

@@ -142,8 +142,8 @@ class RolloutEngine(abc.ABC):
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
         """`n` samples per prompt with `role`'s current weights, per prompt in order.
 
-        Prompts longer than the sampling config allows are cut from the left
-        (`codea1.rollout.fit_prompts`). `seeds` (one a prompt) make each prompt's samples
+        A prompt longer than the sampling config allows is refused, never cut (cut from the
+        left only under `cut_prompts_left`: `codea1.rollout.fit_prompts`). `seeds` (one a prompt) make each prompt's samples
         depend only on its seed, not on the batch it is in (what training passes, so that
         any number of ranks samples alike); else `generator` drives the draws.
         Raises `GenerationInterrupted` when `should_stop`

@@ -41,6 +41,9 @@ class RolloutConfig(_Strict):
     code: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     test: SamplingConfig = SamplingConfig(max_new_tokens=1024)
     white_box: bool = Field(True, description="show the test model the candidate's code")
+    project_code_prompt: bool = Field(
+        False, description="ask the code model in codea1's own wording even where the data row has its "
+        "own `prompt` (off: the row's prompt, as the reference)")
     engine: Literal["auto", "hf", "vllm", "llamacpp"] = Field(
         "auto", description="who samples the rollouts: hf (codea1's sampler, any device), vllm "
         "(CUDA, the codea1[vllm] extra), llamacpp (CPU, LoRA modes on a GGUF base, the "
@@ -85,6 +88,10 @@ class DataConfig(_Strict):
     )
     problems_per_step: int = Field(256, ge=1, description="problems a training step samples")
     shuffle: bool = Field(True, description="a new order of the training problems every epoch (seeded)")
+    cross_epochs: bool = Field(
+        False, description="fill a step that the epoch cannot fill from the next epoch's order (a step "
+        "may then hold a problem twice); off: the epoch's last incomplete batch is dropped, as the "
+        "reference's sampler does")
 
 
 class JudgeSection(_Strict):
@@ -147,10 +154,10 @@ class MistakeConfig(_Strict):
 
 
 class ValidationConfig(_Strict):
-    """Every `every` steps: the code model on the held-out golden tests (avg@n and pass@k
-    per data source, as the reference's validation), optionally the test model's pass/kill.
-    The defaults are the reference's: every 10 steps, every problem, 32 samples at
-    temperature 0.7 and top_p 0.95."""
+    """Every `every` steps, before the first and after the last: the code model on the
+    held-out golden tests (avg@n and pass@k per data source, as the reference's
+    validation), optionally the test model's pass/kill. The defaults are the reference's:
+    every 10 steps, every problem, 32 samples at temperature 0.7 and top_p 0.95."""
 
     every: int = Field(10, ge=0, description="0 disables validation")
     problems: int | None = Field(None, ge=1, description="held-out problems used (the first N); null = all")
@@ -166,7 +173,10 @@ class ValidationConfig(_Strict):
     timeout_s: float = Field(
         10.0, gt=0, description="wall time of one sample's golden program (the reference's 10 s)")
     memory_mb: int = Field(4096, ge=64, description="memory of one sample's golden run (MBPP+ needs > 2 GiB)")
-    at_start: bool = Field(False, description="also validate before the first step")
+    at_start: bool = Field(True, description="also validate before the first step (step 0), as the reference "
+                           "(verl's val_before_train); false: the project's older rule")
+    at_end: bool = Field(True, description="also validate after the last step when `every` does not divide "
+                         "`steps`, as the reference; false: the project's older rule")
 
 
 class CheckpointConfig(_Strict):

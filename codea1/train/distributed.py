@@ -457,8 +457,8 @@ def _optimizer_names(model, optimizer) -> list[str]:
 # --------------------------------------------------------------------------- metrics
 
 
-_SUM_SUFFIXES = ("_samples", "_tokens", "_truncated", "_empty", "_prompts_truncated", "/groups_total",
-                 "/groups_kept", "_tokens_per_s", "_logp_mismatch_tokens")
+_SUM_SUFFIXES = ("_samples", "_tokens", "_truncated", "_empty", "_prompts_truncated", "_prompts_shortened",
+                 "/groups_total", "/groups_kept", "_tokens_per_s", "_logp_mismatch_tokens")
 _SUM_KEYS = {"judge/infra", "judge/unusable_problems", "rollout/tokens", "rollout/tokens_per_s"}
 _SAME_PREFIXES = ("mistakes/", "update/", "data/", "val/")
 

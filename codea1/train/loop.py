@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from codea1.data.sampler import ProblemSampler
 from codea1.train.checkpoint import (
     CheckpointManager,
     capture_rng,
@@ -67,48 +68,6 @@ class StopRequested(Exception):
 
 
 # --------------------------------------------------------------------------- data
-
-
-class ProblemSampler:
-    """Problems in a fresh seeded permutation per epoch; its position is checkpointed."""
-
-    def __init__(self, n: int, seed: int, shuffle: bool = True) -> None:
-        if n <= 0:
-            raise ValueError("the training set has no problems")
-        self.n, self.seed, self.shuffle = n, seed, shuffle
-        self.epoch, self.index = 0, 0
-        self._order = self._permutation(0)
-
-    def _permutation(self, epoch: int) -> list[int]:
-        import numpy as np
-
-        if not self.shuffle:
-            return list(range(self.n))
-        return np.random.default_rng([self.seed, epoch]).permutation(self.n).tolist()
-
-    def take(self, k: int) -> list[int]:
-        """The next k indices (crossing into the next epoch's permutation when needed)."""
-        out: list[int] = []
-        while len(out) < k:
-            if self.index >= self.n:
-                self.epoch += 1
-                self.index = 0
-                self._order = self._permutation(self.epoch)
-            out.append(self._order[self.index])
-            self.index += 1
-        return out
-
-    def state(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "index": self.index, "n": self.n}
-
-    def load_state(self, state: dict[str, int]) -> None:
-        if state.get("n") != self.n:
-            raise ValueError(
-                f"the checkpoint's data position is for {state.get('n')} problems, "
-                f"the training set now has {self.n}: resume with the same data"
-            )
-        self.epoch, self.index = int(state["epoch"]), int(state["index"])
-        self._order = self._permutation(self.epoch)
 
 
 def load_training_data(cfg: TrainConfig):
@@ -221,6 +180,7 @@ class Trainer:
         from codea1.grpo import make_optimizer, make_scheduler
         from codea1.mistakes import MistakeBook
         from codea1.models import load_policies
+        from codea1.rollout import context_length
         from codea1.sandbox import Executor, Limits
         from codea1.train import distributed as D
 
@@ -237,8 +197,16 @@ class Trainer:
         torch.manual_seed(cfg.seed)
 
         self.train_problems, self.heldout = load_training_data(cfg)
-        self.sampler = ProblemSampler(len(self.train_problems), cfg.seed, cfg.data.shuffle)
+        # the batch must fit the data: refused here, before minutes of model loading ...
+        ProblemSampler(len(self.train_problems), cfg.seed, cfg.data.shuffle,
+                       batch_size=cfg.data.problems_per_step, cross_epochs=cfg.data.cross_epochs)
         self.policies = policies if policies is not None else load_policies(D.rank_model_config(cfg, self.ranks))
+        # both roles share one architecture: one context bounds every prompt
+        self.context = context_length(self.policies.module("code"))
+        self.dropped = self._drop_overlong(progress)
+        # ... and again once the over-long prompts are gone
+        self.sampler = ProblemSampler(len(self.train_problems), cfg.seed, cfg.data.shuffle,
+                                      batch_size=cfg.data.problems_per_step, cross_epochs=cfg.data.cross_epochs)
         self.sharded = D.uses_fsdp(cfg, self.ranks)
         compute_dtype = None
         if self.sharded:
@@ -289,6 +257,36 @@ class Trainer:
         self.step = 0
         self.progress = progress
         self.stop = StopFlag()
+
+    def _drop_overlong(self, progress: Progress | None) -> dict[str, list[str]]:
+        """Drop the problems whose code prompt is longer than the code model may read, as
+        the reference's data filter does (training data by `rollout.code`, held-out data by
+        `validation.sampling`); returns the dropped ids and says how many went. With
+        `cut_prompts_left` (the project's older rule) they stay and are cut."""
+        from codea1.rollout import prompt_limit, split_overlong
+
+        cfg, context = self.cfg, self.context
+        own = not cfg.rollout.project_code_prompt
+        dropped: dict[str, list[str]] = {"train": [], "heldout": []}
+        for split, sampling in (("train", cfg.rollout.code), ("heldout", cfg.validation.sampling)):
+            if sampling.cut_prompts_left or (split == "heldout" and not cfg.validation.every):
+                continue
+            limit = prompt_limit(sampling, context)
+            problems = self.train_problems if split == "train" else self.heldout
+            kept, gone = split_overlong(problems, self.policies.tokenizer, limit, own)
+            dropped[split] = [p.id for p in gone]
+            if split == "train":
+                self.train_problems = kept
+            else:
+                self.heldout = kept
+            if gone and progress is not None and self.ranks.main:
+                shown = ", ".join(dropped[split][:5]) + (" ..." if len(gone) > 5 else "")
+                progress.message(f"data.{split}: dropped {len(gone)} of {len(problems)} problems whose code "
+                                 f"prompt is over {limit} tokens ({shown})")
+        if not self.train_problems:
+            raise ValueError(f"data.train: every problem's code prompt is over the limit of "
+                             f"{prompt_limit(cfg.rollout.code, context)} tokens (rollout.code.max_prompt_tokens)")
+        return dropped
 
     # ------------------------------------------------------------------ state
 
@@ -400,10 +398,25 @@ class Trainer:
             self._check_stop(interrupted=True)
             raise StopRequested(self.stop.reason) from None
 
+    def _test_prompt(self, problem, code: str | None, sampling, stats):
+        """A test prompt (token ids, or chat messages under `cut_prompts_left`) that fits the
+        test model's limit without losing its head (`codea1.rollout.fit_test_prompt`);
+        a shortened one is counted in `stats.prompts_shortened`."""
+        from codea1.rollout import fit_test_prompt, prompt_limit, test_messages
+
+        n_tests, white_box = self.cfg.judge.suite_size, code is not None
+        if sampling.cut_prompts_left:
+            return test_messages(problem, code=code, white_box=white_box, n_tests=n_tests)
+        limit = prompt_limit(sampling, self.context)
+        ids, shortened = fit_test_prompt(self.policies.tokenizer, problem, code, limit,
+                                         white_box=white_box, n_tests=n_tests)
+        stats.prompts_shortened += int(shortened)
+        return ids
+
     def run_step(self) -> dict[str, Any]:
         """One training step; returns its metrics. May raise StopRequested before commit."""
         from codea1.judge import extract_code
-        from codea1.rollout import GenerationStats, code_messages, test_messages
+        from codea1.rollout import GenerationStats, code_messages
         from codea1.train import distributed as D
 
         cfg = self.cfg
@@ -423,7 +436,8 @@ class Trainer:
         self._phase("code rollout")
         t = time.perf_counter()
         code_stats = GenerationStats()
-        code_samples = self._generate("code", [code_messages(p) for p in problems],
+        own = not cfg.rollout.project_code_prompt
+        code_samples = self._generate("code", [code_messages(p, own) for p in problems],
                                       cfg.rollout.n_code, cfg.rollout.code, code_stats, [(s,) for s in slots])
         codes = [[extract_code(s.text) for s in group] for group in code_samples]
         times["code_rollout"] = time.perf_counter() - t
@@ -439,10 +453,10 @@ class Trainer:
             for pi, p in enumerate(problems):
                 if cfg.rollout.white_box:
                     for ci, code in enumerate(codes[pi]):
-                        prompts.append(test_messages(p, code=code, white_box=True, n_tests=cfg.judge.suite_size))
+                        prompts.append(self._test_prompt(p, code, cfg.rollout.test, test_stats))
                         where.append((pi, ci))
                 else:
-                    prompts.append(test_messages(p, white_box=False, n_tests=cfg.judge.suite_size))
+                    prompts.append(self._test_prompt(p, None, cfg.rollout.test, test_stats))
                     where.append((pi, None))
             n_gen = cfg.rollout.n_test if cfg.rollout.white_box else cfg.rollout.n_test * cfg.rollout.n_code
             out = self._generate("test", prompts, n_gen, cfg.rollout.test, test_stats,
@@ -503,6 +517,8 @@ class Trainer:
         metrics["rollout/tokens"] = total_tokens
         metrics["rollout/tokens_per_s"] = total_tokens / total_gen_s if total_gen_s > 0 else 0.0
         metrics["data/epoch"] = self.sampler.epoch
+        metrics["data/train_dropped_overlong"] = len(self.dropped["train"])
+        metrics["data/heldout_dropped_overlong"] = len(self.dropped["heldout"])
         for key, value in times.items():
             metrics[f"time/{key}_s"] = value
         samples = self._pick_samples(problems, code_samples, code_rewards, test_samples, test_rewards, batches)
@@ -747,7 +763,8 @@ class Trainer:
         with self._sampling_weights("code"):
             for idx in self._validation_calls(len(problems), per_call):
                 part = [problems[i] for i in idx]
-                code_out = self._validation_generate("code", [code_messages(p) for p in part], v.n_code,
+                own = not self.cfg.rollout.project_code_prompt
+                code_out = self._validation_generate("code", [code_messages(p, own) for p in part], v.n_code,
                                                      [("validation", i) for i in idx])
                 items = [(p, p.program(extract_code(s.text))) for p, g in zip(part, code_out) for s in g]
                 gold = golden_results(self.executor, items, limits)
@@ -809,10 +826,11 @@ class Trainer:
         """The test model on this rank's held-out codes: per problem (index, each suite's
         (valid ratio, pass on the reference), kills of wrong codes, wrong-code suites)."""
         from codea1.judge import ProblemRollout, extract_code
-        from codea1.rollout import test_messages
+        from codea1.rollout import GenerationStats
 
         v = self.cfg.validation
-        prompts = [test_messages(p, code=extract_code(s.text), white_box=True, n_tests=self.cfg.judge.suite_size)
+        shortened = GenerationStats()
+        prompts = [self._test_prompt(p, extract_code(s.text), v.sampling, shortened)
                    for _i, p, samples, _ in kept for s in samples]
         places = [(i, c) for i, _p, samples, _ in kept for c in range(len(samples))]
         with self._sampling_weights("test"):
@@ -865,6 +883,7 @@ def _generation_metrics(role: str, st) -> dict[str, Any]:
         f"rollout/{role}_truncated": st.completions_truncated,
         f"rollout/{role}_empty": st.empty_completions,
         f"rollout/{role}_prompts_truncated": st.prompts_truncated,
+        f"rollout/{role}_prompts_shortened": st.prompts_shortened,
         f"rollout/{role}_mean_length": st.completion_tokens / st.samples if st.samples else 0.0,
     }
 
@@ -989,9 +1008,10 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
                              purge_step=trainer.step + 1 if trainer.step else (0 if resume else None))
         show.start_step = show.step = trainer.step
         show.current = trainer.step + 1
-        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0:
+        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0 and trainer.heldout:
+            show.set_phase("validation", 0)
             metrics = trainer.validate()   # every rank validates its share; rank 0 logs
-            if ranks.main:
+            if ranks.main and metrics:
                 log.log(0, metrics)
         done_here = 0
         slowest = 0.0  # the longest step (with its validation and checkpoint) of this call
@@ -1009,7 +1029,9 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
                     stopped = True
                     break
                 step = trainer.step
-                if cfg.validation.every and step % cfg.validation.every == 0 and trainer.heldout:
+                last = step >= cfg.steps
+                if (cfg.validation.every and trainer.heldout
+                        and (step % cfg.validation.every == 0 or (last and cfg.validation.at_end))):
                     show.set_phase("validation", step)
                     figures = trainer.validate()   # every rank its share; the figures on rank 0
                     if ranks.main:
@@ -1019,7 +1041,6 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
                     log.log_samples(step, trainer._last_samples)
                     rows.append({"step": step, **metrics})
                 done_here += 1
-                last = step >= cfg.steps
                 if time_limit_s is not None and not last:  # would the next step end past the budget?
                     slowest = max(slowest, time.monotonic() - step_started)
                     out_of_time = ranks.any(time.monotonic() - started + slowest > time_limit_s)

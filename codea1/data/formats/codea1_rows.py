@@ -1,6 +1,7 @@
 """Rows of the Code-A1 reference's parquet files (its validation and training files).
 
-Columns: `prompt` (chat messages), `problem` (signature + docstring), `description`,
+Columns: `prompt` (chat messages: the code model's prompt, kept in `meta["prompt"]`),
+`problem` (signature + docstring), `description`,
 `GT_code` (reference), `test`, `data_source`, `extra_info` (`question_id`,
 `function_name`, and optionally `function_declaration`, `imports`); optionally
 `clean_description` (the text the reference shows the test model).
@@ -90,6 +91,19 @@ def _golden_program(test: str, entry: str, where: str) -> str | None:
     return pytest_program(test, where)
 
 
+def _chat_prompt(value: Any, where: str) -> list[dict[str, str]] | None:
+    """The row's `prompt` column as chat messages, or None when the row has none."""
+    if value is None:
+        return None
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        value = value.tolist()
+    if (not isinstance(value, (list, tuple)) or not value
+            or not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                       for m in value)):
+        raise ProblemFormatError(where, "prompt", "a list of chat messages, each with string role and content", value)
+    return [{"role": m["role"], "content": m["content"]} for m in value]
+
+
 def matches(row: dict[str, Any]) -> bool:
     return KEYS <= row.keys()
 
@@ -120,6 +134,9 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     clean = row.get("clean_description")
     if isinstance(clean, str) and clean.strip():
         meta["clean_description"] = clean
+    prompt = _chat_prompt(row.get("prompt"), where)
+    if prompt is not None:
+        meta["prompt"] = prompt  # the code model's prompt, as the reference uses it
     return Problem(
         id=pid,
         question=question,

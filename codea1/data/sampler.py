@@ -1,0 +1,77 @@
+"""The order in which training problems are drawn, step after step.
+
+As the reference's data loader (a seeded random sampler with `drop_last`): the training
+set is walked in epochs, each a fresh seeded permutation cut into batches of
+`batch_size`; an epoch's last incomplete batch is dropped, so a step never holds the
+same problem twice and every problem of an epoch is seen at most once in it. The
+position (epoch, index) is checkpointed, so a resumed run draws what the uninterrupted
+run would have drawn.
+"""
+
+from __future__ import annotations
+
+
+class ProblemSampler:
+    """Problems in a fresh seeded permutation per epoch; its position is checkpointed.
+
+    `cross_epochs=True` is the project's older rule: a batch that an epoch cannot fill
+    takes the rest from the next epoch's order (nothing is dropped, but a step may then
+    hold a problem twice, and a batch may be larger than the data set).
+    """
+
+    def __init__(self, n: int, seed: int, shuffle: bool = True, *, batch_size: int | None = None,
+                 cross_epochs: bool = False) -> None:
+        if n <= 0:
+            raise ValueError("the training set has no problems")
+        if batch_size is not None and batch_size > n and not cross_epochs:
+            raise ValueError(
+                f"data.problems_per_step={batch_size} is more than the {n} training problems: the "
+                "reference's sampler drops an epoch's last incomplete batch, so no step could be "
+                "drawn; lower data.problems_per_step (or set data.cross_epochs=true)")
+        self.n, self.seed, self.shuffle = n, seed, shuffle
+        self.batch_size, self.cross_epochs = batch_size, cross_epochs
+        self.epoch, self.index = 0, 0
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> list[int]:
+        import numpy as np
+
+        if not self.shuffle:
+            return list(range(self.n))
+        return np.random.default_rng([self.seed, epoch]).permutation(self.n).tolist()
+
+    def _next_epoch(self) -> None:
+        self.epoch += 1
+        self.index = 0
+        self._order = self._permutation(self.epoch)
+
+    def take(self, k: int) -> list[int]:
+        """The next k indices: the next batch of this epoch, or (when fewer than k are left)
+        the first batch of the next epoch's order, the rest of this one dropped."""
+        if not self.cross_epochs:
+            if k > self.n:
+                raise ValueError(f"a batch of {k} problems from {self.n}: a step never holds a problem twice")
+            if self.index + k > self.n:
+                self._next_epoch()
+            out = self._order[self.index:self.index + k]
+            self.index += k
+            return list(out)
+        out: list[int] = []
+        while len(out) < k:
+            if self.index >= self.n:
+                self._next_epoch()
+            out.append(self._order[self.index])
+            self.index += 1
+        return out
+
+    def state(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "index": self.index, "n": self.n}
+
+    def load_state(self, state: dict[str, int]) -> None:
+        if state.get("n") != self.n:
+            raise ValueError(
+                f"the checkpoint's data position is for {state.get('n')} problems, "
+                f"the training set now has {self.n}: resume with the same data"
+            )
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+        self._order = self._permutation(self.epoch)
