@@ -146,8 +146,18 @@ def tests_command(
     dtype: str = DTYPE_OPTION,
     threads: Optional[int] = THREADS_OPTION,
     engine: str = ENGINE_OPTION,
+    mutation_style: str = typer.Option(
+        "text", "--mutation-style",
+        help="text: Cosmic-Ray's token edits (new operator's precedence, syntax-error mutants killed); "
+             "tree: codea1's AST edits keeping the written grouping."),
+    dedupe_mutants: bool = typer.Option(
+        False, "--dedupe-mutants", help="Count mutations giving the same program once (Cosmic-Ray counts each)."),
+    header: str = typer.Option(
+        "auto", "--header",
+        help="auto: UnLeakedTestBench's import header before its problems' code; ult: before every problem's; none."),
 ) -> None:
-    """pass@k, mut@k and Mul of a test model (UnLeakedTestBench style)."""
+    """pass@k, mut@k and Mul of a test model, as UnLeakedTestBench computes them
+    (codea1's all-function figures beside them as mut@k_all, Mul_all)."""
     from rich.console import Console
 
     from codea1.eval.store import removed_if_failed
@@ -158,17 +168,24 @@ def tests_command(
     console = Console(soft_wrap=True)
     config = TestEvalConfig(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                             limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch,
-                            workers=workers, device=device, dtype=dtype, threads=threads, engine=engine)
+                            workers=workers, device=device, dtype=dtype, threads=threads, engine=engine,
+                            mutation_style=mutation_style, dedupe_mutants=dedupe_mutants, header=header)
 
     def progress(done: int, total: int, summary: dict) -> None:
         row = summary["sources"].get("all", {})
+        mut = row.get(f"mut@{k}")
         console.print(f"[{done}/{total}] pass@{k} {row.get(f'pass@{k}', 0.0):.2f}  "
-                      f"mut@{k} {row.get(f'mut@{k}', 0.0):.2f}")
+                      f"mut@{k} {'-' if mut is None else f'{mut:.2f}'} over {row.get(f'mut@{k}_tasks', 0)} functions  "
+                      f"mut@{k}_all {row.get(f'mut@{k}_all', 0.0):.2f}")
 
     with removed_if_failed(out):
         summary = evaluate_tests(model, data, out, config, on_progress=progress)
-    columns = ["functions", f"pass@{k}", f"mut@{k}", "Mul", "mutants", "killed", "equivalent_looking"]
+    columns = ["functions", f"pass@{k}", f"mut@{k}", f"mut@{k}_tasks", "Mul", f"mut@{k}_all", "Mul_all",
+               "mutants", "killed", "equivalent_looking"]
     console.print(_table(f"eval tests: {model} on {data}", summary["sources"], columns))
+    console.print(f"mut@{k}, Mul: UnLeakedTestBench's (functions whose {k} tests all pass, counted in "
+                  f"mut@{k}_tasks); mut@{k}_all, Mul_all: every function, scored by its passing tests",
+                  markup=False)
     _report_skips(console, summary)
     _written(console, out)
 
