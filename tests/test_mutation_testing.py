@@ -223,3 +223,39 @@ def test_header_runs_before_the_reference_and_every_mutant(executor):
     by_op = {o.mutant.operator: o.status for o in report.outcomes}
     assert by_op["ReplaceBinaryOperator_Mul_Div"] == "survived"
     assert by_op["ReplaceBinaryOperator_Mul_Add"] == "killed"
+
+
+def _cosmic_ray_bin():
+    import shutil
+    import sys
+    from pathlib import Path
+
+    sibling = Path(sys.executable).parent / "cosmic-ray"
+    found = shutil.which("cosmic-ray") or (str(sibling) if sibling.is_file() else None)
+    if found is None:
+        pytest.skip("cosmic-ray is not installed (pip install -e '.[crosscheck]')")
+    return Path(found)
+
+
+@pytest.mark.parametrize("name", ["abc", "neq"])
+def test_pinned_outcomes_match_cosmic_ray_mutant_by_mutant(name):
+    """Cosmic-Ray 8.7 itself, run the way UnLeakedTestBench runs it (pytest on test.py),
+    gives the hand-counted table: the same mutants, the same kills (neq's `x != not 1`
+    included: pytest cannot collect it, Cosmic-Ray reports KILLED)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "cosmic_ray_crosscheck.py"
+    spec = importlib.util.spec_from_file_location("cosmic_ray_crosscheck_bench", script)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclass looks itself up there
+    spec.loader.exec_module(bench)
+    code, tests, expected = PINNED[name]
+    baseline_ok, mutants = bench.cosmic_ray(_cosmic_ray_bin(), code, tests, timeout=10.0)
+    assert baseline_ok
+    assert all(m.worker_outcome == "NORMAL" and m.test_outcome in ("KILLED", "SURVIVED") for m in mutants)
+    got = sorted((m.operator, "killed" if m.killed else "survived") for m in mutants)
+    assert got == sorted(expected)
+    # and its baseline refuses a failing test, as UnLeakedTestBench's task filter needs
+    assert bench.cosmic_ray(_cosmic_ray_bin(), code, ["assert False"], timeout=10.0) == (False, [])

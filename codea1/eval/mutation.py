@@ -51,6 +51,7 @@ scoring the way UnLeakedTestBench does passes ``dedupe=False``.
 from __future__ import annotations
 
 import ast
+import bisect
 import copy
 import io
 import re
@@ -126,7 +127,7 @@ class Mutant:
     family: str  # one of FAMILIES
     operator: str  # Cosmic-Ray-style operator name, e.g. "ReplaceBinaryOperator_Add_Sub"
     lineno: int
-    col: int
+    col: int  # where the edit is: the token's column (text style) or the node's (tree style)
     description: str  # human-readable, e.g. "line 3: + -> -"
     source: str  # the complete mutated program
     compiles: bool = True  # False: a text edit Python cannot compile (killed without a run)
@@ -161,17 +162,22 @@ def _negate(test: ast.expr) -> ast.expr:
     return ast.UnaryOp(op=ast.Not(), operand=test)
 
 
+def _lines(source: str) -> tuple[list[str], list[int]]:
+    """The lines as Python counts them (\\n, \\r\\n, \\r) and the offset each starts at."""
+    lines = [ln for ln in re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", source) if ln]
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln))
+    return lines, starts
+
+
 class _SiteFinder:
     """Enumerates every mutation site of a tree, in ``ast.walk`` order."""
 
     def __init__(self, families: Iterable[str], source: str):
         self.families = set(families)
         self.source = source
-        # lines as Python counts them (\n, \r\n, \r), with their start offsets
-        self.lines = [ln for ln in re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", source) if ln]
-        self.starts = [0]
-        for ln in self.lines:
-            self.starts.append(self.starts[-1] + len(ln))
+        self.lines, self.starts = _lines(source)
         try:
             self.tokens = [(t.type, t.string, self._at(*t.start), self._at(*t.end))
                            for t in tokenize.generate_tokens(io.StringIO(source).readline)]
@@ -544,26 +550,35 @@ def generate_mutants(source: str, families: Iterable[str] = FAMILIES, *, style: 
     equivalent; without it every mutation is a mutant, as Cosmic-Ray counts them.
     """
     original = ast.unparse(_parse(source))
-    found = sorted(
-        iter_mutations(source, families, style=style),
-        key=lambda m: (getattr(m[1], "lineno", 0), getattr(m[1], "col_offset", 0)),
-    )
+    _, starts = _lines(source)
+
+    def position(site: _Site, node: ast.AST) -> tuple[int, int]:
+        """Where the mutation is: its text edit (the operator's token, as Cosmic-Ray
+        records it) in the text style, else the mutated node."""
+        if style == "text" and site.edits:
+            offset = min(e[0] for e in site.edits)
+            line = max(0, min(bisect.bisect_right(starts, offset) - 1, len(starts) - 2))
+            return line + 1, offset - starts[line]
+        return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+    found = sorted(((position(site, node), site, text, compiles)
+                    for site, node, text, compiles in iter_mutations(source, families, style=style)),
+                   key=lambda m: m[0])
     seen: set[str] = {original}
     mutants: list[Mutant] = []
-    for site, node, text, compiles in found:
+    for (lineno, col), site, text, compiles in found:
         if dedupe:
             key = _normal_form(text, compiles)
             if key in seen:
                 continue
             seen.add(key)
-        lineno = getattr(node, "lineno", 0)
         mutants.append(
             Mutant(
                 index=len(mutants),
                 family=site.family,
                 operator=site.operator,
                 lineno=lineno,
-                col=getattr(node, "col_offset", 0),
+                col=col,
                 description=f"line {lineno}: {site.description}",
                 source=text,
                 compiles=compiles,

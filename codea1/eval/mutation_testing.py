@@ -154,7 +154,9 @@ def _call_failed(run, pos: int) -> bool:
     return run.calls[pos].status != "ok"
 
 
-_ALL_CALL = "__codea1_first_failure()"
+#: The call that runs a first_failure_program's tests: the index of the first failing one, -1 if none.
+FIRST_FAILURE_CALL = "__codea1_first_failure()"
+_ALL_CALL = FIRST_FAILURE_CALL
 
 
 def first_failure_program(program: str, tests: Sequence[str]) -> str:
