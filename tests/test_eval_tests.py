@@ -64,6 +64,9 @@ def test_score_counts_missing_and_wrong_tests_against_pass_at_k(executor):
     # codea1's all-function score counts the kills of the passing tests
     assert score.baseline_passes is False and score.mut_at_k is None
     assert score.mut_at_k_all == pytest.approx(100.0 * score.killed / score.mutants)
+    # statements: def, if x < lo, return lo, if x > hi, return hi, return x; clamp(5, ...)
+    # and clamp(-1, ...) reach all but `return hi` (the failing test runs too)
+    assert (score.statements, score.covered_statements) == (6, 5)
     # the golden tests kill the `x > hi` mutants these tests miss: survivors are not all equivalent
     assert score.equivalent_looking < score.mutants - score.killed
     stronger = score_tests(executor, CLAMP, CLAMP.tests, k=5)
@@ -167,6 +170,7 @@ def test_aggregation_hand_counted_on_three_tasks_one_failing(tmp_path, executor,
     assert row["mut@2_all"] == pytest.approx(mine)
     assert row["Mul_all"] == pytest.approx(pass2 * mine / 100)
     assert (row["mutants"], row["killed"]) == (13 + 22 + 13, 11 + 20 + 5)
+    assert row["LineCov@2"] == 100.0  # def and return of each, all reached
 
 
 def test_tree_style_and_dedupe_are_options(tmp_path, executor, monkeypatch):
@@ -211,6 +215,10 @@ def test_ult_problems_run_after_its_import_header(tmp_path, executor, monkeypatc
     got = evaluate_tests("fake", data, tmp_path / "out", TestEvalConfig(k=1), policies=ScriptedPolicies(),
                          executor=executor)
     assert got["sources"]["all"]["pass@1"] == 100.0  # `np` comes from the header
+    # LineCov counts the header's 14 import statements, as coverage.py does on ULT's mod.py
+    assert got["sources"]["all"]["LineCov@1"] == 100.0
+    row = json.loads((tmp_path / "out" / "samples.jsonl").read_text().splitlines()[0])
+    assert (row["statements"], row["covered_statements"]) == (16, 16)
     monkeypatch.setattr(rollout, "generate", by_name({"norm2": "assert norm2([3, 4]) == 5.0"}, []))
     bare = evaluate_tests("fake", data, tmp_path / "bare", TestEvalConfig(k=1, header="none"),
                           policies=ScriptedPolicies(), executor=executor)
@@ -220,3 +228,20 @@ def test_ult_problems_run_after_its_import_header(tmp_path, executor, monkeypatc
 def test_config_validation():
     with pytest.raises(ValueError, match="--k"):
         TestEvalConfig(k=0)
+
+
+def test_line_coverage_counts_statements_as_coverage_py(executor):
+    """Hand count, checked against coverage.py 7 (`coverage run --branch` under pytest,
+    `covered_lines` / `num_statements` of mod.py: 7 / 6 with both tests): the import, def,
+    two ifs (the second spanning two lines) and three returns are 7 statements; the
+    docstring is none."""
+    from codea1.eval.line_coverage import line_coverage
+
+    module = ("import math\n\ndef clamp(x, lo, hi):\n    \"\"\"doc\"\"\"\n    if x < lo:\n        return lo\n"
+              "    if (x >\n            hi):\n        return hi\n    return x\n")
+    one = line_coverage(executor, module, ["assert clamp(5, 0, 10) == 5"])
+    assert (one.statements, one.covered) == (7, 5)  # import, def, both ifs, return x
+    two = line_coverage(executor, module, ["assert clamp(5, 0, 10) == 5", "assert clamp(-1, 0, 10) == 1"])
+    assert (two.statements, two.covered) == (7, 6)  # the failing second test still reaches `return lo`
+    assert line_coverage(executor, module, []).covered == 2  # the import and the def run at import
+    assert line_coverage(executor, "raise ValueError\n" + module, []).covered == 0

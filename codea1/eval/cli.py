@@ -180,8 +180,8 @@ def tests_command(
 
     with removed_if_failed(out):
         summary = evaluate_tests(model, data, out, config, on_progress=progress)
-    columns = ["functions", f"pass@{k}", f"mut@{k}", f"mut@{k}_tasks", "Mul", f"mut@{k}_all", "Mul_all",
-               "mutants", "killed", "equivalent_looking"]
+    columns = ["functions", f"pass@{k}", f"mut@{k}", f"mut@{k}_tasks", "Mul", f"LineCov@{k}", f"mut@{k}_all",
+               "Mul_all", "mutants", "killed", "equivalent_looking"]
     console.print(_table(f"eval tests: {model} on {data}", summary["sources"], columns))
     console.print(f"mut@{k}, Mul: UnLeakedTestBench's (functions whose {k} tests all pass, counted in "
                   f"mut@{k}_tasks); mut@{k}_all, Mul_all: every function, scored by its passing tests",
@@ -194,8 +194,10 @@ def tests_command(
 def mutants_command(
     file: Path = typer.Argument(..., metavar="FILE", exists=True, dir_okay=False, help="A Python file to mutate."),
     show: bool = typer.Option(False, "--show", help="Print every mutant's program."),
+    mutation_style: str = typer.Option("text", "--mutation-style", help="text (Cosmic-Ray's) or tree."),
+    dedupe_mutants: bool = typer.Option(False, "--dedupe-mutants", help="Count mutations giving the same program once."),
 ) -> None:
-    """List the deduplicated mutants of a Python file (the ones mut@k is computed on)."""
+    """List the mutants of a Python file (with the defaults, the ones `eval tests` counts)."""
     from collections import Counter
 
     from rich.console import Console
@@ -208,11 +210,12 @@ def mutants_command(
     except UnicodeDecodeError as exc:
         raise typer.BadParameter(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})", param_hint="FILE") from None
     try:
-        mutants = generate_mutants(source)
+        mutants = generate_mutants(source, style=mutation_style, dedupe=dedupe_mutants)
     except ValueError as exc:
         raise ValueError(f"{file}: {exc}") from None
     for m in mutants:
-        console.print(f"#{m.index:<4} {m.family:<20} {m.description}", markup=False)
+        broken = "" if m.compiles else "  (does not compile: killed)"
+        console.print(f"#{m.index:<4} {m.family:<20} {m.description}{broken}", markup=False)
         if show:
             console.print(m.source, markup=False)
     counts = Counter(m.family for m in mutants)

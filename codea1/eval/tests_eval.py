@@ -11,7 +11,9 @@ reported figures follow UnLeakedTestBench's harness (its ``Ray/main.py`` and
   succeeds); ``mut@k_tasks`` is how many those are. A function with no mutation point
   scores 100 there, as Cosmic-Ray reports 0 survivors of 0 jobs. Mutants are Cosmic-Ray's:
   text edits, syntax-error mutants killed, no deduplication (``codea1.eval.mutation``);
-- ``Mul = pass@k * mut@k / 100``, over the averages (the Code-A1 paper's product).
+- ``Mul = pass@k * mut@k / 100``, over the averages (the Code-A1 paper's product);
+- ``LineCov@k``: statements of the header and function covered by the k tests, summed
+  over all functions, over all their statements (``codea1.eval.line_coverage``).
 
 codea1's earlier figures stay beside them: ``mut@k_all`` scores each function by the
 tests of its k that pass on the reference and averages over every function with a
@@ -38,6 +40,7 @@ from codea1.eval.store import append_rows, open_eval_dir, write_summary
 from codea1.engines.base import check_engine_name
 from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_problems, sample_problems, set_threads
 from codea1.eval.mutation import FAMILIES, STYLES, generate_mutants
+from codea1.eval.line_coverage import line_coverage
 from codea1.eval.mutation_testing import MutationConfig, analyse
 
 if TYPE_CHECKING:
@@ -136,6 +139,8 @@ class FunctionScore:
     equivalent_looking: int
     survivors: list[str]  # descriptions of the mutants no scored test killed
     k: int
+    statements: int = 0  # of the header and the function (coverage.py's num_statements)
+    covered_statements: int = 0  # of those, executed by the module's import or the k tests
 
     @property
     def pass_at_k(self) -> float:
@@ -201,6 +206,8 @@ def score_tests(executor, problem: Problem, tests: Sequence[str], k: int, *,
     report = analyse(executor, problem.reference, tests, mutants=mutants, header=header,
                      golden_tests=problem.tests, golden_program=problem.test_program, config=config)
     passes = report.test_passes_reference + [False] * (k - len(tests))
+    prefix = header.rstrip("\n") + "\n\n" if header.strip() else ""
+    cover = line_coverage(executor, prefix + problem.reference, tests)
     return FunctionScore(
         problem_id=problem.id,
         tests=tests,
@@ -210,6 +217,8 @@ def score_tests(executor, problem: Problem, tests: Sequence[str], k: int, *,
         equivalent_looking=report.equivalent_looking,
         survivors=[o.mutant.description for o in report.outcomes if o.status != "killed"],
         k=k,
+        statements=cover.statements,
+        covered_statements=cover.covered,
     )
 
 
@@ -232,6 +241,7 @@ def summarize_rows(rows: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         "Mul": None if mutk is None else passk * mutk / 100.0,
         f"mut@{k}_all": mutk_all,
         "Mul_all": passk * mutk_all / 100.0,
+        f"LineCov@{k}": 100.0 * sum(r["covered_statements"] for r in rows) / max(1, sum(r["statements"] for r in rows)),
         "mutants": sum(r["mutants"] for r in rows),
         "killed": sum(r["killed"] for r in rows),
         "equivalent_looking": sum(r["equivalent_looking"] for r in rows),
