@@ -241,7 +241,7 @@ def test_line_coverage_counts_statements_as_coverage_py(executor):
               "    if (x >\n            hi):\n        return hi\n    return x\n")
     one = line_coverage(executor, module, ["assert clamp(5, 0, 10) == 5"])
     assert (one.statements, one.covered) == (7, 5)  # import, def, both ifs, return x
-    two = line_coverage(executor, module, ["assert clamp(5, 0, 10) == 5", "assert clamp(-1, 0, 10) == 1"])
-    assert (two.statements, two.covered) == (7, 6)  # the failing second test still reaches `return lo`
+    two = line_coverage(executor, module, ["assert clamp(-1, 0, 10) == 1", "assert clamp(5, 0, 10) == 5"])
+    assert (two.statements, two.covered) == (7, 6)  # the first test fails, and the second still runs
     assert line_coverage(executor, module, []).covered == 2  # the import and the def run at import
     assert line_coverage(executor, "raise ValueError\n" + module, []).covered == 0

@@ -197,6 +197,15 @@ def test_mut_at_k_pinned_on_hand_counted_mutants(executor, name):
     assert report.score == pytest.approx(100.0 * killed / len(expected))
 
 
+def test_pinned_mutants_are_the_programs_counted_by_hand():
+    ops = ["-", "*", "/", "//", "%", "**", ">>", "<<", "|", "&", "^"]
+    assert [m.source for m in generate_mutants(INC, dedupe=False)] == (
+        [f"def inc(x):\n    return x {op} 1\n" for op in ops]
+        + ["def inc(x):\n    return x +  2\n", "def inc(x):\n    return x +  0\n"])  # Cosmic-Ray's " " + str
+    assert [m.source for m in generate_mutants(NEQ, ["number"], dedupe=False)] == [
+        "def g(x):\n    return x != - 2\n", "def g(x):\n    return x != - 0\n"]
+
+
 def test_tree_style_keeps_the_written_grouping(executor):
     got, report = outcome_table(executor, ABC, ["assert f(1, 2, 3) == 0"], style="tree")
     assert {op for op, o in got if o == "survived"} == ABC_TREE_SURVIVORS
