@@ -69,6 +69,13 @@ def _report_skips(console, summary: dict) -> None:
         console.print(f"[yellow]{len(summary['pending'])} problem(s) still pending; run the same command again to resume[/yellow]")
 
 
+MUTATION_STYLE_OPTION = typer.Option(
+    "text", "--mutation-style",
+    help="text: Cosmic-Ray's token edits (new operator's precedence, syntax-error mutants killed); "
+         "tree: codea1's AST edits keeping the written grouping.")
+DEDUPE_MUTANTS_OPTION = typer.Option(
+    False, "--dedupe-mutants", help="Count mutations giving the same program once (Cosmic-Ray counts each).")
+
 OUT_HELP = "Output directory (samples.jsonl, summary.json); an existing one is resumed."
 
 
@@ -146,12 +153,8 @@ def tests_command(
     dtype: str = DTYPE_OPTION,
     threads: Optional[int] = THREADS_OPTION,
     engine: str = ENGINE_OPTION,
-    mutation_style: str = typer.Option(
-        "text", "--mutation-style",
-        help="text: Cosmic-Ray's token edits (new operator's precedence, syntax-error mutants killed); "
-             "tree: codea1's AST edits keeping the written grouping."),
-    dedupe_mutants: bool = typer.Option(
-        False, "--dedupe-mutants", help="Count mutations giving the same program once (Cosmic-Ray counts each)."),
+    mutation_style: str = MUTATION_STYLE_OPTION,
+    dedupe_mutants: bool = DEDUPE_MUTANTS_OPTION,
     header: str = typer.Option(
         "auto", "--header",
         help="auto: UnLeakedTestBench's import header before its problems' code; ult: before every problem's; none."),
@@ -194,8 +197,8 @@ def tests_command(
 def mutants_command(
     file: Path = typer.Argument(..., metavar="FILE", exists=True, dir_okay=False, help="A Python file to mutate."),
     show: bool = typer.Option(False, "--show", help="Print every mutant's program."),
-    mutation_style: str = typer.Option("text", "--mutation-style", help="text (Cosmic-Ray's) or tree."),
-    dedupe_mutants: bool = typer.Option(False, "--dedupe-mutants", help="Count mutations giving the same program once."),
+    mutation_style: str = MUTATION_STYLE_OPTION,
+    dedupe_mutants: bool = DEDUPE_MUTANTS_OPTION,
 ) -> None:
     """List the mutants of a Python file (with the defaults, the ones `eval tests` counts)."""
     from collections import Counter
