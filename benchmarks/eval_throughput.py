@@ -7,10 +7,12 @@
    problems per minute end to end (model load reported apart), split into generation and
    judging time, with 1 torch thread and with one per core side by side, and the greedy
    pass@1 of the problems it ran.
-2. Mutation testing: every mutant of the bundled problems run against their golden
-   asserts on the sandboxed executor (`codea1.eval.mutation_testing.analyse`), in mutants
-   per second, side by side with the same mutant runs done the way Cosmic-Ray does them
-   (one fresh `python` process per mutant) as the ratio to beat.
+2. Mutation testing: every compiling mutant of the bundled problems run against the
+   golden asserts that pass on the reference, on the sandboxed executor
+   (`codea1.eval.mutation_testing.analyse`) and the way Cosmic-Ray runs them (one fresh
+   `python` per mutant): the same program (stop at the first failing test), the same time
+   budget and parallelism, the two sides taking turns; mutants per second and the
+   per-mutant verdict agreement, from runs that succeeded on both sides only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from codea1.eval.mutation_testing import FIRST_FAILURE_CALL  # noqa: E402
 
 SHARED_MBPP = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mbppplus.parquet"
 
@@ -75,41 +79,79 @@ def eval_code_throughput(data: str, problems: int, max_new_tokens: int) -> None:
         print(f"[eval code] 1 thread / {max(rates)} threads: {one / many:.2f}x")
 
 
-def mutation_throughput(functions: int) -> None:
+def _process_verdict(program: str, timeout: float) -> str:
+    """Run one mutant's first-failure program in a fresh interpreter (Cosmic-Ray's way):
+    "killed", "survived", or "failed: ..." when the run itself went wrong."""
+    script = program + f"\nimport sys\nsys.exit(0 if {FIRST_FAILURE_CALL} == -1 else 3)\n"
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "killed"  # a hang kills, as on the sandbox
+    except OSError as exc:
+        return f"failed: {exc}"
+    return "survived" if proc.returncode == 0 else "killed"
+
+
+def mutation_throughput(functions: int, rounds: int) -> None:
+    """The same mutants, the same killer tests, the same stop-at-the-first-failure program
+    and time budget on both sides, with the same number of parallel runs; the two sides
+    take turns (which goes first alternates per function) and the rate is printed only
+    over runs that gave a verdict on both sides."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from codea1.data import bundled_problems
     from codea1.eval.mutation import generate_mutants
-    from codea1.eval.mutation_testing import MutationConfig, analyse, harness
+    from codea1.eval.mutation_testing import MutationConfig, analyse, first_failure_program, run_tests
     from codea1.sandbox import Executor
 
+    workers = os.cpu_count() or 1
+    cfg = MutationConfig()
     problems = [p for p in bundled_problems("all") if p.tests][:functions]
-    pairs = [(p, generate_mutants(p.reference)) for p in problems]
-    n_mutants = sum(len(m) for _, m in pairs)
-    with Executor() as ex:
+    sandbox_s = process_s = 0.0
+    runs = agree = 0
+    failed: list[str] = []
+    with Executor(workers=workers) as ex, ThreadPoolExecutor(workers) as pool:
         analyse(ex, problems[0].reference, problems[0].tests[:1])  # warm the fork server
-        t = time.perf_counter()
-        killed = 0
-        for p, mutants in pairs:
-            report = analyse(ex, p.reference, p.tests, mutants=mutants, config=MutationConfig())
-            killed += report.killed
-        sandbox_s = time.perf_counter() - t
-    print(f"[eval tests] {n_mutants} mutants of {len(problems)} functions x their golden asserts "
-          f"in {sandbox_s:.1f} s: {n_mutants / sandbox_s:.1f} mutants/s on the sandbox "
-          f"({os.cpu_count()} workers), {100.0 * killed / n_mutants:.1f}% killed")
+        for turn, p in enumerate(problems * rounds):
+            passes, _, ref_s = run_tests(ex, p.reference, p.tests)
+            killers = [t for t, ok in zip(p.tests, passes) if ok]
+            mutants = [m for m in generate_mutants(p.reference, dedupe=False) if m.compiles]
+            if not killers or not mutants:
+                continue
+            budget = max(cfg.call_timeout_s, cfg.slowdown * ref_s) + cfg.program_timeout_s
+            programs = [first_failure_program(m.source, killers) for m in mutants]
 
-    # The same mutant runs, one fresh interpreter each (how Cosmic-Ray runs its test command).
-    sample = [(p, m) for p, ms in pairs for m in ms][:60]
-    t = time.perf_counter()
-    for p, m in sample:
-        text, calls, _ = harness(m.source, p.tests)
-        script = text + "\n" + "\n".join(f"try:\n    {c}\nexcept BaseException:\n    pass" for c in calls if c)
-        try:
-            subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-    process_s = time.perf_counter() - t
-    rate = len(sample) / process_s
-    print(f"[eval tests] fresh process per mutant (first {len(sample)}): {rate:.1f} mutants/s; "
-          f"sandbox / fresh-process ratio {n_mutants / sandbox_s / rate:.1f}x")
+            def on_sandbox():
+                return [o.status if o.status != "infra" else f"failed: {o.detail}"
+                        for o in analyse(ex, p.reference, killers, mutants=mutants, config=cfg).outcomes]
+
+            def in_processes():
+                return list(pool.map(lambda text: _process_verdict(text, budget), programs))
+
+            timed = {}
+            for side in ((on_sandbox, in_processes) if turn % 2 == 0 else (in_processes, on_sandbox)):
+                t = time.perf_counter()
+                timed[side.__name__] = (side(), time.perf_counter() - t)
+            (sb, sb_s), (pr, pr_s) = timed["on_sandbox"], timed["in_processes"]
+            ok = [i for i in range(len(mutants)) if not sb[i].startswith("failed") and not pr[i].startswith("failed")]
+            failed += [f"{p.id} {mutants[i].description}: sandbox {sb[i]}, process {pr[i]}"
+                       for i in range(len(mutants)) if i not in set(ok)]
+            if len(ok) < len(mutants):
+                continue  # this function's timing is not like for like: left out
+            sandbox_s += sb_s
+            process_s += pr_s
+            runs += len(mutants)
+            agree += sum(sb[i] == pr[i] for i in ok)
+    print(f"[eval tests] {len(problems)} functions x {rounds} rounds, {workers} parallel runs per side, "
+          f"sides alternating; {len(failed)} runs failed on a side (their functions left out)")
+    for line in failed[:10]:
+        print(f"  failed: {line}")
+    if not runs:
+        print("[eval tests] no function ran on both sides without a failure: no verdict")
+        return
+    print(f"[eval tests] {runs} mutant runs per side, verdicts agree on {agree}/{runs}")
+    print(f"[eval tests] sandbox {runs / sandbox_s:.1f} mutants/s ({sandbox_s:.1f} s), fresh process per "
+          f"mutant {runs / process_s:.1f} mutants/s ({process_s:.1f} s): sandbox / process {process_s / sandbox_s:.2f}x")
 
 
 def main() -> None:
@@ -118,9 +160,10 @@ def main() -> None:
     ap.add_argument("--problems", type=int, default=8, help="problems for the eval code measurement")
     ap.add_argument("--max-new-tokens", type=int, default=512)
     ap.add_argument("--functions", type=int, default=44, help="bundled functions for the mutation measurement")
+    ap.add_argument("--rounds", type=int, default=2, help="passes over the functions (sides alternate)")
     ap.add_argument("--skip-model", action="store_true", help="only the mutation measurement")
     args = ap.parse_args()
-    mutation_throughput(args.functions)
+    mutation_throughput(args.functions, args.rounds)
     if not args.skip_model:
         eval_code_throughput(args.data, args.problems, args.max_new_tokens)
 

@@ -104,7 +104,12 @@ def test_eval_tests_cli(tmp_path, tiny, data, monkeypatch):
     # test that holds, kills the five that change neg(2): 5 of 7.
     assert row["functions"] == 2 and row["pass@2"] == pytest.approx((100.0 + 50.0) / 2)
     assert (row["mutants"], row["killed"]) == (11 + 7, 9 + 5)
-    assert row["mut@2"] == pytest.approx((100 * 9 / 11 + 100 * 5 / 7) / 2)
+    # UnLeakedTestBench's mut@2 averages over the functions whose 2 tests both pass their
+    # baseline (add only); codea1's all-function mean scores neg's passing test too.
+    assert row["mut@2_tasks"] == 1 and row["mut@2"] == pytest.approx(100 * 9 / 11)
+    assert row["Mul"] == pytest.approx(75.0 * (100 * 9 / 11) / 100)
+    assert row["mut@2_all"] == pytest.approx((100 * 9 / 11 + 100 * 5 / 7) / 2)
+    assert "mut@2_tasks" in result.output and "mut@2_all" in result.output
 
 
 def test_bad_inputs_exit_with_a_message(tmp_path, tiny):

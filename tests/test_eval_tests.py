@@ -60,11 +60,18 @@ def test_score_counts_missing_and_wrong_tests_against_pass_at_k(executor):
     assert score.passes == [True, False, True, False, False]
     assert score.pass_at_k == pytest.approx(40.0)
     assert 0 < score.killed < score.mutants
-    assert score.mut_at_k == pytest.approx(100.0 * score.killed / score.mutants)
+    # UnLeakedTestBench leaves a function whose tests fail its baseline out of mut@k;
+    # codea1's all-function score counts the kills of the passing tests
+    assert score.baseline_passes is False and score.mut_at_k is None
+    assert score.mut_at_k_all == pytest.approx(100.0 * score.killed / score.mutants)
+    # statements: def, if x < lo, return lo, if x > hi, return hi, return x; clamp(5, ...)
+    # and clamp(-1, ...) reach all but `return hi` (the failing test runs too)
+    assert (score.statements, score.covered_statements) == (6, 5)
     # the golden tests kill the `x > hi` mutants these tests miss: survivors are not all equivalent
     assert score.equivalent_looking < score.mutants - score.killed
     stronger = score_tests(executor, CLAMP, CLAMP.tests, k=5)
     assert stronger.pass_at_k == 100.0 and stronger.killed > score.killed
+    assert stronger.mut_at_k == stronger.mut_at_k_all == pytest.approx(100.0 * stronger.killed / stronger.mutants)
 
 
 def canned(texts, calls):
@@ -99,8 +106,10 @@ def test_evaluate_tests_on_unleaked_json_and_resume(tmp_path, executor, monkeypa
     assert row["functions"] == 2
     # clamp: 4 of 5 pass (one wrong); add: 2 of 5 (three missing)
     assert row["pass@5"] == pytest.approx((80.0 + 40.0) / 2)
-    assert row["Mul"] == pytest.approx(row["pass@5"] * row["mut@5"] / 100)
-    assert 0 < row["mut@5"] <= 100 and row["killed"] <= row["mutants"]
+    # neither function's 5 tests all pass: UnLeakedTestBench scores no mutation at all
+    assert row["mut@5_tasks"] == 0 and row["mut@5"] is None and row["Mul"] is None
+    assert row["Mul_all"] == pytest.approx(row["pass@5"] * row["mut@5_all"] / 100)
+    assert 0 < row["mut@5_all"] <= 100 and row["killed"] <= row["mutants"]
     assert summary["sources"]["unleakedtestbench"]["functions"] == 2
     assert calls == [2]
     calls.clear()
@@ -110,17 +119,129 @@ def test_evaluate_tests_on_unleaked_json_and_resume(tmp_path, executor, monkeypa
         evaluate_tests("fake", data, out, TestEvalConfig(k=3), policies=ScriptedPolicies(), executor=executor)
 
 
-def test_functions_without_mutation_points_are_skipped(tmp_path, executor, monkeypatch):
+def by_name(texts, calls):
+    """Canned test completions chosen by the function the prompt shows."""
+    def generate(policies, role, prompts, n=1, sampling=None, **kw):
+        calls.append(len(prompts))
+        out = []
+        for prompt in prompts:
+            user = prompt_text(prompt, policies)
+            name = next(name for name in texts if f"def {name}(" in user)
+            out.append([type("S", (), {"text": texts[name], "truncated": False, "finished": True})()])
+        return out
+
+    return generate
+
+
+def three_tasks(tmp_path):
+    problems = [
+        Problem(id="t/inc", question="def inc(x):\n    \"\"\"x + 1\"\"\"", entry_point="inc",
+                reference="def inc(x):\n    return x + 1\n"),
+        Problem(id="t/f", question="def f(a, b, c):\n    \"\"\"a + b - c\"\"\"", entry_point="f",
+                reference="def f(a, b, c):\n    return a + b - c\n"),
+        Problem(id="t/g", question="def g(x):\n    \"\"\"x != -1\"\"\"", entry_point="g",
+                reference="def g(x):\n    return x != -1\n"),
+    ]
+    path = tmp_path / "three.jsonl"
+    save_problems(problems, path)
+    texts = {"inc": "```python\nassert inc(0) == 1\nassert inc(2) == 3\n```",
+             "f": "```python\nassert f(1, 2, 3) == 0\nassert f(2, 2, 4) == 0\n```",
+             "g": "```python\nassert g(5) is True\nassert g(-1) is True\n```"}  # the second is wrong
+    return path, texts
+
+
+def test_aggregation_hand_counted_on_three_tasks_one_failing(tmp_path, executor, monkeypatch):
+    """Mutants and kills counted on paper (tests/test_mutation_testing.py explains each):
+    inc 13 mutants, 11 killed (x | 1 and x ^ 1 give 1 and 3 as x + 1 does); f 22, 20
+    killed ((a + b) >> c and (a + b) ^ c are 0 on both tests); g 13 mutants, its first
+    test kills 5 and its second test fails on the reference (g(-1) is False)."""
+    path, texts = three_tasks(tmp_path)
+    monkeypatch.setattr(rollout, "generate", by_name(texts, []))
+    summary = evaluate_tests("fake", path, tmp_path / "out", TestEvalConfig(k=2), policies=ScriptedPolicies(),
+                             executor=executor)
+    row = summary["sources"]["all"]
+    pass2 = (100.0 + 100.0 + 50.0) / 3
+    ult = (100.0 * 11 / 13 + 100.0 * 20 / 22) / 2  # g is left out: its baseline fails
+    mine = (100.0 * 11 / 13 + 100.0 * 20 / 22 + 100.0 * 5 / 13) / 3  # g by its one passing test
+    assert row["functions"] == 3
+    assert row["pass@2"] == pytest.approx(pass2)
+    assert row["mut@2"] == pytest.approx(ult) and row["mut@2_tasks"] == 2
+    assert row["Mul"] == pytest.approx(pass2 * ult / 100)
+    assert row["mut@2_all"] == pytest.approx(mine)
+    assert row["Mul_all"] == pytest.approx(pass2 * mine / 100)
+    assert (row["mutants"], row["killed"]) == (13 + 22 + 13, 11 + 20 + 5)
+    assert row["LineCov@2"] == 100.0  # def and return of each, all reached
+
+
+def test_tree_style_and_dedupe_are_options(tmp_path, executor, monkeypatch):
+    path, texts = three_tasks(tmp_path)
+    monkeypatch.setattr(rollout, "generate", by_name(texts, []))
+    cfg = TestEvalConfig(k=2, mutation_style="tree")
+    row = evaluate_tests("fake", path, tmp_path / "out", cfg, policies=ScriptedPolicies(),
+                         executor=executor)["sources"]["all"]
+    # tree edits keep (a + b) % c, which is 0 on both of f's tests (3 % 3, 4 % 4): f loses
+    # it besides (a + b) >> c and (a + b) ^ c; (a | b) - c and (a ^ b) - c are 0 on f(1, 2, 3)
+    # only (-2 and -4 on f(2, 2, 4)). inc is unchanged.
+    assert row["mut@2_tasks"] == 2 and row["mutants"] == 48
+    assert row["mut@2"] == pytest.approx((100.0 * 11 / 13 + 100.0 * 19 / 22) / 2)
+    with pytest.raises(ValueError, match="--mutation-style"):
+        TestEvalConfig(mutation_style="ast")
+    with pytest.raises(ValueError, match="--header"):
+        TestEvalConfig(header="yes")
+
+
+def test_functions_without_mutation_points_score_as_cosmic_ray_reports_them(tmp_path, executor, monkeypatch):
     ident = Problem(id="p/id", question="def ident(x):\n    \"\"\"x\"\"\"", entry_point="ident",
                     reference="def ident(x):\n    return x\n", tests=["assert ident(1) == 1"])
     path = tmp_path / "p.jsonl"
     save_problems([ident], path)
-    monkeypatch.setattr(rollout, "generate", canned({}, []))
-    summary = evaluate_tests("fake", path, tmp_path / "out", policies=ScriptedPolicies(), executor=executor)
-    assert summary["skipped"] == [{"id": "p/id", "reason": "the reference has no mutation point"}]
-    assert summary["sources"] == {}
+    monkeypatch.setattr(rollout, "generate", by_name({"ident": "assert ident(1) == 1\nassert ident(2) == 2"}, []))
+    summary = evaluate_tests("fake", path, tmp_path / "out", TestEvalConfig(k=2), policies=ScriptedPolicies(),
+                             executor=executor)
+    row = summary["sources"]["all"]
+    # Cosmic-Ray reports 0 survivors of 0 jobs: UnLeakedTestBench's score is 100; codea1's
+    # all-function mean has nothing to average
+    assert summary["skipped"] == []
+    assert row["mut@2"] == 100.0 and row["mut@2_tasks"] == 1 and row["mutants"] == 0
+    assert row["mut@2_all"] == 0.0
+
+
+def test_ult_problems_run_after_its_import_header(tmp_path, executor, monkeypatch):
+    data = tmp_path / "ult.json"
+    data.write_text(json.dumps([
+        {"task_id": "ULT/9", "func_name": "norm2", "code": "def norm2(v):\n    return float(np.sqrt(sum(x * x for x in v)))\n",
+         "prompt": "Euclidean norm.", "test_list": ["assert norm2([3, 4]) == 5.0"]}]))
+    monkeypatch.setattr(rollout, "generate", by_name({"norm2": "assert norm2([3, 4]) == 5.0"}, []))
+    got = evaluate_tests("fake", data, tmp_path / "out", TestEvalConfig(k=1), policies=ScriptedPolicies(),
+                         executor=executor)
+    assert got["sources"]["all"]["pass@1"] == 100.0  # `np` comes from the header
+    # LineCov counts the header's 14 import statements, as coverage.py does on ULT's mod.py
+    assert got["sources"]["all"]["LineCov@1"] == 100.0
+    row = json.loads((tmp_path / "out" / "samples.jsonl").read_text().splitlines()[0])
+    assert (row["statements"], row["covered_statements"]) == (16, 16)
+    monkeypatch.setattr(rollout, "generate", by_name({"norm2": "assert norm2([3, 4]) == 5.0"}, []))
+    bare = evaluate_tests("fake", data, tmp_path / "bare", TestEvalConfig(k=1, header="none"),
+                          policies=ScriptedPolicies(), executor=executor)
+    assert bare["sources"]["all"]["pass@1"] == 0.0
 
 
 def test_config_validation():
     with pytest.raises(ValueError, match="--k"):
         TestEvalConfig(k=0)
+
+
+def test_line_coverage_counts_statements_as_coverage_py(executor):
+    """Hand count, checked against coverage.py 7 (`coverage run --branch` under pytest,
+    `covered_lines` / `num_statements` of mod.py: 7 / 6 with both tests): the import, def,
+    two ifs (the second spanning two lines) and three returns are 7 statements; the
+    docstring is none."""
+    from codea1.eval.line_coverage import line_coverage
+
+    module = ("import math\n\ndef clamp(x, lo, hi):\n    \"\"\"doc\"\"\"\n    if x < lo:\n        return lo\n"
+              "    if (x >\n            hi):\n        return hi\n    return x\n")
+    one = line_coverage(executor, module, ["assert clamp(5, 0, 10) == 5"])
+    assert (one.statements, one.covered) == (7, 5)  # import, def, both ifs, return x
+    two = line_coverage(executor, module, ["assert clamp(-1, 0, 10) == 1", "assert clamp(5, 0, 10) == 5"])
+    assert (two.statements, two.covered) == (7, 6)  # the first test fails, and the second still runs
+    assert line_coverage(executor, module, []).covered == 2  # the import and the def run at import
+    assert line_coverage(executor, "raise ValueError\n" + module, []).covered == 0

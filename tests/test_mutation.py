@@ -1,4 +1,5 @@
-"""The AST mutation engine: Cosmic-Ray's operator families, deduplication, validity."""
+"""The mutation engine: Cosmic-Ray's operator families, text and tree edits, deduplication,
+validity."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 from codea1.eval.mutation import FAMILIES, generate_mutants, iter_mutations
 
 
-def sources(code: str, family: str) -> set[str]:
-    return {m.source for m in generate_mutants(code, [family])}
+def sources(code: str, family: str, style: str = "text") -> set[str]:
+    """The mutants' programs, normalized (text edits keep the author's spacing)."""
+    return {norm(m.source) if m.compiles else m.source for m in generate_mutants(code, [family], style=style)}
 
 
 def norm(code: str) -> str:
@@ -113,10 +115,14 @@ def test_break_continue_and_zero_iteration_loop():
 
 def test_exception_handler_stops_matching():
     code = "try:\n    g()\nexcept (KeyError, ValueError):\n    pass\n"
-    got = sources(code, "exception")
+    # Cosmic-Ray's text: the class becomes a name nothing defines
+    assert sources(code, "exception") == {
+        norm(code.replace("KeyError", "CosmicRayTestingException")),
+        norm(code.replace("ValueError", "CosmicRayTestingException"))}
+    got = sources(code, "exception", style="tree")
     assert got == {norm(code.replace("(KeyError, ValueError)", "(ValueError,)")),
                    norm(code.replace("(KeyError, ValueError)", "(KeyError,)"))}
-    single = sources("try:\n    g()\nexcept KeyError:\n    pass\n", "exception")
+    single = sources("try:\n    g()\nexcept KeyError:\n    pass\n", "exception", style="tree")
     assert single == {norm("try:\n    g()\nexcept ():\n    pass\n")}
     assert sources("try:\n    g()\nexcept:\n    pass\n", "exception") == set()
 
@@ -129,11 +135,14 @@ def test_decorator_removed():
 def test_duplicates_collapse_and_identity_mutants_are_dropped():
     # dropping either of two identical classes gives one program
     code = "try:\n    g()\nexcept (KeyError, KeyError):\n    pass\n"
-    assert len(list(iter_mutations(code, ["exception"]))) == 2
-    assert len(generate_mutants(code, ["exception"])) == 1
+    assert len(list(iter_mutations(code, ["exception"], style="tree"))) == 2
+    assert len(generate_mutants(code, ["exception"], style="tree")) == 1
     # inf + 1 == inf: both number mutations unparse to the original and are dropped
-    assert len(list(iter_mutations("x = 1e999", ["number"]))) == 2
-    assert generate_mutants("x = 1e999", ["number"]) == []
+    assert len(list(iter_mutations("x = 1e999", ["number"], style="tree"))) == 2
+    assert generate_mutants("x = 1e999", ["number"], style="tree") == []
+    # Cosmic-Ray counts every mutation: without dedupe nothing is dropped
+    assert len(generate_mutants(code, ["exception"], style="tree", dedupe=False)) == 2
+    assert len(generate_mutants("x = 1e999", ["number"], dedupe=False)) == 2
 
 
 def test_every_mutant_compiles_differs_and_is_unique():
@@ -175,3 +184,33 @@ def test_bad_input_is_a_clear_error():
         generate_mutants("def f(:\n")
     with pytest.raises(ValueError, match="unknown mutation families"):
         generate_mutants("x = 1", ["bogus"])
+
+
+def test_text_edits_rebind_by_the_new_operators_precedence():
+    # Cosmic-Ray swaps the token and re-parses: `a + b - c` with + -> | is `a | (b - c)`
+    text = sources("x = a + b - c", "binary")
+    assert norm("x = a | (b - c)") in text and norm("x = (a | b) - c") not in text
+    tree = sources("x = a + b - c", "binary", style="tree")
+    assert norm("x = (a | b) - c") in tree and norm("x = a | (b - c)") not in tree
+    # a parenthesized operand keeps its parentheses in the text
+    assert norm("x = (a + b) | c") in sources("x = (a + b) - c", "binary")
+    # unary `-` -> `not ` re-binds too: `not a + b` is `not (a + b)`
+    assert norm("y = not a + b") in sources("y = -a + b", "unary")
+    assert norm("y = (not a) + b") in sources("y = -a + b", "unary", style="tree")
+
+
+def test_text_edits_that_do_not_parse_are_mutants_that_do_not_compile():
+    mutants = generate_mutants("ok = x != -1", ["unary"])
+    broken = [m for m in mutants if not m.compiles]
+    assert [m.source for m in broken] == ["ok = x != not 1"]
+    assert all(m.compiles for m in generate_mutants("ok = x != -1", ["unary"], style="tree"))
+    with pytest.raises(ValueError, match="unknown mutation style"):
+        generate_mutants("x = 1", style="bogus")
+
+
+def test_text_mutants_follow_cosmic_rays_spelling():
+    # NumberReplacer writes " " + str(value), AddNot " not" after the keyword
+    assert [m.source for m in generate_mutants("x = f(1)", ["number"])] == ["x = f( 2)", "x = f( 0)"]
+    assert [m.source for m in generate_mutants("if(a):\n    pass\n", ["add_not"])] == ["if not(a):\n    pass\n"]
+    # positions are characters, not bytes: a non-ASCII string before the operator
+    assert [m.source for m in generate_mutants("s = 'é' + t", ["binary"])][0] == "s = 'é' - t"

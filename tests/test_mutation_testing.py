@@ -104,7 +104,7 @@ def test_scores_kills_and_classifies_survivors(executor):
 
 def test_hanging_mutants_are_killed_within_the_call_budget(executor):
     ref = "def count(n):\n    i = 0\n    while i < n:\n        i = i + 1\n    return i\n"
-    mutants = [m for m in generate_mutants(ref, ["number"]) if "i + 0" in m.source]
+    mutants = [m for m in generate_mutants(ref, ["number"]) if "i +  0" in m.source]  # Cosmic-Ray's " 0"
     assert len(mutants) == 1  # `i = i + 0` never ends
     started = time.monotonic()
     report = analyse(executor, ref, ["assert count(3) == 3", "assert count(0) == 0"], mutants=mutants,
@@ -131,3 +131,141 @@ def test_golden_program_classifies_survivors(executor):
     # two mutants share this description: `a + b` (a > b, untested: survives), `b + a` (gives 2: killed)
     assert [o.status for o in report.outcomes if o.mutant.description == "line 2: - -> +"] == ["survived", "killed"]
     assert "survived" in statuses.values()
+
+
+# --- mut@k pinned on small functions, every mutant counted by hand ----------------------
+# Each table is (operator, outcome) per mutant in position order, derived on paper from
+# the one test; the engine must produce exactly these mutants and these kills.
+
+INC = "def inc(x):\n    return x + 1\n"
+# inc(0) == 1: x - 1 = -1, x * 1 = 0, x / 1 = 0.0, x // 1 = 0, x % 1 = 0, x ** 1 = 0,
+# x >> 1 = 0, x << 1 = 0, x & 1 = 0 fail; x | 1 = 1 and x ^ 1 = 1 pass; 1 -> 2 gives 2,
+# 1 -> 0 gives 0: killed.
+INC_TABLE = (
+    [(f"ReplaceBinaryOperator_Add_{op}", "survived" if op in ("BitOr", "BitXor") else "killed")
+     for op in ("Sub", "Mul", "Div", "FloorDiv", "Mod", "Pow", "RShift", "LShift", "BitOr", "BitAnd", "BitXor")]
+    + [("NumberReplacer", "killed"), ("NumberReplacer", "killed")]
+)
+
+ABC = "def f(a, b, c):\n    return a + b - c\n"
+# f(1, 2, 3) == 0. Text edits re-parse, so `+` -> `|` is `a | (b - c)` = 1 | -1 = -1
+# (killed) and `+` -> `^` is 1 ^ -1 = -2 (killed); `+` -> `>>`/`<<` shift by -1 and
+# raise (killed); the others of `a ? b - c` are not 0. For `-`: `(a + b) >> c` = 3 >> 3
+# and `(a + b) ^ c` = 3 ^ 3 are 0 (survive); `a + b % c` = 3 and the rest are not 0.
+ABC_TEXT = (
+    [(f"ReplaceBinaryOperator_Sub_{op}", "survived" if op in ("RShift", "BitXor") else "killed")
+     for op in ("Add", "Mul", "Div", "FloorDiv", "Mod", "Pow", "RShift", "LShift", "BitOr", "BitAnd", "BitXor")]
+    + [(f"ReplaceBinaryOperator_Add_{op}", "killed")
+       for op in ("Sub", "Mul", "Div", "FloorDiv", "Mod", "Pow", "RShift", "LShift", "BitOr", "BitAnd", "BitXor")]
+)
+# The tree style keeps the grouping: (a | b) - c = 0 and (a ^ b) - c = 0 survive, and so
+# does (a + b) % c = 0.
+ABC_TREE_SURVIVORS = {"ReplaceBinaryOperator_Sub_RShift", "ReplaceBinaryOperator_Sub_BitXor",
+                      "ReplaceBinaryOperator_Sub_Mod", "ReplaceBinaryOperator_Add_BitOr",
+                      "ReplaceBinaryOperator_Add_BitXor"}
+
+NEQ = "def g(x):\n    return x != -1\n"
+# g(5) is True. `!=` -> `==`, `<`, `<=`, `is` give False (killed); `>`, `>=`, `is not`
+# give True. `-1` -> `+1`, `~1`, `1` (deleted), `-2`, `-0`: 5 differs from each (survive).
+# `-` -> `not ` makes `x != not 1`, a syntax error: killed (Cosmic-Ray's pytest run fails
+# to collect). The tree style's `x != (not 1)` is `5 != False`, True: it survives.
+NEQ_TEXT = (
+    [(f"ReplaceComparisonOperator_NotEq_{op}", "killed" if op in ("Eq", "Lt", "LtE", "Is") else "survived")
+     for op in ("Eq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot")]
+    + [("ReplaceUnaryOperator_USub_UAdd", "survived"), ("ReplaceUnaryOperator_USub_Invert", "survived"),
+       ("ReplaceUnaryOperator_USub_Not", "killed"), ("ReplaceUnaryOperator_Delete_USub", "survived"),
+       ("NumberReplacer", "survived"), ("NumberReplacer", "survived")]
+)
+
+PINNED = {"inc": (INC, ["assert inc(0) == 1"], INC_TABLE),
+          "abc": (ABC, ["assert f(1, 2, 3) == 0"], ABC_TEXT),
+          "neq": (NEQ, ["assert g(5) is True"], NEQ_TEXT)}
+
+
+def outcome_table(executor, code, tests, style="text"):
+    mutants = generate_mutants(code, style=style, dedupe=False)
+    report = analyse(executor, code, tests, mutants=mutants)
+    return [(o.mutant.operator, "killed" if o.status == "killed" else "survived") for o in report.outcomes], report
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_mut_at_k_pinned_on_hand_counted_mutants(executor, name):
+    code, tests, expected = PINNED[name]
+    got, report = outcome_table(executor, code, tests)
+    assert sorted(got) == sorted(expected)
+    killed = sum(o == "killed" for _, o in expected)
+    assert (report.total, report.killed) == {"inc": (13, 11), "abc": (22, 20), "neq": (13, 5)}[name]
+    assert report.score == pytest.approx(100.0 * killed / len(expected))
+
+
+def test_pinned_mutants_are_the_programs_counted_by_hand():
+    ops = ["-", "*", "/", "//", "%", "**", ">>", "<<", "|", "&", "^"]
+    assert [m.source for m in generate_mutants(INC, dedupe=False)] == (
+        [f"def inc(x):\n    return x {op} 1\n" for op in ops]
+        + ["def inc(x):\n    return x +  2\n", "def inc(x):\n    return x +  0\n"])  # Cosmic-Ray's " " + str
+    assert [m.source for m in generate_mutants(NEQ, ["number"], dedupe=False)] == [
+        "def g(x):\n    return x != - 2\n", "def g(x):\n    return x != - 0\n"]
+
+
+def test_tree_style_keeps_the_written_grouping(executor):
+    got, report = outcome_table(executor, ABC, ["assert f(1, 2, 3) == 0"], style="tree")
+    assert {op for op, o in got if o == "survived"} == ABC_TREE_SURVIVORS
+    assert (report.total, report.killed) == (22, 17)
+    got, report = outcome_table(executor, NEQ, ["assert g(5) is True"], style="tree")
+    assert dict(got)["ReplaceUnaryOperator_USub_Not"] == "survived" and report.killed == 4
+
+
+def test_syntax_error_mutants_are_killed_without_a_run(executor):
+    mutants = generate_mutants(NEQ, ["unary"], dedupe=False)
+    broken = [m for m in mutants if not m.compiles]
+    assert [m.source for m in broken] == ["def g(x):\n    return x != not 1\n"]
+    report = analyse(executor, NEQ, ["assert g(5) is True"], mutants=broken)
+    assert report.outcomes[0].status == "killed" and "does not compile" in report.outcomes[0].detail
+
+
+def test_header_runs_before_the_reference_and_every_mutant(executor):
+    code = "def area(r):\n    return math.pi * r ** 2\n"  # `math` only comes from the header
+    bare = analyse(executor, code, ["assert area(1) == math.pi"])
+    assert bare.test_passes_reference == [False]
+    report = analyse(executor, code, ["assert area(1) == math.pi"], header="import math\n")
+    assert report.test_passes_reference == [True]
+    # pi / 1 ** 2 == pi: that mutant survives only if it, too, ran after the header
+    by_op = {o.mutant.operator: o.status for o in report.outcomes}
+    assert by_op["ReplaceBinaryOperator_Mul_Div"] == "survived"
+    assert by_op["ReplaceBinaryOperator_Mul_Add"] == "killed"
+
+
+def _cosmic_ray_bin():
+    import shutil
+    import sys
+    from pathlib import Path
+
+    sibling = Path(sys.executable).parent / "cosmic-ray"
+    found = shutil.which("cosmic-ray") or (str(sibling) if sibling.is_file() else None)
+    if found is None:
+        pytest.skip("cosmic-ray is not installed (pip install -e '.[crosscheck]')")
+    return Path(found)
+
+
+@pytest.mark.parametrize("name", ["abc", "neq"])
+def test_pinned_outcomes_match_cosmic_ray_mutant_by_mutant(name):
+    """Cosmic-Ray 8.7 itself, run the way UnLeakedTestBench runs it (pytest on test.py),
+    gives the hand-counted table: the same mutants, the same kills (neq's `x != not 1`
+    included: pytest cannot collect it, Cosmic-Ray reports KILLED)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "cosmic_ray_crosscheck.py"
+    spec = importlib.util.spec_from_file_location("cosmic_ray_crosscheck_bench", script)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclass looks itself up there
+    spec.loader.exec_module(bench)
+    code, tests, expected = PINNED[name]
+    baseline_ok, mutants = bench.cosmic_ray(_cosmic_ray_bin(), code, tests, timeout=10.0)
+    assert baseline_ok
+    assert all(m.worker_outcome == "NORMAL" and m.test_outcome in ("KILLED", "SURVIVED") for m in mutants)
+    got = sorted((m.operator, "killed" if m.killed else "survived") for m in mutants)
+    assert got == sorted(expected)
+    # and its baseline refuses a failing test, as UnLeakedTestBench's task filter needs
+    assert bench.cosmic_ray(_cosmic_ray_bin(), code, ["assert False"], timeout=10.0) == (False, [])

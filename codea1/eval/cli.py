@@ -71,6 +71,13 @@ def _report_skips(console, summary: dict) -> None:
         console.print(f"[yellow]{len(summary['pending'])} problem(s) still pending; run the same command again to resume[/yellow]")
 
 
+MUTATION_STYLE_OPTION = typer.Option(
+    "text", "--mutation-style",
+    help="text: Cosmic-Ray's token edits (new operator's precedence, syntax-error mutants killed); "
+         "tree: codea1's AST edits keeping the written grouping.")
+DEDUPE_MUTANTS_OPTION = typer.Option(
+    False, "--dedupe-mutants", help="Count mutations giving the same program once (Cosmic-Ray counts each).")
+
 OUT_HELP = "Output directory (samples.jsonl, summary.json); an existing one is resumed."
 
 
@@ -149,8 +156,14 @@ def tests_command(
     dtype: str = DTYPE_OPTION,
     threads: Optional[int] = THREADS_OPTION,
     engine: str = ENGINE_OPTION,
+    mutation_style: str = MUTATION_STYLE_OPTION,
+    dedupe_mutants: bool = DEDUPE_MUTANTS_OPTION,
+    header: str = typer.Option(
+        "auto", "--header",
+        help="auto: UnLeakedTestBench's import header before its problems' code; ult: before every problem's; none."),
 ) -> None:
-    """pass@k, mut@k and Mul of a test model (UnLeakedTestBench style)."""
+    """pass@k, mut@k and Mul of a test model, as UnLeakedTestBench computes them
+    (codea1's all-function figures beside them as mut@k_all, Mul_all)."""
     require_sandbox("codea1 eval tests")
     from rich.console import Console
 
@@ -162,17 +175,24 @@ def tests_command(
     console = Console(soft_wrap=True)
     config = TestEvalConfig(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                             limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch,
-                            workers=workers, device=device, dtype=dtype, threads=threads, engine=engine)
+                            workers=workers, device=device, dtype=dtype, threads=threads, engine=engine,
+                            mutation_style=mutation_style, dedupe_mutants=dedupe_mutants, header=header)
 
     def progress(done: int, total: int, summary: dict) -> None:
         row = summary["sources"].get("all", {})
+        mut = row.get(f"mut@{k}")
         console.print(f"[{done}/{total}] pass@{k} {row.get(f'pass@{k}', 0.0):.2f}  "
-                      f"mut@{k} {row.get(f'mut@{k}', 0.0):.2f}")
+                      f"mut@{k} {'-' if mut is None else f'{mut:.2f}'} over {row.get(f'mut@{k}_tasks', 0)} functions  "
+                      f"mut@{k}_all {row.get(f'mut@{k}_all', 0.0):.2f}")
 
     with removed_if_failed(out):
         summary = evaluate_tests(model, data, out, config, on_progress=progress)
-    columns = ["functions", f"pass@{k}", f"mut@{k}", "Mul", "mutants", "killed", "equivalent_looking"]
+    columns = ["functions", f"pass@{k}", f"mut@{k}", f"mut@{k}_tasks", "Mul", f"LineCov@{k}", f"mut@{k}_all",
+               "Mul_all", "mutants", "killed", "equivalent_looking"]
     console.print(_table(f"eval tests: {model} on {data}", summary["sources"], columns))
+    console.print(f"mut@{k}, Mul: UnLeakedTestBench's (functions whose {k} tests all pass, counted in "
+                  f"mut@{k}_tasks); mut@{k}_all, Mul_all: every function, scored by its passing tests",
+                  markup=False)
     _report_skips(console, summary)
     _written(console, out)
 
@@ -181,8 +201,10 @@ def tests_command(
 def mutants_command(
     file: Path = typer.Argument(..., metavar="FILE", exists=True, dir_okay=False, help="A Python file to mutate."),
     show: bool = typer.Option(False, "--show", help="Print every mutant's program."),
+    mutation_style: str = MUTATION_STYLE_OPTION,
+    dedupe_mutants: bool = DEDUPE_MUTANTS_OPTION,
 ) -> None:
-    """List the deduplicated mutants of a Python file (the ones mut@k is computed on)."""
+    """List the mutants of a Python file (with the defaults, the ones `eval tests` counts)."""
     from collections import Counter
 
     from rich.console import Console
@@ -195,11 +217,12 @@ def mutants_command(
     except UnicodeDecodeError as exc:
         raise typer.BadParameter(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})", param_hint="FILE") from None
     try:
-        mutants = generate_mutants(source)
+        mutants = generate_mutants(source, style=mutation_style, dedupe=dedupe_mutants)
     except ValueError as exc:
         raise ValueError(f"{file}: {exc}") from None
     for m in mutants:
-        console.print(f"#{m.index:<4} {m.family:<20} {m.description}", markup=False)
+        broken = "" if m.compiles else "  (does not compile: killed)"
+        console.print(f"#{m.index:<4} {m.family:<20} {m.description}{broken}", markup=False)
         if show:
             console.print(m.source, markup=False)
     counts = Counter(m.family for m in mutants)

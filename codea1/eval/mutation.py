@@ -28,15 +28,34 @@ family                    what changes (Cosmic-Ray operator it mirrors)
 Cosmic-Ray's variable replacer/inserter need a user-chosen variable and a random number;
 they are not part of its default run and are left out.
 
-Mutants are deduplicated by their unparsed source: two mutations producing the same
-program are one mutant, and a mutation that unparses to the original program (an
-equivalent mutant by construction) is dropped.
+Two styles of writing a mutant (``style``):
+
+- ``text`` (the default, Cosmic-Ray's): the operator's token is replaced in the source
+  text and the result is parsed again, so the new operator binds by its own precedence
+  (``a + b - c`` with ``+`` -> ``|`` is ``a | (b - c)``) and an edit Python cannot parse
+  (``x != -1`` -> ``x != not 1``) is a mutant that does not compile. Cosmic-Ray's test run
+  then fails at collection and counts it killed; so does ``mutation_testing.analyse``.
+  An exception class is replaced by the undefined name ``CosmicRayTestingException``, as
+  Cosmic-Ray writes it (a NameError when the handler is reached).
+- ``tree``: the ``ast`` node is edited and unparsed, keeping the grouping the author
+  wrote (``(a | b) - c``), and a mutation Python rejects is no mutant. It changes one
+  operator and nothing else, which is the purer fault model; it is kept as an option
+  for that reason and for scores comparable with earlier codea1 runs.
+
+With ``dedupe`` (the default of ``generate_mutants``), two mutations producing the same
+program are one mutant and a mutation equal to the original program (an equivalent
+mutant by construction) is dropped; Cosmic-Ray runs and counts every mutation, so
+scoring the way UnLeakedTestBench does passes ``dedupe=False``.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import copy
+import io
+import re
+import tokenize
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -88,6 +107,11 @@ _NONE_RHS: dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]] = {
 }
 _NUMBER_RHS_OK = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _UNARY: dict[type[ast.unaryop], str] = {ast.UAdd: "+", ast.USub: "-", ast.Invert: "~", ast.Not: "not"}
+# What Cosmic-Ray writes in place of a unary operator's token (its `not` carries a space).
+_UNARY_TEXT: dict[type[ast.unaryop], str] = {ast.UAdd: "+", ast.USub: "-", ast.Invert: "~", ast.Not: "not "}
+STYLES: tuple[str, ...] = ("text", "tree")
+#: The name Cosmic-Ray's ExceptionReplacer writes into an ``except`` clause.
+UNRAISED_EXCEPTION = "CosmicRayTestingException"
 
 
 def _op_name(op: type) -> str:
@@ -103,9 +127,10 @@ class Mutant:
     family: str  # one of FAMILIES
     operator: str  # Cosmic-Ray-style operator name, e.g. "ReplaceBinaryOperator_Add_Sub"
     lineno: int
-    col: int
+    col: int  # where the edit is: the token's column (text style) or the node's (tree style)
     description: str  # human-readable, e.g. "line 3: + -> -"
     source: str  # the complete mutated program
+    compiles: bool = True  # False: a text edit Python cannot compile (killed without a run)
 
 
 @dataclass(frozen=True)
@@ -117,6 +142,8 @@ class _Site:
     operator: str
     description: str
     rewrite: Callable[[ast.AST], ast.AST]
+    # the same mutation as edits of the source text: (start, end, replacement) in characters
+    edits: tuple[tuple[int, int, str], ...] = ()
 
 
 def _is_number(node: ast.AST) -> bool:
@@ -135,12 +162,53 @@ def _negate(test: ast.expr) -> ast.expr:
     return ast.UnaryOp(op=ast.Not(), operand=test)
 
 
+def _lines(source: str) -> tuple[list[str], list[int]]:
+    """The lines as Python counts them (\\n, \\r\\n, \\r) and the offset each starts at."""
+    lines = [ln for ln in re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", source) if ln]
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln))
+    return lines, starts
+
+
 class _SiteFinder:
     """Enumerates every mutation site of a tree, in ``ast.walk`` order."""
 
     def __init__(self, families: Iterable[str], source: str):
         self.families = set(families)
-        self.lines = source.splitlines(keepends=True)
+        self.source = source
+        self.lines, self.starts = _lines(source)
+        try:
+            self.tokens = [(t.type, t.string, self._at(*t.start), self._at(*t.end))
+                           for t in tokenize.generate_tokens(io.StringIO(source).readline)]
+        except (tokenize.TokenError, SyntaxError):
+            self.tokens = []  # no text edits: every site falls back to the tree edit
+
+    # -- positions in the source text (character offsets) -------------------------------
+
+    def _at(self, lineno: int, col: int) -> int:
+        """Offset of a tokenize position (line, column in characters)."""
+        return self.starts[lineno - 1] + col if lineno - 1 < len(self.lines) else len(self.source)
+
+    def _ast_at(self, lineno: int, col_bytes: int) -> int:
+        """Offset of an ``ast`` position (line, column in UTF-8 bytes)."""
+        line = self.lines[lineno - 1] if lineno - 1 < len(self.lines) else ""
+        return self.starts[lineno - 1] + len(line.encode()[:col_bytes].decode(errors="ignore"))
+
+    def _span(self, node: ast.AST) -> tuple[int, int]:
+        return (self._ast_at(node.lineno, node.col_offset),  # type: ignore[attr-defined]
+                self._ast_at(node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
+
+    def _token(self, start: int, end: int, words: tuple[str, ...]) -> tuple[int, int] | None:
+        """Span of the first token sequence ``words`` lying within [start, end)."""
+        toks = [t for t in self.tokens if start <= t[2] and t[3] <= end]
+        for i in range(len(toks) - len(words) + 1):
+            if all(toks[i + j][1] == w for j, w in enumerate(words)):
+                return toks[i][2], toks[i + len(words) - 1][3]
+        return None
+
+    def _replace(self, span: tuple[int, int] | None, text: str) -> tuple[tuple[int, int, str], ...]:
+        return () if span is None else ((span[0], span[1], text),)
 
     def sites(self, nodes: list[ast.AST]) -> Iterator[_Site]:
         # `elif` is an If alone in its parent's else branch, at the parent's column
@@ -160,6 +228,7 @@ class _SiteFinder:
         if not isinstance(node, ast.BinOp) or type(node.op) not in _BINARY:
             return
         src = type(node.op)
+        token = self._token(self._span(node.left)[1], self._span(node.right)[0], (_BINARY[src],))
         for dst in _BINARY:
             if dst is src:
                 continue
@@ -174,6 +243,7 @@ class _SiteFinder:
                 f"ReplaceBinaryOperator_{_op_name(src)}_{_op_name(dst)}",
                 f"{_BINARY[src]} -> {_BINARY[dst]}",
                 rewrite,
+                self._replace(token, _BINARY[dst]),
             )
 
     def _comparison(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
@@ -184,6 +254,8 @@ class _SiteFinder:
             if src not in _COMPARE:
                 continue  # `in` / `not in` are not in Cosmic-Ray's set
             rhs = node.comparators[pos]
+            lhs = node.left if pos == 0 else node.comparators[pos - 1]
+            token = self._token(self._span(lhs)[1], self._span(rhs)[0], tuple(_COMPARE[src].split()))
             for dst in _COMPARE:
                 if dst is src:
                     continue
@@ -202,12 +274,15 @@ class _SiteFinder:
                     f"ReplaceComparisonOperator_{src.__name__}_{dst.__name__}",
                     f"{_COMPARE[src]} -> {_COMPARE[dst]}",
                     rewrite,
+                    self._replace(token, _COMPARE[dst]),
                 )
 
     def _unary(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
         if not isinstance(node, ast.UnaryOp):
             return
         src = type(node.op)
+        start = self._span(node)[0]
+        token = self._token(start, self._span(node.operand)[0], (_UNARY[src],))
         if src is not ast.Not:  # `not x` is only ever deleted, never turned into -x
             for dst in _UNARY:
                 if dst is src:
@@ -223,6 +298,7 @@ class _SiteFinder:
                     f"ReplaceUnaryOperator_{src.__name__}_{dst.__name__}",
                     f"unary {_UNARY[src]} -> {_UNARY[dst]}",
                     rewrite,
+                    self._replace(token, _UNARY_TEXT[dst]),
                 )
         if src is not ast.UAdd:  # deleting a unary + changes nothing
 
@@ -235,6 +311,7 @@ class _SiteFinder:
                 f"ReplaceUnaryOperator_Delete_{src.__name__}",
                 f"unary {_UNARY[src]} deleted",
                 delete,
+                self._replace(token, ""),
             )
 
     def _boolean(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
@@ -245,7 +322,8 @@ class _SiteFinder:
                 return ast.Constant(value=new)
 
             name = "ReplaceTrueWithFalse" if node.value else "ReplaceFalseWithTrue"
-            yield _Site(node_id, "boolean", name, f"{node.value} -> {new}", flip)
+            yield _Site(node_id, "boolean", name, f"{node.value} -> {new}", flip,
+                        self._replace(self._span(node), str(new)))
         elif isinstance(node, ast.BoolOp):
             # One site per keyword, as in the source text: swapping the i-th `and` of
             # `a and b and c` gives `a or b and c`, i.e. `a or (b and c)`.
@@ -265,7 +343,9 @@ class _SiteFinder:
 
                 name = "ReplaceAndWithOr" if is_and else "ReplaceOrWithAnd"
                 desc = "and -> or" if is_and else "or -> and"
-                yield _Site(node_id, "boolean", name, desc, swap)
+                word = self._token(self._span(node.values[pos])[1], self._span(node.values[pos + 1])[0],
+                                   ("and" if is_and else "or",))
+                yield _Site(node_id, "boolean", name, desc, swap, self._replace(word, "or" if is_and else "and"))
 
     def _add_not(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
         # Cosmic-Ray negates the first condition of an if statement, not its elif ones
@@ -297,7 +377,16 @@ class _SiteFinder:
                 setattr(holder, attr, _negate(target))
             return n
 
-        yield _Site(node_id, "add_not", "AddNot", "condition negated", negate)
+        # Cosmic-Ray writes " not" right after the keyword (`if`, `while`, `assert`, the `if`
+        # of a conditional expression), before whatever the condition's text begins with
+        if isinstance(node, ast.IfExp):
+            keyword = self._token(self._span(node.body)[1], self._span(node.test)[0], ("if",))
+        else:
+            start = self._span(node)[0]
+            keyword = self._token(start, self._span(node.test)[0], ({ast.If: "if", ast.While: "while",
+                                                                     ast.Assert: "assert"}[type(node)],))
+        edits = () if keyword is None else ((keyword[1], keyword[1], " not"),)
+        yield _Site(node_id, "add_not", "AddNot", "condition negated", negate, edits)
 
     def _parenthesized(self, node: ast.AST) -> bool:
         """Whether ``node`` is written inside its own parentheses (``ast`` drops them,
@@ -317,15 +406,17 @@ class _SiteFinder:
                     return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=-new))
                 return ast.Constant(value=new)
 
-            yield _Site(node_id, "number", "NumberReplacer", f"{value!r} -> {value + offset!r}", shift)
+            # Cosmic-Ray writes " " + str(new value) over the literal's token
+            yield _Site(node_id, "number", "NumberReplacer", f"{value!r} -> {value + offset!r}", shift,
+                        self._replace(self._span(node), " " + str(value + offset)))
 
     def _break_continue(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
         if isinstance(node, ast.Break):
             yield _Site(node_id, "break_continue", "ReplaceBreakWithContinue", "break -> continue",
-                        lambda n: ast.Continue())
+                        lambda n: ast.Continue(), self._replace(self._span(node), "continue"))
         elif isinstance(node, ast.Continue):
             yield _Site(node_id, "break_continue", "ReplaceContinueWithBreak", "continue -> break",
-                        lambda n: ast.Break())
+                        lambda n: ast.Break(), self._replace(self._span(node), "break"))
 
     def _zero_iteration_loop(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
         if isinstance(node, (ast.For, ast.AsyncFor)):
@@ -334,7 +425,8 @@ class _SiteFinder:
                 n.iter = ast.List(elts=[], ctx=ast.Load())  # type: ignore[attr-defined]
                 return n
 
-            yield _Site(node_id, "zero_iteration_loop", "ZeroIterationForLoop", "loop over []", empty)
+            yield _Site(node_id, "zero_iteration_loop", "ZeroIterationForLoop", "loop over []", empty,
+                        self._replace(self._span(node.iter), "[]"))
 
     def _exception(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
         # Cosmic-Ray swaps the class for one that is never raised; removing it from the
@@ -353,7 +445,8 @@ class _SiteFinder:
                 return n
 
             yield _Site(node_id, "exception", "ExceptionReplacer",
-                        f"except {ast.unparse(names[pos])} never matches", drop)
+                        f"except {ast.unparse(names[pos])} never matches", drop,
+                        self._replace(self._span(names[pos]), UNRAISED_EXCEPTION))
 
     def _decorator(self, node_id: int, node: ast.AST) -> Iterator[_Site]:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -364,7 +457,11 @@ class _SiteFinder:
                 del n.decorator_list[pos]  # type: ignore[attr-defined]
                 return n
 
-            yield _Site(node_id, "decorator", "RemoveDecorator", f"@{ast.unparse(dec)} removed", remove)
+            # the decorator's line goes, from its `@` to the end of its expression
+            at = self._token(self.starts[dec.lineno - 1], self._span(dec)[0], ("@",))
+            end = self._span(dec)[1]
+            edits = () if at is None else ((at[0], end, ""),)
+            yield _Site(node_id, "decorator", "RemoveDecorator", f"@{ast.unparse(dec)} removed", remove, edits)
 
 
 class _Apply(ast.NodeTransformer):
@@ -386,15 +483,43 @@ def _parse(source: str) -> ast.Module:
         raise ValueError(f"cannot mutate: the program does not parse ({exc.msg}, line {exc.lineno})") from exc
 
 
-def iter_mutations(source: str, families: Iterable[str] = FAMILIES) -> Iterator[tuple[_Site, ast.AST, str]]:
-    """Every mutation of ``source`` with its site, mutated node's position and program text,
-    before deduplication (what Cosmic-Ray would run)."""
+def _compiles(text: str) -> bool:
+    try:
+        with warnings.catch_warnings():  # e.g. `0 is x`: legal, only frowned upon
+            warnings.simplefilter("ignore", SyntaxWarning)
+            compile(text, "<mutant>", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _check_style(style: str) -> None:
+    if style not in STYLES:
+        raise ValueError(f"unknown mutation style {style!r}; known: {list(STYLES)}")
+
+
+def iter_mutations(source: str, families: Iterable[str] = FAMILIES, *,
+                   style: str = "text") -> Iterator[tuple[_Site, ast.AST, str, bool]]:
+    """Every mutation of ``source`` before deduplication (what Cosmic-Ray would run): its
+    site, the mutated node, the program text and whether that text compiles.
+
+    In the ``tree`` style a mutation Python rejects is left out; in the ``text`` style it
+    is kept (``compiles`` False), as Cosmic-Ray keeps it.
+    """
+    _check_style(style)
     unknown = set(families) - set(FAMILIES)
     if unknown:
         raise ValueError(f"unknown mutation families {sorted(unknown)}; known: {list(FAMILIES)}")
     tree = _parse(source)
     nodes = list(ast.walk(tree))
     for site in _SiteFinder(families, source).sites(nodes):
+        if style == "text" and site.edits:
+            text = source
+            for start, end, new in sorted(site.edits, reverse=True):
+                text = text[:start] + new + text[end:]
+            yield site, nodes[site.node_id], text, _compiles(text)
+            continue
+        # the tree edit (also the text style's fallback where no token was found)
         clone = copy.deepcopy(tree)
         # deepcopy keeps the walk order, so the i-th node of the clone is the i-th of the tree
         clone_nodes = list(ast.walk(clone))
@@ -403,41 +528,60 @@ def iter_mutations(source: str, families: Iterable[str] = FAMILIES) -> Iterator[
         ast.fix_missing_locations(mutated)
         try:
             text = ast.unparse(mutated)
-            with warnings.catch_warnings():  # e.g. `0 is x`: legal, only frowned upon
-                warnings.simplefilter("ignore", SyntaxWarning)
-                compile(text, "<mutant>", "exec")
-        except (SyntaxError, ValueError):
+        except ValueError:
+            continue
+        if not _compiles(text):
             continue  # e.g. a mutation Python rejects at compile time; never a mutant
-        yield site, nodes[site.node_id], text
+        yield site, nodes[site.node_id], text, True
 
 
-def generate_mutants(source: str, families: Iterable[str] = FAMILIES) -> list[Mutant]:
-    """The deduplicated mutants of a program.
+def _normal_form(text: str, compiles: bool) -> str:
+    """What two mutants must share to be the same program: the unparsed tree, or the text
+    itself for one that does not compile."""
+    return ast.unparse(ast.parse(text)) if compiles else text
 
-    Two mutations giving the same unparsed program count once (the first one found keeps
-    its description); a mutation that unparses to the original is dropped as equivalent.
+
+def generate_mutants(source: str, families: Iterable[str] = FAMILIES, *, style: str = "text",
+                     dedupe: bool = True) -> list[Mutant]:
+    """The mutants of a program, sorted by position.
+
+    With ``dedupe``, two mutations giving the same program count once (the first one
+    found keeps its description) and a mutation equal to the original is dropped as
+    equivalent; without it every mutation is a mutant, as Cosmic-Ray counts them.
     """
     original = ast.unparse(_parse(source))
-    found = sorted(
-        iter_mutations(source, families),
-        key=lambda m: (getattr(m[1], "lineno", 0), getattr(m[1], "col_offset", 0)),
-    )
+    _, starts = _lines(source)
+
+    def position(site: _Site, node: ast.AST) -> tuple[int, int]:
+        """Where the mutation is: its text edit (the operator's token, as Cosmic-Ray
+        records it) in the text style, else the mutated node."""
+        if style == "text" and site.edits:
+            offset = min(e[0] for e in site.edits)
+            line = max(0, min(bisect.bisect_right(starts, offset) - 1, len(starts) - 2))
+            return line + 1, offset - starts[line]
+        return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+    found = sorted(((position(site, node), site, text, compiles)
+                    for site, node, text, compiles in iter_mutations(source, families, style=style)),
+                   key=lambda m: m[0])
     seen: set[str] = {original}
     mutants: list[Mutant] = []
-    for site, node, text in found:
-        if text in seen:
-            continue
-        seen.add(text)
-        lineno = getattr(node, "lineno", 0)
+    for (lineno, col), site, text, compiles in found:
+        if dedupe:
+            key = _normal_form(text, compiles)
+            if key in seen:
+                continue
+            seen.add(key)
         mutants.append(
             Mutant(
                 index=len(mutants),
                 family=site.family,
                 operator=site.operator,
                 lineno=lineno,
-                col=getattr(node, "col_offset", 0),
+                col=col,
                 description=f"line {lineno}: {site.description}",
                 source=text,
+                compiles=compiles,
             )
         )
     return mutants

@@ -12,6 +12,10 @@ that pass on the reference count as killers (Cosmic-Ray likewise refuses to run 
 failing baseline). A mutant survives when none of them fails on it; when the problem's
 golden tests (asserts or test program, where the problem has them) do not kill it either,
 it is reported as *equivalent-looking*: most likely a mutant no test could tell apart.
+
+A mutant whose text does not compile (a ``text``-style edit such as ``x != not 1``) is
+killed without a run: Cosmic-Ray's pytest run fails at collection on it, and
+UnLeakedTestBench counts that as killed.
 """
 
 from __future__ import annotations
@@ -150,7 +154,9 @@ def _call_failed(run, pos: int) -> bool:
     return run.calls[pos].status != "ok"
 
 
-_ALL_CALL = "__codea1_first_failure()"
+#: The call that runs a first_failure_program's tests: the index of the first failing one, -1 if none.
+FIRST_FAILURE_CALL = "__codea1_first_failure()"
+_ALL_CALL = FIRST_FAILURE_CALL
 
 
 def first_failure_program(program: str, tests: Sequence[str]) -> str:
@@ -232,48 +238,58 @@ def analyse(
     golden_program: str | None = None,
     config: MutationConfig = MutationConfig(),
     limits=None,
+    header: str = "",
 ) -> MutationReport:
     """Score ``tests`` by the mutants of ``reference`` they kill.
 
     ``golden_tests`` (snippets) and ``golden_program`` (a program that raises on failure
     when run after the code) are only used to tell survived mutants from
-    equivalent-looking ones; they never count towards the score.
+    equivalent-looking ones; they never count towards the score. ``header`` (imports a
+    benchmark assumes, e.g. UnLeakedTestBench's) runs before the reference and before
+    every mutant; it is not mutated.
     """
     from codea1.sandbox import Job
 
     tests = list(tests)
     if mutants is None:
         mutants = generate_mutants(reference)
-    passes, errors, ref_wall = run_tests(executor, reference, tests, limits)
+    prefix = header.rstrip("\n") + "\n\n" if header.strip() else ""
+    passes, errors, ref_wall = run_tests(executor, prefix + reference, tests, limits)
     killers = [i for i, ok in enumerate(passes) if ok]
     call_timeout = max(config.call_timeout_s, config.slowdown * ref_wall)
-    outcomes: list[MutantOutcome] = []
+    outcomes: dict[int, MutantOutcome] = {}
+    for pos, m in enumerate(mutants):
+        if not m.compiles:
+            outcomes[pos] = MutantOutcome(m, "killed", None, "the mutant does not compile (syntax error)")
+    runnable = [(pos, m) for pos, m in enumerate(mutants) if pos not in outcomes]
 
     if killers:
         killer_tests = [tests[i] for i in killers]
         jobs = []
-        for m in mutants:
-            text = first_failure_program(m.source, killer_tests)
+        for _, m in runnable:
+            text = first_failure_program(prefix + m.source, killer_tests)
             jobs.append(Job(program=text, calls=[_ALL_CALL], limits=_limits(limits, call_timeout, 1, config)))
-        for m, run in zip(mutants, executor.run_many(jobs)):
-            outcomes.append(_outcome(m, run, killers, call_timeout))
+        for (pos, m), run in zip(runnable, executor.run_many(jobs)):
+            outcomes[pos] = _outcome(m, run, killers, call_timeout)
     else:
-        outcomes = [MutantOutcome(m, "survived") for m in mutants]
+        outcomes.update({pos: MutantOutcome(m, "survived") for pos, m in runnable})
+    ordered = [outcomes[pos] for pos in range(len(mutants))]
 
-    survivors = [o for o in outcomes if o.status == "survived"]
+    survivors = [o for o in ordered if o.status == "survived"]
     if survivors:
-        _classify_survivors(executor, reference, survivors, golden_tests, golden_program,
+        _classify_survivors(executor, prefix, reference, survivors, golden_tests, golden_program,
                             call_timeout, config, limits)
-    return MutationReport(tests, passes, errors, outcomes)
+    return MutationReport(tests, passes, errors, ordered)
 
 
-def _classify_survivors(executor, reference, survivors, golden_tests, golden_program,
+def _classify_survivors(executor, prefix, reference, survivors, golden_tests, golden_program,
                         call_timeout, config, limits) -> None:
     """Mark survivors that no golden test kills either as equivalent-looking."""
     from codea1.sandbox import Job
 
     golden_ok: list[str] = []
     golden_s = 0.0
+    reference = prefix + reference
     if golden_tests:
         passes, _, golden_s = run_tests(executor, reference, golden_tests, limits)
         golden_ok = [t for t, ok in zip(golden_tests, passes) if ok]
@@ -290,13 +306,13 @@ def _classify_survivors(executor, reference, survivors, golden_tests, golden_pro
     still = list(survivors)
     if golden_ok:
         budget = max(call_timeout, config.slowdown * golden_s)
-        jobs = [Job(program=first_failure_program(o.mutant.source, golden_ok), calls=[_ALL_CALL],
+        jobs = [Job(program=first_failure_program(prefix + o.mutant.source, golden_ok), calls=[_ALL_CALL],
                     limits=_limits(limits, budget, 1, config)) for o in still]
         runs = executor.run_many(jobs)
         golden_idx = list(range(len(golden_ok)))
         still = [o for o, r in zip(still, runs) if _outcome(o.mutant, r, golden_idx, budget).status == "survived"]
     if use_program and still:
-        jobs = [Job(program=o.mutant.source.rstrip("\n") + "\n\n" + golden_program, limits=program_limits)
+        jobs = [Job(program=prefix + o.mutant.source.rstrip("\n") + "\n\n" + golden_program, limits=program_limits)
                 for o in still]
         runs = executor.run_many(jobs)
         still = [o for o, r in zip(still, runs) if r.status != "infra" and r.program_ok]

@@ -1,12 +1,26 @@
-"""`codea1 eval tests`: how good are a test model's tests, UnLeakedTestBench style.
+"""`codea1 eval tests`: how good are a test model's tests, scored as UnLeakedTestBench does.
 
 Per function the model sees the description and the code and writes ``k`` assert tests
-(one completion; the first ``k`` asserts count, missing ones count as failing):
+(one completion; the first ``k`` asserts count, missing ones count as failing). The
+reported figures follow UnLeakedTestBench's harness (its ``Ray/main.py`` and
+``print_results.py``, Cosmic-Ray 8.7 under pytest):
 
-- ``pass@k``: share of the k tests that pass on the reference function;
-- ``mut@k``: share of the reference's mutants (``codea1.eval.mutation``) killed by the
-  tests that pass on it, each mutant run in the sandbox;
-- ``Mul = pass@k * mut@k / 100``, over the averages.
+- ``pass@k``: passing tests over all ``N * k`` test slots (every function counts);
+- ``mut@k``: per function ``100 * (1 - surviving / mutants)``, averaged over the
+  functions whose k tests all pass on the reference (Cosmic-Ray's baseline run
+  succeeds); ``mut@k_tasks`` is how many those are. A function with no mutation point
+  scores 100 there, as Cosmic-Ray reports 0 survivors of 0 jobs. Mutants are Cosmic-Ray's:
+  text edits, syntax-error mutants killed, no deduplication (``codea1.eval.mutation``);
+- ``Mul = pass@k * mut@k / 100``, over the averages (the Code-A1 paper's product);
+- ``LineCov@k``: statements of the header and function covered by the k tests, summed
+  over all functions, over all their statements (``codea1.eval.line_coverage``).
+
+codea1's earlier figures stay beside them: ``mut@k_all`` scores each function by the
+tests of its k that pass on the reference and averages over every function with a
+mutant (0 where none passes), ``Mul_all = pass@k * mut@k_all / 100``.
+
+UnLeakedTestBench runs every program with its import header (``ULT_HEADER``) before
+the function; it is prepended for problems loaded from its JSON (``header="auto"``).
 
 Results per function are appended to ``OUT/samples.jsonl`` (resumable like ``eval code``)
 and the averages written to ``OUT/summary.json``.
@@ -24,14 +38,35 @@ from typing import TYPE_CHECKING, Any
 from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
 from codea1.engines.base import MAX_TEMPERATURE, check_engine_name
 from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_problems, sample_problems, set_threads
-from codea1.eval.mutation import FAMILIES, generate_mutants
+from codea1.eval.mutation import FAMILIES, STYLES, generate_mutants
+from codea1.eval.line_coverage import line_coverage
 from codea1.eval.mutation_testing import MutationConfig, analyse
 
 if TYPE_CHECKING:
     from codea1.data import Problem
     from codea1.models import Policies
 
-__all__ = ["TestEvalConfig", "FunctionScore", "select_tests", "score_tests", "evaluate_tests"]
+__all__ = ["TestEvalConfig", "FunctionScore", "ULT_HEADER", "select_tests", "score_tests", "evaluate_tests",
+           "summarize_rows"]
+
+#: The imports UnLeakedTestBench writes before every function (and test file) it runs.
+ULT_HEADER = """import os
+import re
+import math
+import numpy
+import pandas
+import pytest
+import random
+import string
+import warnings
+import datetime
+import traceback
+import numpy as np
+import pandas as pd
+from typing import List, Dict, Any, Optional, Union, Tuple, Set, FrozenSet, Sequence, Iterable, Generator, Callable
+"""
+ULT_SOURCE = "unleakedtestbench"  # Problem.source of rows read from UnLeakedTestBench JSON
+HEADERS = ("auto", "ult", "none")
 
 
 @dataclass(frozen=True)
@@ -58,9 +93,18 @@ class TestEvalConfig:
     # several times faster than 2 that wait on each other.
     threads: int | None = None
     engine: str = "auto"  # auto | hf | vllm | llamacpp (codea1.eval.loading.eval_engine)
+    # Cosmic-Ray's mutants (text edits, every mutation counted) unless told otherwise:
+    # "tree" + dedupe are codea1's earlier engine (codea1.eval.mutation explains both)
+    mutation_style: str = "text"
+    dedupe_mutants: bool = False
+    header: str = "auto"  # auto: ULT_HEADER for UnLeakedTestBench problems; ult: always; none
 
     def __post_init__(self) -> None:
         check_engine_name(self.engine, "--engine")
+        if self.mutation_style not in STYLES:
+            raise ValueError(f"--mutation-style must be one of {list(STYLES)}, got {self.mutation_style!r}")
+        if self.header not in HEADERS:
+            raise ValueError(f"--header must be one of {list(HEADERS)}, got {self.header!r}")
         if self.k < 1:
             raise ValueError(f"--k must be at least 1, got {self.k}")
         if not 0 <= self.temperature <= MAX_TEMPERATURE:
@@ -73,7 +117,13 @@ class TestEvalConfig:
     def identity(self) -> dict[str, Any]:
         return {"k": self.k, "temperature": self.temperature, "top_p": self.top_p,
                 "max_new_tokens": self.max_new_tokens, "white_box": self.white_box,
-                "families": list(self.families)}
+                "families": list(self.families), "mutation_style": self.mutation_style,
+                "dedupe_mutants": self.dedupe_mutants, "header": self.header}
+
+    def header_for(self, problem: Problem) -> str:
+        if self.header == "ult" or (self.header == "auto" and problem.source == ULT_SOURCE):
+            return ULT_HEADER
+        return ""
 
 
 @dataclass
@@ -88,13 +138,31 @@ class FunctionScore:
     equivalent_looking: int
     survivors: list[str]  # descriptions of the mutants no scored test killed
     k: int
+    statements: int = 0  # of the header and the function (coverage.py's num_statements)
+    covered_statements: int = 0  # of those, executed by the module's import or the k tests
 
     @property
     def pass_at_k(self) -> float:
         return 100.0 * sum(self.passes) / self.k
 
     @property
+    def baseline_passes(self) -> bool:
+        """All k tests exist and pass on the reference: Cosmic-Ray's baseline run succeeds,
+        so UnLeakedTestBench scores this function's mutation."""
+        return len(self.passes) == self.k and all(self.passes)
+
+    @property
     def mut_at_k(self) -> float | None:
+        """UnLeakedTestBench's score of this function: killed share of the mutants (100
+        with none), None when its tests do not pass the baseline."""
+        if not self.baseline_passes:
+            return None
+        return 100.0 * self.killed / self.mutants if self.mutants else 100.0
+
+    @property
+    def mut_at_k_all(self) -> float | None:
+        """codea1's earlier score: mutants killed by the tests that pass (0 when none
+        does), None for a function without mutants."""
         return 100.0 * self.killed / self.mutants if self.mutants else None
 
 
@@ -129,13 +197,16 @@ def select_tests(completion: str, entry_point: str, k: int) -> list[str]:
 
 
 def score_tests(executor, problem: Problem, tests: Sequence[str], k: int, *,
-                families: Sequence[str] = FAMILIES, config: MutationConfig = MutationConfig()) -> FunctionScore:
+                families: Sequence[str] = FAMILIES, config: MutationConfig = MutationConfig(),
+                style: str = "text", dedupe: bool = False, header: str = "") -> FunctionScore:
     """pass@k and mut@k of ``tests`` (at most k of them) on ``problem``'s reference."""
     tests = list(tests)[:k]
-    mutants = generate_mutants(problem.reference, families)
-    report = analyse(executor, problem.reference, tests, mutants=mutants,
+    mutants = generate_mutants(problem.reference, families, style=style, dedupe=dedupe)
+    report = analyse(executor, problem.reference, tests, mutants=mutants, header=header,
                      golden_tests=problem.tests, golden_program=problem.test_program, config=config)
     passes = report.test_passes_reference + [False] * (k - len(tests))
+    prefix = header.rstrip("\n") + "\n\n" if header.strip() else ""
+    cover = line_coverage(executor, prefix + problem.reference, tests)
     return FunctionScore(
         problem_id=problem.id,
         tests=tests,
@@ -145,7 +216,35 @@ def score_tests(executor, problem: Problem, tests: Sequence[str], k: int, *,
         equivalent_looking=report.equivalent_looking,
         survivors=[o.mutant.description for o in report.outcomes if o.status != "killed"],
         k=k,
+        statements=cover.statements,
+        covered_statements=cover.covered,
     )
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarize_rows(rows: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
+    """The figures of one group of functions from their sample rows (see the module
+    docstring for the definitions)."""
+    passk = sum(r["pass_at_k"] for r in rows) / len(rows)
+    ult = [r["mut_at_k"] for r in rows if r["mut_at_k"] is not None]
+    scored = [r["mut_at_k_all"] for r in rows if r["mut_at_k_all"] is not None]
+    mutk, mutk_all = _mean(ult), _mean(scored) or 0.0
+    return {
+        "functions": len(rows),
+        f"pass@{k}": passk,
+        f"mut@{k}": mutk,
+        f"mut@{k}_tasks": len(ult),
+        "Mul": None if mutk is None else passk * mutk / 100.0,
+        f"mut@{k}_all": mutk_all,
+        "Mul_all": passk * mutk_all / 100.0,
+        f"LineCov@{k}": 100.0 * sum(r["covered_statements"] for r in rows) / max(1, sum(r["statements"] for r in rows)),
+        "mutants": sum(r["mutants"] for r in rows),
+        "killed": sum(r["killed"] for r in rows),
+        "equivalent_looking": sum(r["equivalent_looking"] for r in rows),
+    }
 
 
 def summarize(problems: Sequence[Problem], done: dict[str, dict[int, dict[str, Any]]], k: int,
@@ -157,26 +256,25 @@ def summarize(problems: Sequence[Problem], done: dict[str, dict[int, dict[str, A
             continue
         per_source[p.source or "unknown"].append(row)
         per_source["all"].append(row)
-    sources = {}
-    for source, rows in sorted(per_source.items(), key=lambda kv: (kv[0] == "all", kv[0])):
-        passk = sum(r["pass_at_k"] for r in rows) / len(rows)
-        scored = [r["mut_at_k"] for r in rows if r["mut_at_k"] is not None]
-        mutk = sum(scored) / len(scored) if scored else 0.0
-        sources[source] = {
-            "functions": len(rows),
-            f"pass@{k}": passk,
-            f"mut@{k}": mutk,
-            "Mul": passk * mutk / 100.0,
-            "mutants": sum(r["mutants"] for r in rows),
-            "killed": sum(r["killed"] for r in rows),
-            "equivalent_looking": sum(r["equivalent_looking"] for r in rows),
-        }
+    sources = {source: summarize_rows(rows, k)
+               for source, rows in sorted(per_source.items(), key=lambda kv: (kv[0] == "all", kv[0]))}
     return {
         "k": k,
         "sources": sources,
         "skipped": [{"id": pid, "reason": why} for pid, why in skipped.items()],
         "pending": [p.id for p in problems if p.id not in skipped and 0 not in done.get(p.id, {})],
     }
+
+
+def _check_header_modules() -> None:
+    """UnLeakedTestBench's header imports numpy, pandas and pytest: refuse to start (rather
+    than fail every test) when one is missing here, since the sandbox runs this Python."""
+    import importlib.util
+
+    missing = [m for m in ("numpy", "pandas", "pytest") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ValueError(f"UnLeakedTestBench's import header needs {', '.join(missing)} installed "
+                         "(pip install numpy pandas pytest), or pass --header none")
 
 
 def evaluate_tests(
@@ -206,15 +304,19 @@ def evaluate_tests(
     skipped: dict[str, str] = {}
     for p in problems:
         try:
-            if not generate_mutants(p.reference, config.families):
-                skipped[p.id] = "the reference has no mutation point"
+            generate_mutants(p.reference, config.families, style=config.mutation_style)
         except ValueError as exc:
             skipped[p.id] = str(exc)
     todo = [p for p in problems if p.id not in skipped and 0 not in done.get(p.id, {})]
+    with_header = any(config.header_for(p) for p in todo)
+    if with_header:
+        _check_header_modules()
 
     with ExitStack() as stack:
         if todo:
-            ex = executor or stack.enter_context(Executor(workers=config.workers))
+            # the header's heavy imports are loaded once per sandbox worker, not per mutant
+            preload = ("numpy", "pandas") if with_header else ("numpy",)
+            ex = executor or stack.enter_context(Executor(workers=config.workers, preload=preload))
             meta: dict[str, Any] = {}
             set_threads(config.threads)
             if policies is None:
@@ -235,9 +337,12 @@ def evaluate_tests(
                 for p, group in zip(chunk, samples):
                     text = group[0].text
                     tests = select_tests(text, p.entry_point, config.k)
-                    score = score_tests(ex, p, tests, config.k, families=config.families, config=config.mutation)
+                    score = score_tests(ex, p, tests, config.k, families=config.families, config=config.mutation,
+                                        style=config.mutation_style, dedupe=config.dedupe_mutants,
+                                        header=config.header_for(p))
                     row = {"problem_id": p.id, "source": p.source, "sample": 0, "completion": text,
-                           **asdict(score), "pass_at_k": score.pass_at_k, "mut_at_k": score.mut_at_k}
+                           **asdict(score), "pass_at_k": score.pass_at_k, "baseline_passes": score.baseline_passes,
+                           "mut_at_k": score.mut_at_k, "mut_at_k_all": score.mut_at_k_all}
                     append_rows(samples_path, [row])
                     done[p.id] = {0: row}
                 finished += len(chunk)
