@@ -38,7 +38,7 @@ def _code(body: str) -> str:
 RIGHT_ADD, MINUS, TIMES = (_code("def add(a, b):\n    return a + b\n"), _code("def add(a, b):\n    return a - b\n"),
                            _code("def add(a, b):\n    return a * b\n"))
 BROKEN = _code("def add(a, b)\n    return a + b\n")
-SUITES = ["```python\nassert add(1, 2) == 3\nassert add(2, 2) == 4\nassert add(0, 0) == 1\n```",
+SUITES = ["```python\nassert add(1, 2) == 3\nassert add(2, 2) == 4\nassert add(0, 0) == 1\nassert add(1, 2) != 4\n```",
           "```python\nassert add(1, 1) == len([1, 2])\nassert add(1, 2) == 3\nassert abs(1) == 1\n```"]
 
 
@@ -81,7 +81,8 @@ def executor():
 def test_generated_tests_are_the_distinct_well_formed_asserts():
     tests = generated_tests(ADD, SUITES + [SUITES[0]])
     assert [t.text for t in tests] == ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(0, 0) == 1",
-                                       "assert add(1, 1) == len([1, 2])"]     # abs(1) tests nothing: dropped
+                                       "assert add(1, 1) == len([1, 2])"]
+    # dropped: abs(1) tests nothing; `!= 4` is no `==` test (the judge would read it as `== 4`)
     assert tests[0].expected_value is not None and tests[3].expected_value is None   # evaluated in the run
 
 

@@ -147,13 +147,15 @@ class GeneratedTest:
 
 
 def generated_tests(problem: "Problem", suites: Sequence[str]) -> list[GeneratedTest]:
-    """The distinct well-formed tests of all suites, read as the judge reads a suite."""
+    """The distinct well-formed tests of all suites, read as the judge reads a suite, except
+    that only `==` asserts count (`judge.strict_operator`): the judge's reference reading
+    takes `assert f(x) != 3` as `f(x) == 3`, which would fail a right candidate here."""
     from codea1.judge.parse import parse_completion
     from codea1.sandbox import encode
 
     seen: dict[tuple[str, str], GeneratedTest] = {}
     for raw in suites:
-        for t in parse_completion(raw, problem.entry_point):
+        for t in parse_completion(raw, problem.entry_point, strict_operator=True):
             if not t.ok or t.call is None or t.expected is None or (t.call, t.expected) in seen:
                 continue
             value = None
