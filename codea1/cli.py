@@ -27,6 +27,7 @@ from typer.core import TyperGroup
 from codea1 import __version__
 from codea1.data.cli import app as data_app
 from codea1.eval.cli import app as eval_app
+from codea1.export.cli import export_command
 from codea1.judge.cli import judge_command
 from codea1.mistakes.cli import app as mistakes_app
 from codea1.plot import plot_command
@@ -210,6 +211,7 @@ app.command("train")(train_command)
 app.add_typer(config_app, name="config", help="Show the resolved training config and every --set key.")
 app.add_typer(eval_app, name="eval", help="Evaluate code and test models.")
 app.command("plot")(plot_command)
+app.command("export")(export_command)
 
 
 def main() -> None:

@@ -626,8 +626,9 @@ def _converted_dir(resolved: ResolvedModel, dtype: "torch.dtype") -> Path:
     return cache_dir() / "converted" / f"{gguf.stem}-{key}-{dtype_name}"
 
 
-def _save_dequantised(model, directory: Path) -> None:
-    """`save_pretrained` of a GGUF-loaded model, whose weights are plain dequantised tensors.
+def save_model(model, directory: Path, **save_options: Any) -> None:
+    """`save_pretrained`, also of a GGUF-loaded model, whose weights are plain dequantised
+    tensors (`save_options`: `save_pretrained`'s, e.g. `max_shard_size`).
 
     transformers marks such a model as quantized (its loader is a "quantizer") and refuses
     to save it; the loader's mark is lifted for the save and put back after.
@@ -639,7 +640,7 @@ def _save_dequantised(model, directory: Path) -> None:
         model.hf_quantizer = None
         if had_config:
             del model.config.quantization_config
-        model.save_pretrained(directory)
+        model.save_pretrained(directory, **save_options)
     finally:
         model.hf_quantizer = quantizer
         if had_config:
@@ -668,7 +669,7 @@ def load_model_and_tokenizer(resolved: ResolvedModel, dtype: "torch.dtype", devi
     try:
         converted.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".converting-", dir=converted.parent))
-        _save_dequantised(model, tmp)
+        save_model(model, tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "codea1-converted.json").write_text(json.dumps(
             {"from": f"{resolved.source}/{resolved.gguf_file}", "dtype": str(dtype)}) + "\n")

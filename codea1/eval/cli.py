@@ -227,3 +227,53 @@ def mutants_command(
             console.print(m.source, markup=False)
     counts = Counter(m.family for m in mutants)
     console.print(f"{len(mutants)} mutants: " + ", ".join(f"{f} {c}" for f, c in counts.most_common()))
+
+
+@app.command("select")
+def select_command(
+    code_model: str = typer.Option(..., "--code-model", help="Code model: " + MODEL_OPTION.help.split(": ", 1)[1]),
+    test_model: str = typer.Option(..., "--test-model", help="Test model: " + MODEL_OPTION.help.split(": ", 1)[1]),
+    data: str = typer.Option(..., "--data", help=PROBLEMS_HELP),
+    out: Path = typer.Option(..., "--out", help="Output directory (codes.jsonl, tests.jsonl, problems.jsonl, "
+                                                 "summary.json); an existing one is resumed."),
+    n_code: int = typer.Option(4, "--n-code", min=1, help="Candidate codes per problem (N)."),
+    n_test: int = typer.Option(2, "--n-test", min=1, help="Generated test suites per problem (K), from the question alone."),
+    code_step: Optional[int] = typer.Option(None, "--code-step", min=0, help="Checkpoint step when --code-model is a run (default: the latest)."),
+    test_step: Optional[int] = typer.Option(None, "--test-step", min=0, help="Checkpoint step when --test-model is a run (default: the latest)."),
+    tests_per_suite: int = typer.Option(8, "--tests-per-suite", min=1, help="Tests the test model is asked for per suite."),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
+    max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
+    seed: int = SEED_OPTION,
+    limit: Optional[int] = LIMIT_OPTION,
+    problems_per_batch: int = PROBLEMS_PER_BATCH_OPTION,
+    workers: Optional[int] = WORKERS_OPTION,
+    memory_mb: int = MEMORY_MB_OPTION,
+    device: str = DEVICE_OPTION,
+    dtype: str = DTYPE_OPTION,
+    threads: Optional[int] = THREADS_OPTION,
+    engine: str = ENGINE_OPTION,
+) -> None:
+    """Best-of-N: the test model's tests pick one of the code model's N candidates; pass@1 of the pick
+    against a random candidate and the oracle (pass@N)."""
+    from rich.console import Console
+
+    from codea1.eval.select import ModelSpec, SelectConfig, evaluate_selection
+    from codea1.eval.store import removed_if_failed
+
+    check_output_dir(out, "--out")
+    check_engine_here(engine, device)
+    console = Console(soft_wrap=True)
+    config = SelectConfig(n_code=n_code, n_test=n_test, tests_per_suite=tests_per_suite, temperature=temperature,
+                          top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, limit=limit,
+                          problems_per_batch=problems_per_batch, workers=workers, memory_mb=memory_mb,
+                          device=device, dtype=dtype, threads=threads, engine=engine)
+    with removed_if_failed(out):
+        summary = evaluate_selection(ModelSpec(code_model, code_step), ModelSpec(test_model, test_step), data, out,
+                                     config, on_message=lambda text: console.print(text, markup=False))
+    columns = ["problems", "selected", "random", "oracle", "gain", "gain_low", "gain_high"]
+    console.print(_table(f"eval select: codes {summary['code_model']}, tests {summary['test_model']} on {data} "
+                         f"(pass@1 %, N={n_code}, K={n_test}; gain 95% bootstrap interval)",
+                         summary["sources"], columns))
+    _report_skips(console, summary)
+    console.print(f"wrote {out / 'summary.json'} and {out / 'problems.jsonl'}", markup=False)

@@ -136,7 +136,7 @@ def verdict_of(run) -> Verdict:
     return Verdict(True, "pass")
 
 
-def _skip_reason(problem: Problem) -> str | None:
+def skip_reason(problem: Problem) -> str | None:
     missing = missing_libraries(problem)
     if missing:
         return f"libraries not installed: {', '.join(missing)}"
@@ -213,7 +213,7 @@ def evaluate_code(
 
     skipped: dict[str, str] = {}
     for p in problems:
-        reason = _skip_reason(p)
+        reason = skip_reason(p)
         if reason:
             skipped[p.id] = reason
     todo = [p for p in problems if p.id not in skipped and len(done.get(p.id, {})) < n]

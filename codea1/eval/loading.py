@@ -78,6 +78,26 @@ def set_threads(threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
+def run_checkpoint(run_dir: str | Path, step: int | None = None) -> Path:
+    """The checkpoint ``checkpoints/step-N`` of a training run (``step`` None: the latest);
+    a `CheckpointError` naming the run and the steps it has when there is none."""
+    from codea1.train.checkpoint import CheckpointError, CheckpointManager
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CheckpointError(f"{run_dir}: no such run directory")
+    found = dict(CheckpointManager(run_dir).list())
+    if not found:
+        raise CheckpointError(f"{run_dir}: no checkpoint (no complete checkpoints/step-N/ with a state.json); "
+                              "expected a training run directory")
+    if step is None:
+        return found[max(found)]
+    if step not in found:
+        steps = ", ".join(str(s) for s in sorted(found))
+        raise CheckpointError(f"{run_dir}: no checkpoint at step {step} (it has steps {steps})")
+    return found[step]
+
+
 def _checkpoint_dir(path: Path) -> Path | None:
     """The policies checkpoint ``path`` names, if it names one."""
     if (path / "policies.json").is_file():
@@ -98,8 +118,10 @@ def _checkpoint_dir(path: Path) -> Path | None:
     return None
 
 
-def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto") -> tuple[Policies, dict[str, Any]]:
-    """The policies to evaluate and a description of where they came from.
+def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto",
+                       step: int | None = None) -> tuple[Policies, dict[str, Any]]:
+    """The policies to evaluate and a description of where they came from (`step`: that
+    checkpoint of a training run directory instead of its latest).
 
     A plain model is wrapped as self-play with a LoRA adapter whose update starts at zero
     (peft initialises B = 0), so the evaluated model is exactly the base model.
@@ -110,6 +132,8 @@ def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto") ->
     from codea1.models import ModelConfig, load_policies
 
     path = Path(model).expanduser()
+    if step is not None:
+        path = run_checkpoint(path, step)
     ckpt = _checkpoint_dir(path) if path.is_dir() else None
     if ckpt is not None:
         manifest = json.loads((ckpt / "policies.json").read_text())

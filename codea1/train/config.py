@@ -184,9 +184,21 @@ class CheckpointConfig(_Strict):
     keep: int = Field(3, ge=1, description="checkpoints kept (the oldest go)")
 
 
+class WandbConfig(_Strict):
+    """Weights & Biases logging (`codea1.train.wandb_logger`); off until a project is named."""
+
+    project: str | None = Field(None, description="W&B project; null: no W&B logging (needs the codea1[wandb] extra)")
+    entity: str | None = Field(None, description="W&B team or user; null: your default entity")
+    name: str | None = Field(None, description="W&B run name; null: W&B picks one")
+    mode: Literal["online", "offline", "disabled"] = Field(
+        "online", description="online; offline (no network: `wandb sync RUN_DIR/wandb/offline-run-*` later); disabled")
+
+
 class LoggingConfig(_Strict):
     samples_per_step: int = Field(2, ge=0, description="codes and tests written to samples.jsonl")
+    samples_every: int = Field(10, ge=0, description="steps between W&B samples tables (code, tests, rewards); 0: none")
     tensorboard: bool = Field(True, description="write TensorBoard events under RUN_DIR/tb")
+    wandb: WandbConfig = WandbConfig()
     progress: Literal["auto", "rich", "plain", "none"] = Field(
         "auto", description="progress display: rich (live), plain (a line a step), none; auto: rich on a terminal")
 

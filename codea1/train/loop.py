@@ -57,6 +57,7 @@ from codea1.train.config import (
     save_config,
 )
 from codea1.train.metrics import MetricsLog, Progress
+from codea1.train.wandb_logger import open_wandb
 
 CONFIG_FILE = "config.yaml"
 BOOK_FILE = "mistakes.sqlite"
@@ -1005,7 +1006,8 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
             show.message(f"{run_dir}: no checkpoint yet; starting from step 0")
         if ranks.main:
             log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
-                             purge_step=trainer.step + 1 if trainer.step else (0 if resume else None))
+                             purge_step=trainer.step + 1 if trainer.step else (0 if resume else None),
+                             wandb=open_wandb(cfg, run_dir, resume))
         show.start_step = show.step = trainer.step
         show.current = trainer.step + 1
         if cfg.validation.every and cfg.validation.at_start and trainer.step == 0 and trainer.heldout:

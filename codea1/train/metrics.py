@@ -1,8 +1,8 @@
 """What a user watches during a run, and what stays in the run directory afterwards.
 
 - `MetricsLog`: one JSON line per step in `RUN_DIR/metrics.jsonl`, a few sampled codes
-  and tests per step in `RUN_DIR/samples.jsonl`, and TensorBoard scalars under
-  `RUN_DIR/tb`. Its byte offsets go into checkpoints so that a resume cuts both files
+  and tests per step in `RUN_DIR/samples.jsonl`, TensorBoard scalars under `RUN_DIR/tb`,
+  and the same rows to Weights & Biases where `logging.wandb` names a project. Its byte offsets go into checkpoints so that a resume cuts both files
   back to the checkpoint and the continued run writes exactly what an uninterrupted
   one would have.
 - `Progress`: the live display (step, phase, ETA, rewards, pass and attack rates,
@@ -41,8 +41,11 @@ class MetricsLog:
     """Append-only per-step metrics and samples, plus TensorBoard event files."""
 
     def __init__(self, run_dir: str | os.PathLike[str], *, tensorboard: bool = True,
-                 offsets: Mapping[str, int] | None = None, purge_step: int | None = None) -> None:
+                 offsets: Mapping[str, int] | None = None, purge_step: int | None = None,
+                 wandb: Any = None) -> None:
+        """`wandb`: a `codea1.train.wandb_logger.WandbLogger` fed the same rows (or None)."""
         self.run_dir = Path(run_dir)
+        self._wandb = wandb
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / METRICS_FILE
         self.samples_path = self.run_dir / SAMPLES_FILE
@@ -68,11 +71,16 @@ class MetricsLog:
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                     self._tb.add_scalar(key, value, step)
             self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(step, metrics)
 
     def log_samples(self, step: int, samples: Iterable[Mapping[str, Any]]) -> None:
+        samples = list(samples)
         for sample in samples:
             self._samples.write(json.dumps({"step": step, **_jsonable(dict(sample))}) + "\n")
         self._samples.flush()
+        if self._wandb is not None:
+            self._wandb.log_samples(step, samples)
 
     def offsets(self) -> dict[str, int]:
         """Byte sizes of the two files now (for a checkpoint)."""
@@ -92,6 +100,9 @@ class MetricsLog:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._wandb is not None:
+            self._wandb.close()
+            self._wandb = None
 
 
 def _truncate(path: Path, size: int) -> None:

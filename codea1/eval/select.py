@@ -1,0 +1,418 @@
+"""`codea1 eval select`: best-of-N code selection with a test model, and what it gains.
+
+What a user with no solution does with a test model: the code model writes N candidate
+codes for a problem, the test model writes K test suites from the question alone
+(black-box), every candidate runs against every generated test in the sandbox, and one
+candidate is chosen:
+
+1. the candidate that passes the most generated tests;
+2. among candidates tied there, CodeT's dual agreement (Chen et al., 2022): candidates
+   that pass exactly the same tests form a consensus set, scored by (codes in the set) x
+   (tests it passes); the tied candidates pass equally many tests, so the largest set wins;
+3. still tied (e.g. no generated test passes anyone), the most common behaviour: the
+   largest group of candidates that return the same values on every generated call;
+4. then the first sampled (the samples are in random order).
+
+Rule 1 comes first, rather than CodeT's score alone, because CodeT's product lets a large
+cluster of codes that pass few tests beat a code that passes more of them: the figure
+measured here is what the test model's tests decide. The dual agreement and behaviour
+rules only break ties, where they pick the answer most samples agree on.
+
+A generated test passes when the candidate defines the function and the test's call
+returns a value equal (Python's `==` on values decoded outside the sandbox) to the
+test's expected value, itself a literal or evaluated in the candidate's run. The chosen
+candidate, and each of the N, is then checked on the golden tests (as `eval code`).
+Per data source it reports the selected code's pass@1, the mean pass@1 of a random
+candidate, pass@N (the oracle: some candidate is right), and the selection's gain over a
+random pick with a bootstrap 95% interval over problems.
+
+Files in OUT: `codes.jsonl` and `tests.jsonl` (the samples, appended as generated, so an
+interrupted run resumes without generating again), `problems.jsonl` (per problem: every
+candidate's generated-test and golden results, the pick and the rule that made it), and
+`summary.json`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from codea1.engines.base import check_engine_name
+from codea1.eval.store import append_rows, check_identity, read_samples, repair_tail, write_summary
+
+if TYPE_CHECKING:
+    from codea1.data import Problem
+
+CODES_FILE = "codes.jsonl"
+TESTS_FILE = "tests.jsonl"
+PROBLEMS_FILE = "problems.jsonl"
+RULES = ("most-passed", "dual-agreement", "behaviour", "first")
+
+
+@dataclass(frozen=True)
+class SelectConfig:
+    """Samples per problem, their sampling, and the sandbox (the paper's evaluation sampling)."""
+
+    n_code: int = 4
+    n_test: int = 2
+    tests_per_suite: int = 8
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_new_tokens: int = 1024
+    seed: int = 0
+    limit: int | None = None
+    problems_per_batch: int = 8
+    batch_size: int = 64
+    test_timeout_s: float = 10.0      # one candidate's run through all generated tests
+    test_call_timeout_s: float = 3.0  # one generated test (the judge's default)
+    memory_mb: int = 4096
+    workers: int | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    threads: int | None = None
+    engine: str = "auto"
+    bootstrap: int = 2000
+
+    def __post_init__(self) -> None:
+        check_engine_name(self.engine, "--engine")
+        for name in ("n_code", "n_test", "tests_per_suite", "problems_per_batch", "batch_size", "bootstrap"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.temperature < 0:
+            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
+
+    def identity(self) -> dict[str, Any]:
+        """What must match for samples on disk to belong to this evaluation."""
+        return {"n_code": self.n_code, "n_test": self.n_test, "tests_per_suite": self.tests_per_suite,
+                "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
+                "seed": self.seed}
+
+
+# --------------------------------------------------------------------------- choosing
+
+
+@dataclass(frozen=True)
+class Choice:
+    index: int
+    rule: str        # which rule decided: one of RULES
+    tied: int        # candidates that passed as many generated tests as the best
+
+
+def _largest(group: Sequence[int], key: Callable[[int], Hashable]) -> list[int]:
+    sizes = Counter(key(i) for i in group)
+    top = max(sizes.values())
+    return [i for i in group if sizes[key(i)] == top]
+
+
+def choose(passes: Sequence[Sequence[bool]], behaviours: Sequence[Hashable]) -> Choice:
+    """The candidate to submit, from each candidate's pass/fail on the generated tests and
+    its behaviour (see the module's docstring for the rules, in order)."""
+    if not passes:
+        raise ValueError("choose: no candidates")
+    if len(behaviours) != len(passes):
+        raise ValueError(f"choose: {len(passes)} candidates but {len(behaviours)} behaviours")
+    counts = [sum(map(bool, p)) for p in passes]
+    best = max(counts)
+    tied = [i for i, c in enumerate(counts) if c == best]
+    if len(tied) == 1:
+        return Choice(tied[0], "most-passed", 1)
+    rule = "first"  # the last rule that narrowed the group down
+    agreed = _largest(tied, lambda i: tuple(map(bool, passes[i])))
+    if len(agreed) < len(tied):
+        rule = "dual-agreement"
+    common = _largest(agreed, lambda i: behaviours[i])
+    if len(common) < len(agreed):
+        rule = "behaviour"
+    return Choice(common[0], rule, len(tied))
+
+
+# --------------------------------------------------------------------------- generated tests
+
+
+@dataclass(frozen=True)
+class GeneratedTest:
+    """One distinct `assert CALL == EXPECTED` of the problem's generated suites."""
+
+    text: str
+    call: str
+    expected: str
+    expected_value: list | None  # encoded literal; None: evaluated in the candidate's run
+    apart: bool                  # evaluated in a fork of its own (it may change what others see)
+
+
+def generated_tests(problem: "Problem", suites: Sequence[str]) -> list[GeneratedTest]:
+    """The distinct well-formed tests of all suites, read as the judge reads a suite, except
+    that only `==` asserts count (`judge.strict_operator`): the judge's reference reading
+    takes `assert f(x) != 3` as `f(x) == 3`, which would fail a right candidate here."""
+    from codea1.judge.parse import parse_completion
+    from codea1.sandbox import encode
+
+    seen: dict[tuple[str, str], GeneratedTest] = {}
+    for raw in suites:
+        for t in parse_completion(raw, problem.entry_point, strict_operator=True):
+            if not t.ok or t.call is None or t.expected is None or (t.call, t.expected) in seen:
+                continue
+            value = None
+            if t.expected_literal is not None:
+                try:
+                    value = encode(t.expected_literal[0])
+                except ValueError:  # too large or deep to encode here: evaluated in the run
+                    value = None
+            seen[(t.call, t.expected)] = GeneratedTest(t.normalized or "", t.call, t.expected, value,
+                                                       t.call_apart or t.expected_apart)
+    return list(seen.values())
+
+
+@dataclass
+class CandidateResult:
+    passes: list[bool]       # per generated test
+    behaviour: tuple         # what it returned on every generated call (or how its run failed)
+    error: str | None = None
+
+
+def _candidate_job(program: str, entry_point: str, tests: Sequence[GeneratedTest], limits):
+    from codea1.data.check import defines_call
+    from codea1.sandbox import Job
+
+    exprs = [defines_call(entry_point)]
+    apart: set[str] = set()
+    for t in tests:
+        exprs.append(t.call)
+        if t.expected_value is None:
+            exprs.append(t.expected)
+        if t.apart:
+            apart.update([t.call, t.expected])
+    calls = list(dict.fromkeys(exprs))
+    isolated = [k for k, c in enumerate(calls) if c in apart]
+    return Job(program=program, calls=calls, limits=limits, isolated=isolated), calls
+
+
+def _outcome(run, calls: list[str], tests: Sequence[GeneratedTest]) -> CandidateResult:
+    from codea1.sandbox import to_source
+    from codea1.sandbox.decode import python_equal
+
+    if run.status == "infra":
+        raise RuntimeError(f"sandbox failure: {run.infra_error}")
+    results = dict(zip(calls, run.calls))
+    defined = results.get(calls[0])
+    if not run.program_ok or defined is None or defined.status != "ok" or to_source(defined.value) != "True":
+        why = run.program_error or ("the code does not define the function" if run.program_ok else run.status)
+        return CandidateResult([False] * len(tests), ("no-function",), why)
+
+    def shown(call: str) -> str:
+        r = results.get(call)
+        if r is None or r.status != "ok":
+            return f"!{r.status if r is not None else 'not-run'}"
+        try:
+            return to_source(r.value)
+        except ValueError:
+            return "!unrepresentable"
+
+    passes = []
+    for t in tests:
+        got = results.get(t.call)
+        want = t.expected_value
+        if want is None:
+            r = results.get(t.expected)
+            want = r.value if r is not None and r.status == "ok" else None
+        passes.append(got is not None and got.status == "ok" and want is not None and python_equal(got.value, want))
+    behaviour = tuple(shown(c) for c in dict.fromkeys(t.call for t in tests))
+    return CandidateResult(passes, behaviour)
+
+
+def run_generated_tests(executor, problem: "Problem", codes: Sequence[str], tests: Sequence[GeneratedTest],
+                        limits) -> list[CandidateResult]:
+    """Each candidate (a raw completion) against every generated test; identical programs
+    share one run."""
+    from codea1.judge import extract_code
+
+    programs = [problem.program(extract_code(c)) for c in codes]
+    distinct = list(dict.fromkeys(programs))
+    jobs = [_candidate_job(p, problem.entry_point, tests, limits) for p in distinct]
+    runs = executor.run_many([job for job, _ in jobs]) if jobs else []
+    by_program = {p: _outcome(run, calls, tests) for p, (_, calls), run in zip(distinct, jobs, runs)}
+    return [by_program[p] for p in programs]
+
+
+# --------------------------------------------------------------------------- the figures
+
+
+def bootstrap_interval(values: Sequence[float], resamples: int, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of `values` (resampling problems)."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def summarize(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    """Per data source and over all: selected / random / oracle pass rates in percent, the
+    gain (selected - random) and its bootstrap interval."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[row.get("source") or "unknown"].append(row)
+        groups["all"].append(row)
+    sources = {}
+    for source, group in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        selected = [100.0 * bool(r["selected_correct"]) for r in group]
+        random_ = [100.0 * sum(r["golden"]) / len(r["golden"]) for r in group]
+        oracle = [100.0 * any(r["golden"]) for r in group]
+        gains = [s - r for s, r in zip(selected, random_)]
+        low, high = bootstrap_interval(gains, resamples, seed)
+        n = len(group)
+        sources[source] = {
+            "problems": n, "selected": sum(selected) / n, "random": sum(random_) / n, "oracle": sum(oracle) / n,
+            "gain": sum(gains) / n, "gain_low": low, "gain_high": high,
+            "rules": dict(Counter(r["rule"] for r in group)),
+        }
+    return {"sources": sources}
+
+
+# --------------------------------------------------------------------------- the evaluation
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model for one role: a name or path, and a run's checkpoint step (None: the latest)."""
+
+    model: str
+    step: int | None = None
+
+    def describe(self) -> str:
+        return self.model if self.step is None else f"{self.model} (step {self.step})"
+
+
+def _generate(out_path: Path, problems: Sequence["Problem"], role: str, count: int, prompts, spec: ModelSpec,
+              config: SelectConfig, loaded: dict, on_message: Callable[[str], None]) -> dict[str, dict[int, Any]]:
+    """`count` samples of `role` per problem, those not yet on disk generated and appended."""
+    from codea1.eval.loading import eval_engine, load_eval_policies, sample_problems
+    from codea1.rollout import SamplingConfig
+
+    repair_tail(out_path)
+    done = read_samples(out_path)
+    todo = [p for p in problems if len(done.get(p.id, {})) < count]
+    if not todo:
+        return done
+    if loaded.get("spec") != spec:
+        loaded.clear()  # one model in memory at a time
+        policies, meta = load_eval_policies(spec.model, config.device, config.dtype, step=spec.step)
+        loaded.update(spec=spec, policies=policies, meta=meta)
+    policies = loaded["policies"]
+    engine = eval_engine(config.engine, policies, config.threads)
+    loaded.setdefault("engines", {})[role] = engine.name
+    sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
+                              max_new_tokens=config.max_new_tokens, batch_size=config.batch_size, seed=config.seed)
+    try:
+        for start in range(0, len(todo), config.problems_per_batch):
+            chunk = todo[start:start + config.problems_per_batch]
+            samples = sample_problems(engine, policies, role, [prompts(p) for p in chunk], [p.id for p in chunk],
+                                      count, sampling, config.seed)
+            for p, group in zip(chunk, samples):
+                rows = [{"problem_id": p.id, "sample": i, "completion": s.text, "truncated": s.truncated}
+                        for i, s in enumerate(group)]
+                append_rows(out_path, rows)
+                done[p.id] = {r["sample"]: r for r in rows}
+            on_message(f"{role}: {min(start + len(chunk), len(todo))}/{len(todo)} problems sampled")
+    finally:
+        engine.close()
+    return done
+
+
+def _problem_rows(path: Path) -> dict[str, dict[str, Any]]:
+    from codea1.eval.store import iter_jsonl
+
+    repair_tail(path)
+    return {str(row["problem_id"]): row for _, row in iter_jsonl(path)} if path.is_file() else {}
+
+
+def evaluate_selection(code: ModelSpec, test: ModelSpec, data: str | Path, out: str | Path,
+                       config: SelectConfig = SelectConfig(), *, executor=None,
+                       on_message: Callable[[str], None] = lambda _text: None) -> dict[str, Any]:
+    """Run (or resume) a selection evaluation into `out`; returns the summary also written to
+    `out/summary.json`."""
+    from contextlib import ExitStack
+
+    from codea1.eval.code import CodeEvalConfig, golden_job, reference_times, skip_reason, verdict_of
+    from codea1.eval.loading import load_eval_problems, run_checkpoint, set_threads
+    from codea1.judge import extract_code
+    from codea1.models import check_model_name
+    from codea1.rollout import code_messages, test_messages
+    from codea1.sandbox import Executor, Limits
+
+    out = Path(out)
+    problems = load_eval_problems(data, config.limit)
+    for spec in (code, test):
+        check_model_name(spec.model)  # a missing path is refused before OUT is created
+        if spec.step is not None:
+            run_checkpoint(spec.model, spec.step)
+    out.mkdir(parents=True, exist_ok=True)
+    check_identity(out, {"code_model": code.describe(), "test_model": test.describe(), "data": str(data),
+                         **config.identity()})
+    skipped = {p.id: why for p in problems if (why := skip_reason(p))}
+    results_path = out / PROBLEMS_FILE
+    finished = _problem_rows(results_path)
+    todo = [p for p in problems if p.id not in skipped and p.id not in finished]
+    set_threads(config.threads)
+    loaded: dict[str, Any] = {}
+    with ExitStack() as stack:
+        if todo:
+            probe = Limits(timeout_s=120.0, call_timeout_s=60.0, memory_mb=config.memory_mb)
+            ex = executor or stack.enter_context(Executor(workers=config.workers, limits=probe))
+            ref = reference_times(ex, todo, probe)
+            skipped.update({p.id: ref[p.id][1] for p in todo if ref[p.id][1] is not None})
+            todo = [p for p in todo if p.id not in skipped]
+        if todo:
+            codes = _generate(out / CODES_FILE, todo, "code", config.n_code, code_messages, code, config, loaded,
+                              on_message)
+            suites = _generate(out / TESTS_FILE, todo, "test", config.n_test,
+                               lambda p: test_messages(p, None, white_box=False, n_tests=config.tests_per_suite),
+                               test, config, loaded, on_message)
+            meta = {"code": code.describe(), "test": test.describe(), "engines": loaded.get("engines", {})}
+            loaded.clear()
+            (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+            test_limits = Limits(timeout_s=config.test_timeout_s, call_timeout_s=config.test_call_timeout_s,
+                                 memory_mb=config.memory_mb)
+            for count, p in enumerate(todo, 1):
+                texts = [codes[p.id][i]["completion"] for i in range(config.n_code)]
+                tests = generated_tests(p, [suites[p.id][j]["completion"] for j in range(config.n_test)])
+                outcomes = run_generated_tests(ex, p, texts, tests, test_limits)
+                pick = choose([o.passes for o in outcomes], [o.behaviour for o in outcomes])
+                timeout = max(CodeEvalConfig.min_timeout_s, CodeEvalConfig.slowdown * (ref[p.id][0] or 0.0))
+                golden_limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2),
+                                       memory_mb=config.memory_mb)
+                runs = ex.run_many([golden_job(p, p.program(extract_code(t)), golden_limits) for t in texts])
+                verdicts = [verdict_of(r) for r in runs]
+                if any(v.status == "infra" for v in verdicts):
+                    continue  # a sandbox failure is no verdict: left for a rerun
+                row = {"problem_id": p.id, "source": p.source, "tests": [t.text for t in tests],
+                       "passed_tests": [sum(o.passes) for o in outcomes],
+                       "passes": [[int(x) for x in o.passes] for o in outcomes],
+                       "golden": [v.passed for v in verdicts], "golden_status": [v.status for v in verdicts],
+                       "selected": pick.index, "rule": pick.rule, "tied": pick.tied,
+                       "selected_correct": verdicts[pick.index].passed}
+                append_rows(results_path, [row])
+                finished[p.id] = row
+                on_message(f"judged {count}/{len(todo)}: {p.id} picked candidate {pick.index} ({pick.rule}), "
+                           f"{'right' if row['selected_correct'] else 'wrong'}; "
+                           f"{sum(row['golden'])}/{config.n_code} candidates right")
+    rows = [finished[p.id] for p in problems if p.id in finished and p.id not in skipped]
+    summary = summarize(rows, config.bootstrap, config.seed)
+    summary.update({
+        "code_model": code.describe(), "test_model": test.describe(), "data": str(data), "config": asdict(config),
+        "skipped": [{"id": pid, "reason": why} for pid, why in skipped.items()],
+        "pending": [p.id for p in problems if p.id not in skipped and p.id not in finished],
+    })
+    write_summary(out, summary)
+    return summary

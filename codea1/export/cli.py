@@ -1,0 +1,36 @@
+"""`codea1 export`: a thin command over `codea1.export.export_run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from codea1.cli_options import RUN_DIR_HELP, check_output_dir
+
+
+def export_command(
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help=RUN_DIR_HELP),
+    out: Path = typer.Argument(..., metavar="OUT", help="New directory to write (must not exist, or be empty)."),
+    role: str = typer.Option(..., "--role", help="Which model: code or test."),
+    step: Optional[int] = typer.Option(None, "--step", min=0, help="Checkpoint step (default: the latest)."),
+    fmt: str = typer.Option(
+        "merged", "--format",
+        help="merged (a Hugging Face model, the role merged into the base), peft (the LoRA adapter) or "
+             "gguf-lora (the LoRA adapter for llama.cpp over the run's GGUF base)."),
+    dtype: Optional[str] = typer.Option(
+        None, "--dtype", help="bfloat16, float16 or float32 (default: the base's for merged, float32 for adapters)."),
+    max_shard_size: str = typer.Option("5GB", "--max-shard-size", help="Largest safetensors shard (merged)."),
+) -> None:
+    """Export one role of a training run as a model other tools load (transformers, vLLM, peft, llama.cpp)."""
+    from rich.console import Console
+
+    from codea1.export import check_out, export_run
+
+    check_output_dir(out, "OUT")
+    check_out(out)
+    result = export_run(run_dir, out, role, step=step, fmt=fmt, dtype=dtype, max_shard_size=max_shard_size)
+    Console(soft_wrap=True).print(
+        f"wrote {result.out} ({result.format}, {result.dtype}, step {result.step}): {', '.join(result.files)}",
+        markup=False)
