@@ -159,6 +159,7 @@ class GenerationStats:
     seconds: float = 0.0
     forward_passes: int = 0
     prompt_tokens_dropped: int = 0
+    tokens_decoded: int = 0  # grows as decoding goes (the live display reads it mid-call)
 
     @property
     def tokens_per_s(self) -> float:
@@ -470,6 +471,7 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
         done = torch.isin(nxt, stops)
         nxt_list = nxt.tolist()
         done_list = done.tolist()
+        stats.tokens_decoded += len(nxt_list)
         for i, r in enumerate(active.tolist()):
             tokens[r].append(nxt_list[i])
             if done_list[i]:
