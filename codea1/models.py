@@ -710,7 +710,8 @@ def _save_dequantised(model, directory: Path) -> None:
         model.hf_quantizer = None
         if had_config:
             del model.config.quantization_config
-        model.save_pretrained(directory)
+        with quiet_loading():  # (its "Writing model shards" bar, on a run's first start)
+            model.save_pretrained(directory)
     finally:
         model.hf_quantizer = quantizer
         if had_config:
