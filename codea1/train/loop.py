@@ -652,13 +652,16 @@ class Trainer:
                 # an engine's rollout log-probs are compared with every old log-prob up front
                 engine_logps = self.ranks.any(any(t.rollout_logprobs is not None for t in seqs))
                 first = set(layout[0]) if g.reuse_old_logprobs and layout else set()
+                self._update_part(key, len(seqs), "old log-probs")
                 with self.policies.role(role) as model:
                     old = trajectory_logprobs(model, seqs, g, skip=() if engine_logps else first, sync=sync)
                 ref = None
                 if g.kl_coef > 0:
+                    self._update_part(key, len(seqs), "reference log-probs")
                     with self.policies.reference() as ref_model:
                         ref = trajectory_logprobs(ref_model, seqs, g, sync=sync)
                 is_weights = self._check_rollout_logprobs(key, old, seqs, metrics)
+                self._update_part(key, len(seqs), "gradient steps")
                 with self.policies.role(role) as model:
                     stats = update_policy(model, self.optimizers[key], seqs, g, old, ref, is_weights,
                                           layout=layout, sync=sync)
@@ -670,6 +673,12 @@ class Trainer:
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
                 self.schedulers[key].step()
         return metrics
+
+    def _update_part(self, key: str, sequences: int, part: str) -> None:
+        """Name the part of the update under way on the live display (it lasts minutes on a CPU)."""
+        if self.progress is not None:
+            label = f"{key} model, {sequences} sequences: {part}"
+            self.progress.watch(lambda: label)
 
     def _check_rollout_logprobs(self, key: str, old, seqs, metrics: dict[str, Any]):
         """Log the engine-vs-trainer log-prob mismatch; the TIS weights when asked for, else None.
@@ -805,12 +814,16 @@ class Trainer:
     def _validation_generate(self, role: str, prompts, n: int, places) -> list[list[Any]]:
         """Validation samples from the rollout engine, each prompt's stream seeded from its
         place (its own streams: validation never shifts the training ones)."""
-        from codea1.rollout import encode_prompts
+        from codea1.rollout import GenerationStats, encode_prompts
         from codea1.train.distributed import sample_seeds
 
         seeds = sample_seeds(self.cfg.seed, self.step, f"val/{role}", places)
+        stats = GenerationStats()
+        if self.progress is not None:
+            rows = n * len(prompts)
+            self.progress.watch(lambda: f"{stats.tokens_decoded:,} {role} tokens sampled for {rows} completions")
         return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
-                                    sampling=self.cfg.validation.sampling, seeds=seeds)
+                                    sampling=self.cfg.validation.sampling, seeds=seeds, stats=stats)
 
     def _validate_tests(self, kept) -> list[tuple[int, list[tuple[float, float]], int, int]]:
         """The test model on this rank's held-out codes: per problem (index, each suite's

@@ -240,16 +240,23 @@ class Progress:
         if self._live is not None:
             self._live.refresh()
 
-    def status_line(self) -> str:
-        """The head line of the display, as it reads now."""
-        now = self.clock()
-        phase = f"{self.phase} {_fmt_duration(now - self.phase_started)}"
-        if self.detail is not None:
-            phase += f" ({self.detail()})"
+    def steps_text(self) -> str:
+        return f"step {self.step}/{self.total} done, on {min(self.current, self.total)}"
+
+    def time_text(self) -> str:
+        """Elapsed time and ETA."""
         eta = self.eta()
         eta_text = f"ETA {_fmt_duration(eta)}" if eta is not None else "ETA after the first step"
-        return (f"step {self.step}/{self.total} done, on {min(self.current, self.total)} | {phase} | "
-                f"elapsed {_fmt_duration(now - self.started)} | {eta_text}")
+        return f"elapsed {_fmt_duration(self.clock() - self.started)} | {eta_text}"
+
+    def phase_text(self) -> str:
+        """The phase under way, how long it has run, and its own progress."""
+        text = f"{self.phase} {_fmt_duration(self.clock() - self.phase_started)}"
+        return text + (f" ({self.detail()})" if self.detail is not None else "")
+
+    def status_line(self) -> str:
+        """The display's text, as it reads now, on one line."""
+        return f"{self.steps_text()} | {self.time_text()} | {self.phase_text()}"
 
     def _render(self):
         from rich.markup import escape
@@ -259,10 +266,12 @@ class Progress:
         table = Table.grid(padding=(0, 2))
         table.add_column(justify="right", style="bold")
         table.add_column()
-        bar = ProgressBar(total=max(self.total, 1), completed=self.step, width=40)
+        bar = ProgressBar(total=max(self.total, 1), completed=self.step, width=30)
         head = Table.grid(padding=(0, 1))
-        head.add_row(bar, escape(self.status_line()))
-        table.add_row("", head)
+        head.add_row(bar, escape(self.steps_text()))
+        table.add_row("", head)  # (three short lines: the picture fits 80 columns)
+        table.add_row("time", escape(self.time_text()))
+        table.add_row("phase", f"[cyan]{escape(self.phase_text())}[/]")
         for key, label, fmt in HEADLINE:
             value = self.last.get(key)
             if isinstance(value, (int, float)):
