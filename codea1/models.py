@@ -257,9 +257,9 @@ def model_unavailable(name_or_path: str | os.PathLike[str], probe_timeout_s: flo
     if re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", text):
         if _in_hf_cache(text) or hub_reachable(text, probe_timeout_s):
             return None
-        return (f"model {text}: not in the Hugging Face cache and the hub did not answer within "
-                f"{probe_timeout_s:g} s; download it where a hub is reachable (e.g. `hf download {text}`) "
-                "or give model.name=DIRECTORY")
+        return (f"model {text}: not in the Hugging Face cache, and the hub did not confirm it within "
+                f"{probe_timeout_s:g} s (unreachable, or no such model); download it where a hub is "
+                f"reachable (e.g. `hf download {text}`) or give model.name=DIRECTORY")
     return f"model {text!r} is neither a Hugging Face id, a directory nor a .gguf file"
 
 

@@ -158,3 +158,18 @@ def test_resume_steps_refuses_a_total_at_or_below_the_step_and_extends_the_sched
     assert math.isclose(warmup_cosine(1, 0, 3), 0.75)
     again = runner.invoke(app, ["train", "--resume", str(run)])  # a plain resume: already done
     assert again.exit_code == 0 and "step 3" in again.output
+
+
+def test_model_unavailable_answers_without_loading_anything(tmp_path, monkeypatch):
+    from codea1.models import model_unavailable
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("CODEA1_CACHE", str(tmp_path / "cache"))  # no GGUF assembled here yet
+    assert model_unavailable(tmp_path) is None                      # a directory that exists
+    assert "model path not found" in model_unavailable(tmp_path / "nope" / "x")
+    assert "GGUF file not found" in model_unavailable(tmp_path / "m.gguf")
+    # the offline extra (installed with the dev set-up) is enough for the 0.5B's name
+    assert model_unavailable("qwen2.5-coder-0.5b-instruct") is None
+    assert not (tmp_path / "cache").exists()                        # and nothing was assembled
+    assert "no such model" in model_unavailable("someone/not-cached")
