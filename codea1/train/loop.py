@@ -213,6 +213,8 @@ class TrainResult:
 class Trainer:
     """Holds the models, optimisers, sandbox and Mistake Book of one run."""
 
+    progress: Progress | None = None  # the live display, where there is one
+
     def __init__(self, cfg: TrainConfig, run_dir: Path, *, policies=None,
                  progress: Progress | None = None, ranks=None) -> None:
         import numpy as np
