@@ -138,10 +138,20 @@ def _debug_requested(args: list[str]) -> bool:
     return found or os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
+# `codea1 --help` lists the commands in the order a new user meets them; a command not
+# named here comes after these, in the order it was added.
+HELP_ORDER = ("train", "plot", "eval", "mistakes", "judge", "config", "data", "sandbox")
+
+
 class CodeA1Group(TyperGroup):
     """The top-level group: the error boundary of every command."""
 
     debug = False
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        names = list(super().list_commands(ctx))
+        known = [n for n in HELP_ORDER if n in names]
+        return known + [n for n in names if n not in known]
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
@@ -203,15 +213,15 @@ def _options(
     """Code-A1: train a code LLM and a test LLM against each other with RL."""
 
 
-app.add_typer(sandbox_app, name="sandbox", help="Run untrusted code in the sandboxed executor.")
-app.add_typer(data_app, name="data", help="Check and convert problem sets.")
-app.command("judge")(judge_command)
-app.add_typer(mistakes_app, name="mistakes", help="Inspect a Mistake Book.")
 app.command("train")(train_command)
-app.add_typer(config_app, name="config", help="Show the resolved training config and every --set key.")
-app.add_typer(eval_app, name="eval", help="Evaluate code and test models.")
 app.command("plot")(plot_command)
+app.add_typer(eval_app, name="eval", help="Evaluate code and test models.")
 app.command("export")(export_command)
+app.add_typer(mistakes_app, name="mistakes", help="Inspect a Mistake Book.")
+app.command("judge")(judge_command)
+app.add_typer(config_app, name="config", help="Show the resolved training config and every --set key.")
+app.add_typer(data_app, name="data", help="Check and convert problem sets.")
+app.add_typer(sandbox_app, name="sandbox", help="Run untrusted code in the sandboxed executor.")
 
 
 def main() -> None:

@@ -231,6 +231,38 @@ def check_model_name(name_or_path: str | os.PathLike[str]) -> None:
         raise ModelNotFound(f"model path not found: {text} (a local model directory, a .gguf file or a run directory)")
 
 
+def model_unavailable(name_or_path: str | os.PathLike[str], probe_timeout_s: float = 3.0) -> str | None:
+    """Why `resolve_model` would not find the model, without loading or assembling
+    anything (None: it would): a local path that is missing, or a hub id that is neither
+    in the local Hugging Face cache nor answered by the hub within `probe_timeout_s` (and,
+    for the 0.5B, no offline extra installed). A `new run` checks this before it creates
+    anything, instead of spending a minute on hub retries after writing its config."""
+    try:
+        check_model_name(name_or_path)
+    except ModelNotFound as exc:
+        return str(exc)
+    text = str(name_or_path).strip()
+    if Path(text).expanduser().exists():
+        return None
+    if text.lower() in _QWEN_05B_ALIASES:
+        if _in_hf_cache(QWEN_05B_HF_ID) or (cache_dir() / OFFLINE_GGUF_NAME).is_file():
+            return None
+        with contextlib.suppress(ModelError):
+            offline_part_paths()
+            return None
+        if hub_reachable(QWEN_05B_HF_ID, probe_timeout_s):
+            return None
+        return (f"model {text}: not in the Hugging Face cache, the hub did not answer within "
+                f"{probe_timeout_s:g} s, and the offline copy is not installed ({OFFLINE_EXTRA_HINT})")
+    if re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", text):
+        if _in_hf_cache(text) or hub_reachable(text, probe_timeout_s):
+            return None
+        return (f"model {text}: not in the Hugging Face cache, and the hub did not confirm it within "
+                f"{probe_timeout_s:g} s (unreachable, or no such model); download it where a hub is "
+                f"reachable (e.g. `hf download {text}`) or give model.name=DIRECTORY")
+    return f"model {text!r} is neither a Hugging Face id, a directory nor a .gguf file"
+
+
 def resolve_model(name_or_path: str | os.PathLike[str], *, probe_timeout_s: float = 3.0) -> ResolvedModel:
     """Turn a model name or path into a `ResolvedModel`.
 
@@ -363,6 +395,43 @@ class ModelConfig(BaseModel):
 # --- loading ----------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Silence what transformers and peft print while a model loads, none of which a
+    codea1 user can act on: the GGUF de-quantising bar (one tqdm line per redraw under the
+    live display), logger advice phrased as `from_pretrained` arguments (the codea1
+    setting is `model.dtype`) and peft's `is_gradient_checkpointing` FutureWarning.
+    Errors still raise; the loader's settings are restored afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated",
+                                category=FutureWarning)
+        try:  # the GGUF converter calls tqdm itself, not through transformers' switch
+            import functools
+            from unittest import mock
+
+            import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+            if hasattr(gguf_utils, "tqdm"):
+                stack.enter_context(mock.patch.object(
+                    gguf_utils, "tqdm", functools.partial(gguf_utils.tqdm, disable=True)))
+        except ImportError:  # transformers without GGUF support: nothing to silence
+            pass
+        try:
+            yield
+        finally:
+            hf_logging.set_verbosity(verbosity)
+            if bars:
+                hf_logging.enable_progress_bar()
+
+
+
 def load_tokenizer(resolved: ResolvedModel):
     """The model's tokenizer, with a chat template and a pad token guaranteed."""
     from transformers import AutoTokenizer
@@ -371,7 +440,8 @@ def load_tokenizer(resolved: ResolvedModel):
     if resolved.gguf_file:
         kwargs["gguf_file"] = resolved.gguf_file
     try:
-        tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kwargs)
+        with quiet_loading():
+            tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kwargs)
     except Exception as exc:
         raise ModelError(f"could not load the tokenizer of {resolved.describe()}: {exc}") from exc
     if not getattr(tokenizer, "chat_template", None):
@@ -396,7 +466,8 @@ def load_model(resolved: ResolvedModel, dtype: "torch.dtype", device: "torch.dev
     if resolved.gguf_file:
         kwargs["gguf_file"] = resolved.gguf_file
     try:
-        model = AutoModelForCausalLM.from_pretrained(resolved.source, **kwargs)
+        with quiet_loading():
+            model = AutoModelForCausalLM.from_pretrained(resolved.source, **kwargs)
     except Exception as exc:
         raise ModelError(f"could not load the model {resolved.describe()}: {exc}") from exc
     model.to(device=device, dtype=dtype)
@@ -640,7 +711,8 @@ def save_model(model, directory: Path, **save_options: Any) -> None:
         model.hf_quantizer = None
         if had_config:
             del model.config.quantization_config
-        model.save_pretrained(directory, **save_options)
+        with quiet_loading():  # (its "Writing model shards" bar, on a run's first start)
+            model.save_pretrained(directory, **save_options)
     finally:
         model.hf_quantizer = quantizer
         if had_config:
@@ -698,14 +770,19 @@ def wrap_policies(cfg: ModelConfig, base: "nn.Module", tokenizer, *,
     param = next(base.parameters())
     device, dtype = param.device, param.dtype
     if cfg.gradient_checkpointing:
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # (transformers 5 renamed it activation checkpointing; the old name warns)
+        if hasattr(base, "activation_checkpointing_enable"):
+            base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         base.config.use_cache = True  # generation keeps its KV cache; training passes use_cache=False
     if cfg.uses_lora:
         _freeze(base)
         first = "shared" if cfg.mode == "selfplay" else "code"
-        peft_model = get_peft_model(base, _lora_config(cfg), adapter_name=first)
-        if cfg.mode == "lora-shared":
-            peft_model.add_adapter("test", _lora_config(cfg))
+        with quiet_loading():
+            peft_model = get_peft_model(base, _lora_config(cfg), adapter_name=first)
+            if cfg.mode == "lora-shared":
+                peft_model.add_adapter("test", _lora_config(cfg))
         peft_model.set_adapter(first)
         for name, p in peft_model.named_parameters():
             p.requires_grad_("lora_" in name)

@@ -3,7 +3,9 @@
 Reads ``RUN_DIR/metrics.jsonl`` (one JSON object per step, written by the training loop)
 and draws whichever of the known curves the run logged: code and test rewards; pass,
 attack and valid rates; the Mistake Book's size; evaluation scores (keys ``eval/...`` or
-``val/...``); and every numeric metric on one overview sheet. Raw points are drawn faint
+``val/...``); and every other metric that changed, one sheet per phase
+(``metrics-judge.png``, ``metrics-rollout.png``, ...; constant series are named on the
+console instead of drawn flat). Raw points are drawn faint
 with an exponential moving average (EMA, TensorBoard's debiased smoothing) over them, so a
 trend shows through step-to-step noise. Several runs (an a1 run and a golden run, say) are
 overlaid in one set of figures. `learning_summary` says whether a curve rose: the mean of the
@@ -31,6 +33,23 @@ FIGURES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
      ("pass_rate", "judge/pass_rate", "attack_rate", "judge/attack_rate", "valid_ratio", "judge/valid_ratio")),
     ("mistake_book", "Mistake Book size", "tests stored", ("mistake_book_size", "mistakes/size")),
 )
+# Legend words for the curves of the named figures (any other key is shown as logged).
+LABELS = {
+    "code/reward_mean": "code reward", "code_reward": "code reward",
+    "test/reward_mean": "test reward", "test_reward": "test reward",
+    "judge/pass_rate": "pass rate", "pass_rate": "pass rate",
+    "judge/attack_rate": "attack rate", "attack_rate": "attack rate",
+    "judge/valid_ratio": "valid test ratio", "valid_ratio": "valid test ratio",
+    "mistakes/size": "Mistake Book size", "mistake_book_size": "Mistake Book size",
+}
+# The range a metric can take, to clip its +-std band to (a code reward is never below 0).
+BOUNDS = {"code/reward_mean": (0.0, 1.0), "test/reward_mean": (-1.0, 1.0)}
+# The per-phase overview sheets: a key's part before its first '/' names its sheet.
+GROUPS = {
+    "code": "Code model", "test": "Test model", "judge": "Judge", "mistakes": "Mistake Book",
+    "rollout": "Rollouts", "update": "Updates", "time": "Seconds per phase", "data": "Data",
+}
+OTHER_GROUP = "other"
 # Evaluation scores: periodic, on their own scales, one panel each.
 EVAL_PREFIXES = ("eval/", "val/")
 # A mean drawn with a +-std band when the run logged both.
@@ -136,9 +155,14 @@ def _bootstrap_mean(rng, values, n_boot: int):
     return means
 
 
+# Fewer logged steps give quarters of one point each, whose bootstrap interval is no interval.
+MIN_SUMMARY_STEPS = 8
+
+
 def learning_summary(metrics: Metrics, keys: list[str], fraction: float = 0.25,
                      n_boot: int = 4000, seed: int = 0) -> list[Trend]:
-    """First-quarter vs last-quarter means of each key the run logged at least 8 times.
+    """First-quarter vs last-quarter means of each key the run logged at least
+    `MIN_SUMMARY_STEPS` times.
     The interval is a percentile bootstrap over the quarter's steps (steps resampled
     independently; consecutive steps are correlated, so read it as a lower bound on the noise)."""
     import numpy as np
@@ -148,7 +172,7 @@ def learning_summary(metrics: Metrics, keys: list[str], fraction: float = 0.25,
     trends = []
     for key in keys:
         points = metrics.series.get(key, [])
-        if len(points) < 8:
+        if len(points) < MIN_SUMMARY_STEPS:
             continue
         values = [v for _, v in sorted(points)]
         k = max(2, int(len(values) * fraction))
@@ -191,7 +215,8 @@ def _draw(ax, runs: list[tuple[str, Metrics]], keys: list[str], smoothing: float
             if not points:
                 continue
             xs, ys = zip(*points)
-            label = key if len(runs) == 1 else (name if len(keys) == 1 else f"{name}: {key}")
+            word = LABELS.get(key, key)
+            label = word if len(runs) == 1 else (name if len(keys) == 1 else f"{name}: {word}")
             faint = smoothing > 0 and len(points) > 2
             (line,) = ax.plot(xs, ys, marker="o" if len(points) <= 30 else None, markersize=3,
                               alpha=0.3 if faint else 1.0, label=None if faint else label)
@@ -200,9 +225,11 @@ def _draw(ax, runs: list[tuple[str, Metrics]], keys: list[str], smoothing: float
                         label=f"{label} (EMA {smoothing:g})")
             std = dict(metrics.series.get(STD_OF.get(key, ""), []))
             if len(runs) == 1 and std and all(x in std for x in xs):
-                lo = [y - std[x] for x, y in zip(xs, ys)]
-                hi = [y + std[x] for x, y in zip(xs, ys)]
-                ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, linewidth=0)
+                low, high = BOUNDS.get(key, (-math.inf, math.inf))
+                lo = [max(low, y - std[x]) for x, y in zip(xs, ys)]
+                hi = [min(high, y + std[x]) for x, y in zip(xs, ys)]
+                ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, linewidth=0,
+                                label=f"{word}: ±1 std over the step's samples")
             labelled += 1
     from matplotlib.ticker import MaxNLocator
 
@@ -217,7 +244,8 @@ def _panels(plt, runs, keys: list[str], title: str, smoothing: float):
     """One small panel per metric (their scales differ)."""
     cols = min(4, len(keys))
     rows = math.ceil(len(keys) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.6 * rows + 0.4), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.6 * rows + 0.6), squeeze=False,
+                             layout="constrained")  # the title above the panels, never on them
     for ax, key in zip(axes.flat, keys):
         _draw(ax, runs, [key], smoothing)
         ax.set_title(key, fontsize=9)
@@ -271,7 +299,8 @@ def make_plots(run_dirs: Path | list[Path], out_dir: Path | None = None,
 
     def save(fig, stem: str) -> None:
         target = out_dir / f"{stem}.png"
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:
+            fig.tight_layout()
         try:
             with atomic_output(target) as tmp:  # a failed save keeps the previous figure
                 fig.savefig(tmp, dpi=110, format="png")
@@ -302,9 +331,39 @@ def make_plots(run_dirs: Path | list[Path], out_dir: Path | None = None,
     if metrics:
         save(_panels(plt, runs, list(dict.fromkeys(metrics)), "Selected metrics", smoothing), "selected")
 
-    all_keys = sorted({k for _, m in runs for k in m.series})
-    save(_panels(plt, runs, all_keys, "All metrics", smoothing), "all_metrics")
+    for group, keys in overview_groups(runs).items():
+        title = GROUPS.get(group, "Other metrics")
+        save(_panels(plt, runs, keys, f"{title}: the other metrics that changed", smoothing), f"metrics-{group}")
     return written
+
+
+def _group(key: str) -> str:
+    head = key.split("/", 1)[0] if "/" in key else OTHER_GROUP
+    return head if head in GROUPS else OTHER_GROUP
+
+
+def constant_metrics(runs: list[tuple[str, Metrics]]) -> dict[str, float]:
+    """The metrics whose every logged value, in every run, is one number (and that number)."""
+    out: dict[str, float] = {}
+    for key in sorted({k for _, m in runs for k in m.series}):
+        values = {v for _, m in runs for _, v in m.series.get(key, [])}
+        if len(values) == 1:
+            out[key] = values.pop()
+    return out
+
+
+def overview_groups(runs: list[tuple[str, Metrics]]) -> dict[str, list[str]]:
+    """Every metric that changed, by the phase it belongs to (its key's first part); those
+    of the named figures (rewards, rates, Mistake Book, evaluation) are drawn there, and
+    constant series are left out."""
+    constant = constant_metrics(runs)
+    named = {k for _, _, _, keys in FIGURES for k in keys}
+    groups: dict[str, list[str]] = {}
+    for key in sorted({k for _, m in runs for k in m.series}):
+        if key not in constant and key not in named and not key.startswith(EVAL_PREFIXES):
+            groups.setdefault(_group(key), []).append(key)
+    order = [*GROUPS, OTHER_GROUP]
+    return {g: groups[g] for g in order if g in groups}
 
 
 def plot_command(
@@ -328,10 +387,23 @@ def plot_command(
     console = Console(soft_wrap=True)  # paths stay whole, copy-pasteable
     for path in make_plots(run_dirs, out, smoothing=smooth, metrics=metric):
         console.print(f"wrote {path}", markup=False)
+    runs = [(name, read_metrics(d)) for name, d in zip(run_names(run_dirs), run_dirs)]
+    constant = constant_metrics(runs)
+    if constant:
+        shown = ", ".join(f"{k}={v:g}" for k, v in list(constant.items())[:6])
+        more = f" and {len(constant) - 6} more" if len(constant) > 6 else ""
+        console.print(f"not drawn in metrics-*.png, constant throughout: {shown}{more}", markup=False,
+                      highlight=False)
     if summary:
-        for name, run_dir in zip(run_names(run_dirs), run_dirs):
-            trends = learning_summary(read_metrics(run_dir), list(dict.fromkeys([*SUMMARY_KEYS, *(metric or [])])))
+        wanted = list(dict.fromkeys([*SUMMARY_KEYS, *(metric or [])]))
+        for name, metrics in runs:
+            trends = learning_summary(metrics, wanted)
             if trends:
                 console.print(f"\n{name}: first vs last quarter of steps (mean [bootstrap 95% interval])",
                               markup=False, highlight=False)
                 console.print(format_summary(trends), markup=False, highlight=False)
+            else:
+                steps = max((len(metrics.series.get(k, [])) for k in wanted), default=0)
+                console.print(f"\n{name}: no first- vs last-quarter summary: {steps} step"
+                              f"{'s' if steps != 1 else ''} logged, it needs {MIN_SUMMARY_STEPS} "
+                              f"({MIN_SUMMARY_STEPS // 4} a quarter)", markup=False, highlight=False)

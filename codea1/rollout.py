@@ -195,6 +195,7 @@ class GenerationStats:
     forward_passes: int = 0
     prompt_tokens_dropped: int = 0
     prompts_shortened: int = 0  # test prompts whose candidate code was cut to fit (`fit_test_prompt`)
+    tokens_decoded: int = 0  # grows as decoding goes (the live display reads it mid-call)
 
     @property
     def tokens_per_s(self) -> float:
@@ -582,6 +583,7 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
         done = torch.isin(nxt, stops)
         nxt_list = nxt.tolist()
         done_list = done.tolist()
+        stats.tokens_decoded += len(nxt_list)
         for i, r in enumerate(active.tolist()):
             tokens[r].append(nxt_list[i])
             if done_list[i]:

@@ -328,7 +328,10 @@ class LLM:
                              f"but received {unexpected}. Please verify that the loaded LoRA module is correct")
         name = request.lora_name
         if self.peft is None:
-            self.peft = PeftModel.from_pretrained(self.base, request.lora_path, adapter_name=name)
+            from codea1.models import quiet_loading
+
+            with quiet_loading():  # (peft's is_gradient_checkpointing FutureWarning)
+                self.peft = PeftModel.from_pretrained(self.base, request.lora_path, adapter_name=name)
             self.peft.eval()
         elif name not in self.peft.peft_config:
             self.peft.load_adapter(request.lora_path, adapter_name=name)

@@ -154,3 +154,13 @@ def test_mistakes_takes_the_run_dir_like_plot_and_still_accepts_book(tmp_path):
     assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
     both = runner.invoke(app, ["mistakes", "stats", str(run), "--book", str(tmp_path)])
     assert both.exit_code == 2 and both.stderr.startswith("error: ") and "not both" in both.stderr
+
+
+def test_help_lists_the_commands_in_the_order_a_new_user_meets_them():
+    from codea1.cli import HELP_ORDER
+
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0
+    listed = [line.split()[1] for line in result.output.splitlines()
+              if line.startswith("│ ") and len(line.split()) > 1 and line.split()[1] in HELP_ORDER]
+    assert listed == list(HELP_ORDER) and listed[:2] == ["train", "plot"]

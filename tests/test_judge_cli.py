@@ -43,7 +43,13 @@ def test_cli_json_has_the_documented_keys(tmp_path):
     assert [t["passed"] for t in record["tests"]] == [True, None, None, None, None]
     assert record["tests"][1]["used_passed"] is False
     table = CliRunner().invoke(_cli(), args + ["--alpha", "0.3"])
-    assert table.exit_code == 0 and "test reward" in table.output and "valid_ratio 0.375" in table.output
+    assert table.exit_code == 0 and "test reward" in table.output
+    said = " ".join(table.output.split())  # (rich wraps at the terminal's width)
+    assert "5 tests: 3 count as valid, 4 as invalid (1 duplicate, 1 reference raised, 2 wrong expectation)" in said
+    assert "2 rewritten tests counted as both; valid ratio min(3/8, 1 - 4/8) = 0.375" in said
+    assert "rewritten: the test's expected value was wrong" in said  # what 'rewritten' means
+    rows = [line for line in table.output.splitlines() if line.startswith("│ 2 ")]
+    assert rows and "rewritten" in rows[0] and "no" in rows[0]  # ran in its corrected form, and failed
     missing = CliRunner().invoke(_cli(), ["--problem", str(tmp_path / "nope.json")] + args[2:])
     assert missing.exit_code == 2 and "cannot read" in missing.output
     (tmp_path / "bad.json").write_text('{"id": "x"}')

@@ -258,5 +258,9 @@ def test_cli_stats_list_show_export(tmp_path):
     assert r.exit_code == 0 and "wrote 3 tests" in r.output
     r = runner.invoke(app, ["mistakes", "stats", "--book", str(tmp_path / "nothing")])
     assert r.exit_code == 2 and "Invalid value for --book" in r.output
-    r = runner.invoke(app, ["mistakes", "stats", "--book", str(run)])
-    assert r.exit_code == 0 and "last step 7" in r.output
+    # one figure a line, so even a 40-column terminal never splits a label from its value
+    r = runner.invoke(app, ["mistakes", "stats", "--book", str(run)], env={"COLUMNS": "40"})
+    assert r.exit_code == 0, r.output
+    lines = [line.split() for line in r.output.splitlines()]
+    for label, value in (("problems", "2"), ("tests", "3"), ("total frequency", "5"), ("last step", "7")):
+        assert label.split() + [value] in lines, r.output

@@ -36,7 +36,7 @@ def test_all_known_figures_are_written(tmp_path):
     write_metrics(run, rows())
     written = make_plots(run)
     names = sorted(p.name for p in written)
-    assert names == ["all_metrics.png", "eval.png", "mistake_book.png", "rates.png", "rewards.png"]
+    assert names == ["eval.png", "mistake_book.png", "rates.png", "rewards.png"]
     assert all(p.parent == run / "plots" and is_png(p) for p in written)
 
 
@@ -44,7 +44,7 @@ def test_only_logged_metrics_are_drawn(tmp_path):
     run = tmp_path / "run"
     write_metrics(run, [{"step": s, "code_reward": s / 10} for s in range(3)])
     names = sorted(p.name for p in make_plots(run, tmp_path / "figs"))
-    assert names == ["all_metrics.png", "rewards.png"]
+    assert names == ["rewards.png"]
     assert (tmp_path / "figs" / "rewards.png").is_file()
 
 
@@ -97,7 +97,7 @@ def test_training_loop_metric_names_are_recognised(tmp_path):
         for s in range(1, 7)
     ])
     names = sorted(p.name for p in make_plots(run))
-    assert names == ["all_metrics.png", "eval.png", "mistake_book.png", "rates.png", "rewards.png"]
+    assert names == ["eval.png", "mistake_book.png", "rates.png", "rewards.png"]  # nothing else changed
 
 
 def test_ema_is_debiased_and_hand_computed():
@@ -143,8 +143,7 @@ def test_two_runs_are_overlaid_in_one_set_of_figures(tmp_path):
     write_metrics(golden, [{"step": s, "code_reward": 0.05 * s, "pass_rate": 0.4} for s in range(1, 13)])
     written = make_plots([a1, golden])
     assert {p.parent for p in written} == {a1 / "plots" / "vs-golden"}
-    assert sorted(p.name for p in written) == ["all_metrics.png", "eval.png", "mistake_book.png",
-                                               "rates.png", "rewards.png"]
+    assert sorted(p.name for p in written) == ["eval.png", "mistake_book.png", "rates.png", "rewards.png"]
     assert all(is_png(p) for p in written)
     result = CliRunner().invoke(app, ["plot", str(a1), str(golden), "--out", str(tmp_path / "cmp")])
     assert result.exit_code == 0, result.output
@@ -172,3 +171,61 @@ def test_chosen_metrics_get_their_own_figure_and_summary(tmp_path):
     bad = CliRunner().invoke(app, ["plot", str(run), "--out", str(tmp_path / "never"), "--metric", "judge/nope"])
     assert bad.exit_code == 2 and "--metric judge/nope: no run logged it" in bad.stderr
     assert "judge/code_valid_rate" in bad.stderr and not (tmp_path / "never").exists()
+
+
+def loop_rows(steps):
+    """Rows named as the training loop names them; some series constant, as in a real run."""
+    return [{"step": s, "code/reward_mean": 0.05 + 0.01 * s, "code/reward_std": 0.3,
+             "test/reward_mean": 0.4, "test/reward_std": 0.1, "judge/pass_rate": 0.5 + 0.005 * s,
+             "judge/attack_rate": 0.1, "rollout/code_tokens": 1000 + 7 * s, "rollout/code_prompts_truncated": 0,
+             "time/update_s": 100.0 + s % 3, "update/code/grad_norm": 0.2 + 0.01 * (s % 4)}
+            for s in range(1, steps + 1)]
+
+
+def test_overview_sheets_are_per_phase_and_leave_constant_series_out(tmp_path):
+    from codea1.plot import constant_metrics, overview_groups
+
+    run = tmp_path / "run"
+    write_metrics(run, loop_rows(40))
+    runs = [("run", read_metrics(run))]
+    assert constant_metrics(runs) == {"code/reward_std": 0.3, "judge/attack_rate": 0.1,
+                                      "rollout/code_prompts_truncated": 0.0, "test/reward_mean": 0.4,
+                                      "test/reward_std": 0.1}
+    # (rewards and rates are drawn in rewards.png and rates.png, not again here)
+    assert overview_groups(runs) == {"rollout": ["rollout/code_tokens"], "update": ["update/code/grad_norm"],
+                                     "time": ["time/update_s"]}
+    names = sorted(p.name for p in make_plots(run))
+    assert [n for n in names if n.startswith("metrics-")] == [
+        "metrics-rollout.png", "metrics-time.png", "metrics-update.png"]
+
+
+def test_reward_band_is_labelled_in_words_and_clipped_at_zero(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from codea1.plot import _draw
+
+    run = tmp_path / "run"
+    write_metrics(run, loop_rows(10))
+    fig, ax = plt.subplots()
+    _draw(ax, [("run", read_metrics(run))], ["code/reward_mean"], 0.6)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["code reward (EMA 0.6)", "code reward: ±1 std over the step's samples"]
+    band = ax.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == 0.0  # mean 0.06 - std 0.3 would be -0.24
+    plt.close(fig)
+
+
+def test_summary_says_why_it_is_missing_under_eight_steps(tmp_path):
+    from typer.testing import CliRunner
+
+    from codea1.cli import app
+
+    run = tmp_path / "run"
+    write_metrics(run, loop_rows(2))
+    result = CliRunner().invoke(app, ["plot", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "run: no first- vs last-quarter summary: 2 steps logged, it needs 8 (2 a quarter)" in result.output
+    assert "not drawn in metrics-*.png, constant throughout: code/reward_std=0.3" in result.output

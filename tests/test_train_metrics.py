@@ -69,3 +69,49 @@ def test_rich_progress_renders_step_phase_and_figures():
     text = out.getvalue()
     assert "step 2/4 done" in text and "code reward" in text and "0.750" in text
     assert "mistake book" in text and "val/code_pass_rate" in text
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_live_display_moves_within_a_phase():
+    """The picture is rebuilt at each refresh: the phase's elapsed time, the run's elapsed
+    time, the ETA and the phase's own progress change while one phase runs."""
+    clock, out = FakeClock(), io.StringIO()
+    p = Progress(10, style="rich", stream=out, clock=clock)
+    try:
+        p.set_phase("loading the models")
+        clock.now += 45
+        assert "loading the models 00:45" in p.status_line()
+        assert "ETA after the first step" in p.status_line()
+        p.set_phase("code rollout", 1)
+        clock.now += 300
+        p.step_done(1, {})          # step 1 took 300 s
+        p.set_phase("code rollout", 2)
+        tokens = [0]
+        p.watch(lambda: f"{tokens[0]:,} tokens sampled")
+        first = p.status_line()
+        clock.now += 60
+        tokens[0] = 1234
+        later = p.status_line()
+        assert "code rollout 00:00" in first and "code rollout 01:00" in later
+        assert "ETA 45:00" in first and "ETA 44:00" in later   # 9 steps x 300 s, counting down
+        assert "0 tokens sampled" in first and "1,234 tokens sampled" in later
+        assert "elapsed 05:45" in first and "elapsed 06:45" in later
+        clock.now += 1000           # a slow step: never below the 8 whole steps after it
+        assert "ETA 40:00" in p.status_line()
+        # what rich's Live draws at each refresh is rebuilt now, not frozen at the last phase change
+        from rich.console import Console
+
+        drawn = io.StringIO()
+        Console(file=drawn, width=200).print(p._live.get_renderable())
+        assert "code rollout 17:40" in drawn.getvalue() and "ETA 40:00" in drawn.getvalue()
+    finally:
+        p.close()

@@ -348,6 +348,7 @@ class _BatchDecoder:
         def take(p: int, j: int, logits) -> None:
             token = _sample_token(logits, cfg.temperature, cfg.top_p, rngs[p][j])
             completions[p][j].append(token)
+            stats.tokens_decoded += 1
             if token in stops:
                 finished[p][j] = True
             elif len(completions[p][j]) < cfg.max_new_tokens:

@@ -93,35 +93,56 @@ def judgement_record(judgement: Any) -> dict[str, Any]:
     }
 
 
-def _print_table(record: dict[str, Any]) -> None:
+# The judge's word for a test whose expected value was wrong: it still runs, on the
+# reference solution's value (`assert CALL == <reference value>`).
+REWRITTEN_NOTE = (
+    "rewritten: the test's expected value was wrong, so it ran as `assert CALL == <the reference "
+    "solution's value>`; it counts as invalid (wrong expectation) and, as in the Code-A1 reference, "
+    "also as valid in the valid ratio, and its result counts in the pass rate.")
+
+
+def _test_status(test: dict[str, Any]) -> str:
+    """The 'test' column: kept as written, kept rewritten, or why it was dropped."""
+    if test["valid"]:
+        return "[green]kept[/green]"
+    if test["used"]:
+        return "[yellow]rewritten[/yellow]"
+    return f"[red]dropped[/red] ({test['kind']})" if test["kind"] else "[red]dropped[/red]"
+
+
+def _print_table(record: dict[str, Any], suite_size: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     code = "[green]valid[/green]" if record["code_valid"] else f"[red]invalid[/red] ({record['code_error']})"
     console.print(f"[bold]{record['problem_id']}[/bold]  code: {code}")
-    mb = "-" if record["mb_pass_rate"] is None else f"{record['mb_pass_rate']:.3f}"
     console.print(
-        f"code reward [bold]{record['code_reward']:.4f}[/bold]   test reward [bold]{record['test_reward']:.4f}[/bold]\n"
-        f"valid {record['valid']}  invalid {record['invalid']} {record['invalid_kinds'] or ''}  "
-        f"valid_ratio {record['valid_ratio']:.3f}\n"
-        f"gen pass {record['gen_pass_rate']:.3f}  gen fail {record['gen_fail_rate']:.3f}  mistake-book pass {mb}  "
-        f"pass {record['pass_score']:.3f}  attack {record['attack']:.3f}  non-printable {record['nonprintable']:.4f}"
-    )
-    table = Table("#", "valid", "passed", "why", "normalized test", show_lines=False)
-    for k, t in enumerate(record["tests"], 1):
+        f"code reward [bold]{record['code_reward']:.4f}[/bold]   test reward [bold]{record['test_reward']:.4f}[/bold]")
+    tests = record["tests"]
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted((record["invalid_kinds"] or {}).items()))
+    both = record["valid"] + record["invalid"] - len(tests)  # rewritten tests counted on both sides
+    counted = f"{len(tests)} tests: {record['valid']} count as valid, {record['invalid']} as invalid"
+    counted += f" ({kinds})" if kinds else ""
+    counted += f"; {both} rewritten test{'s' if both != 1 else ''} counted as both" if both > 0 else ""
+    g, valid, invalid = suite_size, record["valid"], record["invalid"]
+    console.print(counted + f"; valid ratio min({valid}/{g}, 1 - {invalid}/{g}) = {record['valid_ratio']:.3f}")
+    mb = "none given" if record["mb_pass_rate"] is None else f"{record['mb_pass_rate']:.3f}"
+    console.print(
+        f"pass rates on the code: its own suite {record['gen_pass_rate']:.3f} (failed {record['gen_fail_rate']:.3f}), "
+        f"Mistake Book {mb}; pass score {record['pass_score']:.3f}, attack {record['attack']:.3f}, "
+        f"non-printable share {record['nonprintable']:.4f}")
+    table = Table("#", "test", "code passed", "why", "test as run")
+    for k, t in enumerate(tests, 1):
         passed = t["used_passed"]
         mark = "-" if passed is None else ("[green]yes[/green]" if passed else "[red]no[/red]")
-        table.add_row(
-            str(k),
-            "[green]yes[/green]" if t["valid"] else "[red]no[/red]",
-            mark,
-            "; ".join(x for x in (t["reason"], t["failure"]) if x),
-            t["normalized"] or t["source"],
-        )
+        table.add_row(str(k), _test_status(t), mark,
+                      "; ".join(x for x in (t["reason"], t["failure"]) if x), t["normalized"] or t["source"])
     console.print(table)
+    if any(not t["valid"] and t["used"] for t in tests):
+        console.print(REWRITTEN_NOTE)
     if record["mistakes"]:
-        mt = Table("passed", "Mistake Book test")
+        mt = Table("code passed", "Mistake Book test")
         for m in record["mistakes"]:
             mt.add_row("-" if m["passed"] is None else ("yes" if m["passed"] else "no"), m["test"])
         console.print(mt)
@@ -172,6 +193,6 @@ def judge_command(
     if as_json:
         typer.echo(json.dumps(record, ensure_ascii=False))
     else:
-        _print_table(record)
+        _print_table(record, suite_size)
     if not judgement.usable:
         raise typer.Exit(1)

@@ -71,11 +71,16 @@ def stats_command(run_dir: RunDirArgument = None, book: BookOption = None, as_js
         typer.echo(json.dumps({**asdict(stats), "recent_steps": [asdict(s) for s in history]}))
         return
     console = Console()
-    console.print(f"[bold]{mb.path}[/bold]")
-    console.print(
-        f"problems {stats.problems}  tests {stats.tests}  total frequency {stats.total_frequency}  "
-        f"max frequency {stats.max_frequency}  last step {stats.last_step}  steps applied {stats.steps_applied}"
-    )
+    console.print(f"[bold]{mb.path}[/bold]", soft_wrap=True)
+    # one figure a line: a narrow terminal never splits a label from its value
+    figures = Table.grid(padding=(0, 2))
+    figures.add_column(justify="left")
+    figures.add_column(justify="right")
+    for label, value in (("problems", stats.problems), ("tests", stats.tests),
+                         ("total frequency", stats.total_frequency), ("max frequency", stats.max_frequency),
+                         ("last step", stats.last_step), ("steps applied", stats.steps_applied)):
+        figures.add_row(label, str(value))
+    console.print(figures)
     if history:
         table = Table("step", "problems", "added", "increased", "decreased", "removed", title="recent steps")
         for s in history:

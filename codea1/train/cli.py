@@ -20,20 +20,42 @@ from codea1.sandbox.support import require as require_sandbox
 
 
 def check_new_run(cfg, run_dir: Path) -> None:
-    """Everything a new run reads that can be wrong, checked before anything is written:
-    the run directory's path, the model's path, the rollout engine, the problem files
-    (their loaders name the file, row and field of a bad row; an empty set is an error),
-    and that the run would not write over its inputs."""
+    """Everything a new run reads that can be wrong, checked before anything is written,
+    and every problem reported at once (one line, '; ' between them): the run directory's
+    path, the rollout engine, the data files a preset leaves to the user (with where the
+    paper's come from), the problem files (their loaders name the file, row and field of
+    a bad row; an empty set is an error), the model (a local path that exists, or a hub id
+    in the local cache or answered by the hub within `model.hub_probe_timeout_s`), and that
+    the run would not write over its inputs."""
     from codea1.engines import resolve_engine
-    from codea1.models import check_model_name, resolve_device
+    from codea1.models import model_unavailable, resolve_device
+    from codea1.train.config import REQUIRED, ConfigError, missing_data
     from codea1.train.loop import load_training_data
 
-    check_output_dir(run_dir, "--run-dir")
+    problems: list[str] = []
+
+    def check(what: str, action) -> None:
+        try:
+            action()
+        except typer.BadParameter as exc:
+            problems.append(f"{what}: {exc.format_message()}")
+        except (ValueError, OSError) as exc:
+            problems.append(str(exc))
+
+    check("--run-dir", lambda: check_output_dir(run_dir, "--run-dir"))
     if cfg.rollout.engine != "auto":
-        resolve_engine(cfg.rollout.engine, resolve_device(cfg.model.device))
-    check_model_name(cfg.model.name)
-    load_training_data(cfg)
-    check_run_dir_inputs(cfg, Path(run_dir))
+        check("rollout.engine", lambda: resolve_engine(cfg.rollout.engine, resolve_device(cfg.model.device)))
+    missing = missing_data(cfg)
+    problems += missing
+    if cfg.data.train not in (None, REQUIRED):  # the files given are read whole, row by row
+        given = cfg.data.model_copy(update={"heldout": None}) if cfg.data.heldout == REQUIRED else cfg.data
+        check("data", lambda: load_training_data(cfg.model_copy(update={"data": given})))
+    model = model_unavailable(cfg.model.name, cfg.model.hub_probe_timeout_s)
+    if model is not None:
+        problems.append(f"model.name: {model}")
+    check("--run-dir", lambda: check_run_dir_inputs(cfg, Path(run_dir)))
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 def check_run_dir_inputs(cfg, run_dir: Path) -> None:
@@ -61,7 +83,6 @@ def check_run_dir_inputs(cfg, run_dir: Path) -> None:
                 input_named_as_output(path, directories=[run_dir / "checkpoints"]) is not None:
             raise typer.BadParameter(f"{key}={value} is a file the new run in {run_dir} writes or deletes; "
                                      "use a new --run-dir or move the file", param_hint="--run-dir")
-
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 
@@ -94,8 +115,9 @@ def train_command(
     resume: Optional[Path] = typer.Option(
         None, "--resume", help="Continue the run in this directory from its latest checkpoint."),
     steps: Optional[int] = typer.Option(
-        None, "--steps", min=1, help="Total training steps (overrides the config; with --resume the one "
-        "key that may change, recorded in the run's config.yaml)."),
+        None, "--steps", min=1, help="Total training steps (overrides the config). With --resume: a new total, above the "
+        "step the run is at, recorded in its config.yaml (the one key a resume may change); the LR "
+        "schedule spans the new total from the next step on."),
     time_limit: Optional[str] = typer.Option(
         None, "--time-limit", help="Wall-clock budget of this call, e.g. 2h, 90m, 1h30m or seconds: stop "
         "with a checkpoint when the next step would end past it (resume with --resume).",

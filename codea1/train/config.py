@@ -56,13 +56,14 @@ REQUIRED = "required"  # a preset's placeholder for a file the user must name
 
 PAPER_TRAIN_FILE = (
     "the paper's training file, kodcode_hard_dual_model_training_data_mix.parquet (9,688 hard "
-    "KodCode-V1 questions in the Code-A1 row format): in the Code-A1 reference repository's "
-    "Code-A1/code/rl/train_data/ folder; KodCode-V1 itself (KodCode/KodCode-V1 on the Hugging "
-    "Face hub, CC BY-NC 4.0) is read too"
+    "KodCode-V1 questions in the Code-A1 row format): in the Code-A1 reference repository "
+    "(github.com/ZJU-REAL/Code-A1), folder Code-A1/code/rl/train_data/; KodCode-V1 itself "
+    "(KodCode/KodCode-V1 on the Hugging Face hub, CC BY-NC 4.0) is read too"
 )
 PAPER_HELDOUT_FILE = (
     "the paper's validation file, validation_data_mix.parquet (164 HumanEval+ and 378 MBPP+ "
-    "rows): in the Code-A1 reference repository's Code-A1/code/rl/val_data/ folder"
+    "rows): in the Code-A1 reference repository (github.com/ZJU-REAL/Code-A1), folder "
+    "Code-A1/code/rl/val_data/"
 )
 
 
@@ -286,13 +287,23 @@ class TrainConfig(_Strict):
         return self
 
 
-def require_data(cfg: TrainConfig) -> None:
-    """Refuse a config whose data files are still the preset's 'required' placeholders."""
+def missing_data(cfg: TrainConfig) -> list[str]:
+    """One message per data file still at the preset's 'required' placeholder."""
+    missing = []
     if cfg.data.train == REQUIRED:
-        raise ConfigError(f"data.train is required: give {PAPER_TRAIN_FILE}, with --set data.train=PATH")
+        missing.append(f"data.train is required: give {PAPER_TRAIN_FILE}, with --set data.train=PATH")
     if cfg.data.heldout == REQUIRED:
-        raise ConfigError(f"data.heldout is required: give {PAPER_HELDOUT_FILE}, with --set "
-                          "data.heldout=PATH (or data.heldout=null to train without validation)")
+        missing.append(f"data.heldout is required: give {PAPER_HELDOUT_FILE}, with --set "
+                       "data.heldout=PATH (or data.heldout=null to train without validation)")
+    return missing
+
+
+def require_data(cfg: TrainConfig) -> None:
+    """Refuse a config whose data files are still the preset's 'required' placeholders
+    (both named at once)."""
+    missing = missing_data(cfg)
+    if missing:
+        raise ConfigError("; ".join(missing))
 
 
 # --------------------------------------------------------------------------- loading

@@ -173,6 +173,8 @@ class TrainResult:
 class Trainer:
     """Holds the models, optimisers, sandbox and Mistake Book of one run."""
 
+    progress: Progress | None = None  # the live display, where there is one
+
     def __init__(self, cfg: TrainConfig, run_dir: Path, *, policies=None,
                  progress: Progress | None = None, ranks=None) -> None:
         import numpy as np
@@ -351,8 +353,12 @@ class Trainer:
             self.policies.load(path / "policies")
             for key, o in self.optimizers.items():
                 o.load_state_dict(opt["optimizers"][key])
+        steps_changed = state.get("config", {}).get("steps", self.cfg.steps) != self.cfg.steps
         for key, s in self.schedulers.items():
             s.load_state_dict(opt["schedulers"][key])
+            if steps_changed:  # --resume --steps N: the next step already follows the N-step schedule
+                for group, base, rate in zip(s.optimizer.param_groups, s.base_lrs, s.lr_lambdas):
+                    group["lr"] = base * rate(s.last_epoch)
         if self.book is not None:
             self.book.restore(path / BOOK_FILE)
         self.sampler.load_state(state["data"])
@@ -389,6 +395,9 @@ class Trainer:
         from codea1.train.distributed import sample_seeds
 
         seeds = sample_seeds(self.cfg.seed, self.step + 1, role, places)
+        if self.progress is not None:
+            rows = n * len(prompts)
+            self.progress.watch(lambda: f"{gen_stats.tokens_decoded:,} tokens sampled for {rows} completions")
         try:
             with self._sampling_weights(role):
                 return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
@@ -662,13 +671,16 @@ class Trainer:
                 # an engine's rollout log-probs are compared with every old log-prob up front
                 engine_logps = self.ranks.any(any(t.rollout_logprobs is not None for t in seqs))
                 first = set(layout[0]) if g.reuse_old_logprobs and layout else set()
+                self._update_part(key, len(seqs), "old log-probs")
                 with self.policies.role(role) as model:
                     old = trajectory_logprobs(model, seqs, g, skip=() if engine_logps else first, sync=sync)
                 ref = None
                 if g.kl_coef > 0:
+                    self._update_part(key, len(seqs), "reference log-probs")
                     with self.policies.reference() as ref_model:
                         ref = trajectory_logprobs(ref_model, seqs, g, sync=sync)
                 is_weights = self._check_rollout_logprobs(key, old, seqs, metrics)
+                self._update_part(key, len(seqs), "gradient steps")
                 with self.policies.role(role) as model:
                     stats = update_policy(model, self.optimizers[key], seqs, g, old, ref, is_weights,
                                           layout=layout, sync=sync)
@@ -680,6 +692,12 @@ class Trainer:
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
                 self.schedulers[key].step()
         return metrics
+
+    def _update_part(self, key: str, sequences: int, part: str) -> None:
+        """Name the part of the update under way on the live display (it lasts minutes on a CPU)."""
+        if self.progress is not None:
+            label = f"{key} model, {sequences} sequences: {part}"
+            self.progress.watch(lambda: label)
 
     def _check_rollout_logprobs(self, key: str, old, seqs, metrics: dict[str, Any]):
         """Log the engine-vs-trainer log-prob mismatch; the TIS weights when asked for, else None.
@@ -816,12 +834,16 @@ class Trainer:
     def _validation_generate(self, role: str, prompts, n: int, places) -> list[list[Any]]:
         """Validation samples from the rollout engine, each prompt's stream seeded from its
         place (its own streams: validation never shifts the training ones)."""
-        from codea1.rollout import encode_prompts
+        from codea1.rollout import GenerationStats, encode_prompts
         from codea1.train.distributed import sample_seeds
 
         seeds = sample_seeds(self.cfg.seed, self.step, f"val/{role}", places)
+        stats = GenerationStats()
+        if self.progress is not None:
+            rows = n * len(prompts)
+            self.progress.watch(lambda: f"{stats.tokens_decoded:,} {role} tokens sampled for {rows} completions")
         return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
-                                    sampling=self.cfg.validation.sampling, seeds=seeds)
+                                    sampling=self.cfg.validation.sampling, seeds=seeds, stats=stats)
 
     def _validate_tests(self, kept) -> list[tuple[int, list[tuple[float, float]], int, int]]:
         """The test model on this rank's held-out codes: per problem (index, each suite's
@@ -918,9 +940,27 @@ def _resume_config(config: TrainConfig | None, run_dir: Path,
     if config is not None and config_digest(config, True) != config_digest(saved, True):
         raise ConfigError(f"{run_dir}: resuming needs the run's own config ({cfg_path}); "
                           "give no config (or only --steps)")
+    at = int(state["step"]) if state is not None else 0
+    if steps is not None and steps <= at:
+        raise ConfigError(f"--steps {steps}: {run_dir} is already at step {at} (of {saved.steps}); "
+                          f"give a total above {at}, or no --steps to run to {saved.steps}")
     if steps is None or steps == saved.steps:
         return saved, latest, False
     return saved.model_copy(update={"steps": steps}), latest, True
+
+
+def extended_message(cfg: TrainConfig, at: int, previous_steps: int, cfg_path: Path) -> str:
+    """What `--resume RUN --steps N` changed: the total recorded in config.yaml, and the LR
+    schedule, which from the next step on spans the new total (the steps already trained
+    keep the rates they had; docs/TRAINING.md, "Changing --steps on resume")."""
+    from codea1.grpo import warmup_cosine
+
+    g = cfg.grpo
+    after = g.lr * warmup_cosine(at, g.warmup_steps, cfg.steps, g.min_lr_ratio, g.warmup_first_step_learns)
+    before = g.lr * warmup_cosine(at, g.warmup_steps, previous_steps, g.min_lr_ratio, g.warmup_first_step_learns)
+    return (f"steps {previous_steps} -> {cfg.steps}, recorded in {cfg_path}; the LR schedule now spans "
+            f"{cfg.steps} steps: step {at + 1} trains at lr {after:.3g} (the {previous_steps}-step "
+            f"schedule had {before:.3g})")
 
 
 def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume: bool = False,
@@ -950,6 +990,7 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     run_dir = Path(run_dir)
     cfg_path = run_dir / CONFIG_FILE
     if resume:
+        previous = read_run_config(cfg_path)[0].steps if steps is not None and cfg_path.is_file() else None
         config, latest, record = _resume_config(config, run_dir, steps)
     elif config is None:
         raise ValueError("train: a config is needed for a new run")
@@ -964,14 +1005,14 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     ranks = init_ranks(cfg)
     try:
         return _train(cfg, ranks, run_dir, resume, latest, record, stop_after, time_limit_s,
-                      policies, progress, on_step)
+                      policies, progress, on_step, previous_steps=previous if resume and record else None)
     finally:
         ranks.close()
 
 
 def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | None, record: bool,
            stop_after: int | None, time_limit_s: float | None, policies, progress: str | None,
-           on_step) -> TrainResult:
+           on_step, previous_steps: int | None = None) -> TrainResult:
     started = time.monotonic()
     run_dir = Path(ranks.broadcast(str(run_dir)))  # rank 0's (a default name holds the time)
     cfg_path = run_dir / CONFIG_FILE
@@ -992,6 +1033,7 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
             save_config(cfg, cfg_path)
     ranks.barrier()
     show = Progress(cfg.steps, style=(progress or cfg.logging.progress) if ranks.main else "none")
+    show.set_phase("loading the models")
     trainer = Trainer(cfg, run_dir, policies=policies, progress=show, ranks=ranks)
     log = None
     stopped = False
@@ -1004,6 +1046,8 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
             show.message(f"resumed {run_dir} at step {trainer.step} from {latest.name}")
         elif resume:
             show.message(f"{run_dir}: no checkpoint yet; starting from step 0")
+        if previous_steps is not None:
+            show.message(extended_message(cfg, trainer.step, previous_steps, cfg_path))
         if ranks.main:
             log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
                              purge_step=trainer.step + 1 if trainer.step else (0 if resume else None),

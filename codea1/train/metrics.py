@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
@@ -152,17 +152,30 @@ HEADLINE = (
 
 
 class Progress:
-    """Step, phase, ETA and headline metrics; rich Live on a terminal, plain lines otherwise."""
+    """Step, phase, elapsed time, ETA and headline metrics; rich Live on a terminal, plain
+    lines otherwise.
+
+    On a terminal the picture is rebuilt at every refresh (twice a second), so the phase's
+    elapsed time, the ETA and the phase's own progress (`watch`: tokens sampled so far,
+    say) move while a phase runs. The ETA is the mean step time of this call times the
+    steps left, counted down through the step under way; before the first step of this
+    call ends there is nothing honest to measure it by, and the display says so.
+    `clock` is injectable so a test can move time.
+    """
 
     def __init__(self, total_steps: int, start_step: int = 0, style: str = "auto",
-                 stream=None) -> None:
+                 stream=None, clock: Callable[[], float] = time.monotonic) -> None:
         self.total = total_steps
         self.start_step = start_step
         self.step = start_step
         self.current = start_step + 1
+        self.clock = clock
         self.phase = "starting"
-        self.phase_started = time.monotonic()
-        self.started = time.monotonic()
+        self.phase_started = clock()
+        self.started = clock()
+        self.steps_started: float | None = None  # when this call's first step began
+        self.last_step_done = self.started
+        self.detail: Callable[[], str] | None = None
         self.last: dict[str, Any] = {}
         self.stream = stream or sys.stderr
         if style == "auto":
@@ -173,33 +186,52 @@ class Progress:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(self._render(), console=Console(file=self.stream),
+            self._live = Live(console=Console(file=self.stream), get_renderable=self._render,
                               refresh_per_second=2, transient=False)
             self._live.start()
 
     def eta(self) -> float | None:
+        """Seconds left: the mean step of this call times the steps left, less the time
+        the step under way has run (never below the steps after it); None before a step ends."""
         done = self.step - self.start_step
-        if done <= 0:
+        if done <= 0 or self.steps_started is None:
             return None
-        per = (time.monotonic() - self.started) / done
-        return per * (self.total - self.step)
+        now = self.clock()
+        per = (self.last_step_done - self.steps_started) / done
+        left = self.total - self.step
+        if left <= 0:
+            return 0.0
+        return max(per * left - (now - self.last_step_done), per * (left - 1))
 
     def set_phase(self, phase: str, step: int | None = None) -> None:
         """`step`: the step being worked on (1-based); the bar counts completed steps."""
         if step is not None:
             self.current = step
+            if self.steps_started is None and step > self.start_step:
+                self.steps_started = self.clock()
+                self.last_step_done = self.steps_started
         if self.style == "plain" and phase != self.phase:
             # a log file still shows that a long step is moving
             print(f"step {self.current}/{self.total}: {phase}", file=self.stream, flush=True)
         self.phase = phase
-        self.phase_started = time.monotonic()
+        self.phase_started = self.clock()
+        self.detail = None
+        self._refresh()
+
+    def watch(self, detail: Callable[[], str] | None) -> None:
+        """Show `detail()` beside the phase at each refresh (progress inside the phase),
+        until the next phase; None stops."""
+        self.detail = detail
         self._refresh()
 
     def step_done(self, step: int, metrics: Mapping[str, Any]) -> None:
         self.step = step
         self.current = step + 1
         self.last = dict(metrics)
+        self.last_step_done = self.clock()
         self.phase = "step done"
+        self.phase_started = self.last_step_done
+        self.detail = None
         if self.style == "plain":
             parts = [f"step {step}/{self.total}"]
             for key, label, fmt in HEADLINE:
@@ -217,21 +249,40 @@ class Progress:
 
     def _refresh(self) -> None:
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.refresh()
+
+    def steps_text(self) -> str:
+        return f"step {self.step}/{self.total} done, on {min(self.current, self.total)}"
+
+    def time_text(self) -> str:
+        """Elapsed time and ETA."""
+        eta = self.eta()
+        eta_text = f"ETA {_fmt_duration(eta)}" if eta is not None else "ETA after the first step"
+        return f"elapsed {_fmt_duration(self.clock() - self.started)} | {eta_text}"
+
+    def phase_text(self) -> str:
+        """The phase under way, how long it has run, and its own progress."""
+        text = f"{self.phase} {_fmt_duration(self.clock() - self.phase_started)}"
+        return text + (f" ({self.detail()})" if self.detail is not None else "")
+
+    def status_line(self) -> str:
+        """The display's text, as it reads now, on one line."""
+        return f"{self.steps_text()} | {self.time_text()} | {self.phase_text()}"
 
     def _render(self):
+        from rich.markup import escape
         from rich.progress_bar import ProgressBar
         from rich.table import Table
 
         table = Table.grid(padding=(0, 2))
         table.add_column(justify="right", style="bold")
         table.add_column()
-        bar = ProgressBar(total=max(self.total, 1), completed=self.step, width=40)
+        bar = ProgressBar(total=max(self.total, 1), completed=self.step, width=30)
         head = Table.grid(padding=(0, 1))
-        head.add_row(bar, f"step {self.step}/{self.total} done, on {min(self.current, self.total)}",
-                     f"phase [cyan]{self.phase}[/] {time.monotonic() - self.phase_started:.0f}s",
-                     f"ETA {_fmt_duration(self.eta())}")
-        table.add_row("", head)
+        head.add_row(bar, escape(self.steps_text()))
+        table.add_row("", head)  # (three short lines: the picture fits 80 columns)
+        table.add_row("time", escape(self.time_text()))
+        table.add_row("phase", f"[cyan]{escape(self.phase_text())}[/]")
         for key, label, fmt in HEADLINE:
             value = self.last.get(key)
             if isinstance(value, (int, float)):
