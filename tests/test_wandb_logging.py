@@ -99,7 +99,7 @@ def test_every_metric_at_its_step_samples_config_and_resume(tmp_path, tiny, scri
     assert fake.finished == 2
     metrics = [r for r in fake.logged if "samples" not in r]
     rows = read_metrics(run)
-    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]              # step 0: validation before training
     for row in rows:
         logged = [m for m in metrics if m["step"] == row["step"]]
         assert logged, row["step"]
@@ -124,7 +124,7 @@ def test_a_failing_wandb_is_one_warning_line_and_the_run_goes_on(tmp_path, tiny,
     fake = _use(monkeypatch, FakeWandb(fail))
     result = train(_config(tiny, 2), tmp_path / "run")
     assert result.step == 2 and not result.stopped
-    assert [r["step"] for r in read_metrics(tmp_path / "run")] == [1, 2]
+    assert [r["step"] for r in read_metrics(tmp_path / "run")] == [0, 1, 2]   # step 0: validation
     warnings = [line for line in capfd.readouterr().err.splitlines() if "W&B" in line]
     what = ("could not start (PermissionError: wandb: invalid API key)" if fail == "init"
             else "logging failed (ConnectionError: api.wandb.ai: connection refused)")
