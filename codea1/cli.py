@@ -140,7 +140,7 @@ def _debug_requested(args: list[str]) -> bool:
 
 # `codea1 --help` lists the commands in the order a new user meets them; a command not
 # named here comes after these, in the order it was added.
-HELP_ORDER = ("train", "plot", "eval", "mistakes", "judge", "config", "data", "sandbox")
+HELP_ORDER = ("train", "plot", "eval", "export", "mistakes", "judge", "config", "data", "sandbox")
 
 
 class CodeA1Group(TyperGroup):
