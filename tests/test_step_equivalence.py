@@ -1,0 +1,157 @@
+"""A training run's outcome, fingerprinted, stays bit-identical across refactors of the step.
+
+Four short runs on the tiny model (tests/tiny_run.py: scripted completions, so every part
+of the step has a signal) cover the modes and the main switches: `a1`, `golden`,
+`selfplay`, and `a1` black-box with dynamic sampling. Each run's fingerprint is the
+sha256 of four things a user keeps from a run: the metrics (wall-clock figures left out),
+samples.jsonl, the Mistake Book, and the last checkpoint's weights and optimiser moments.
+
+The recorded fingerprints (tests/golden/step_fingerprints.json) were taken before the
+training step was restructured (issue 31); a refactor that changes any bit of any of the
+four fails here and names which. Floating-point results depend on the CPU's kernels, so
+the comparison is exact only on the kind of machine the record was taken on (torch
+version and CPU capability); elsewhere the test says so and skips. Run
+`python tests/test_step_equivalence.py --record` to record them on a new kind of machine,
+and only from code whose behaviour is known to be right.
+
+That each run is itself deterministic (the precondition of the whole comparison) is
+checked everywhere, by running one of them twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_run import make_scripted, make_tiny, tiny_overrides  # noqa: E402
+
+GOLDEN = Path(__file__).parent / "golden" / "step_fingerprints.json"
+RUNS = {
+    "a1": ("a1", []),
+    "golden": ("golden", []),
+    "selfplay": ("selfplay", []),
+    "a1-blackbox-filtered": ("a1", ["rollout.white_box=false", "grpo.filter_zero_variance=true"]),
+}
+STEPS = 2
+
+
+def environment() -> dict:
+    """What decides the floating-point bits of a run on a CPU."""
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    t = t.detach().reshape(-1).contiguous().cpu()
+    return f"{t.dtype}{tuple(t.shape)}".encode() + t.view(torch.uint8).numpy().tobytes()
+
+
+def fingerprint(run: Path) -> dict[str, str]:
+    """sha256 of the metrics, samples, Mistake Book and last checkpoint of the run in `run`."""
+    from safetensors.torch import load_file
+
+    from codea1.mistakes import MistakeBook
+    from codea1.train.metrics import read_metrics
+
+    rows = [{k: v for k, v in r.items() if not k.startswith("time/") and not k.endswith("tokens_per_s")}
+            for r in read_metrics(run)]
+    out = {"metrics": _sha(json.dumps(rows, sort_keys=True).encode())}
+    out["samples"] = _sha((run / "samples.jsonl").read_bytes())
+    book = MistakeBook(run / "mistakes.sqlite")
+    try:
+        entries = [(e.problem_id, e.test, e.frequency, e.first_step, e.last_step) for e in book.entries()]
+        history = [tuple(s.__dict__.values()) for s in book.step_history()]
+    finally:
+        book.close()
+    out["mistake_book"] = _sha(json.dumps([entries, history]).encode())
+    last = sorted((run / "checkpoints").iterdir(), key=lambda p: int(p.name.split("-")[1]))[-1]
+    h = hashlib.sha256()
+    for f in sorted((last / "policies").glob("*.safetensors")):
+        tensors = load_file(str(f))
+        for key in sorted(tensors):
+            h.update(f.name.encode() + key.encode() + _tensor_bytes(tensors[key]))
+    optim = torch.load(last / "optim.pt", weights_only=False)
+    for role in sorted(optim["optimizers"]):
+        for pid, state in sorted(optim["optimizers"][role]["state"].items(), key=lambda kv: str(kv[0])):
+            for name in sorted(state):
+                value = state[name]
+                h.update(f"{role}/{pid}/{name}".encode()
+                         + (_tensor_bytes(value) if torch.is_tensor(value) else repr(value).encode()))
+    out["weights"] = h.hexdigest()
+    return out
+
+
+def run_fingerprint(tiny: dict, name: str, root: Path) -> dict[str, str]:
+    """Train the named run for STEPS steps under `root` and fingerprint it."""
+    import codea1.rollout as rollout
+    from codea1.train.config import load_config
+    from codea1.train.loop import train
+
+    mode, extra = RUNS[name]
+    real = rollout.generate
+    rollout.generate = make_scripted(real, tiny["problems"])
+    try:
+        torch.set_num_threads(1)
+        cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny, mode, STEPS), *extra])
+        result = train(cfg, root / name)
+        assert result.step == STEPS and not result.stopped
+    finally:
+        rollout.generate = real
+    return fingerprint(root / name)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return make_tiny(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict:
+    if not GOLDEN.is_file():
+        pytest.skip(f"{GOLDEN} is absent: record it with `python {Path(__file__).name} --record`")
+    return json.loads(GOLDEN.read_text())
+
+
+def test_a_run_is_deterministic(tmp_path, tiny):
+    """The same run twice gives the same bits (else no before/after comparison means anything)."""
+    first = run_fingerprint(tiny, "a1", tmp_path / "first")
+    second = run_fingerprint(tiny, "a1", tmp_path / "second")
+    assert first == second
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_run_matches_the_recorded_fingerprint(tmp_path, tiny, recorded, name):
+    here = environment()
+    if recorded["environment"] != here:
+        pytest.skip(f"fingerprints were recorded on {recorded['environment']}, this machine is {here}: "
+                    f"floating-point kernels differ; record with `python tests/test_step_equivalence.py --record`")
+    got = run_fingerprint(tiny, name, tmp_path)
+    want = recorded["runs"][name]
+    differ = [part for part in want if got.get(part) != want[part]]
+    assert not differ, f"run {name!r}: {', '.join(differ)} changed from the recorded fingerprint"
+
+
+def _record() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tiny = make_tiny(Path(tmp) / "tiny")
+        runs = {name: run_fingerprint(tiny, name, Path(tmp)) for name in RUNS}
+    GOLDEN.parent.mkdir(exist_ok=True)
+    GOLDEN.write_text(json.dumps({"environment": environment(), "steps": STEPS, "runs": runs}, indent=2) + "\n")
+    print(f"wrote {GOLDEN}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--record"]:
+        sys.exit(f"usage: python {sys.argv[0]} --record")
+    _record()
