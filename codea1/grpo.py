@@ -20,14 +20,24 @@ Every number is a `GRPOConfig` field; the defaults are the reference implementat
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Literal, Sequence
+from functools import partial
+from typing import Literal
 
+import torch
+from peft.helpers import disable_input_dtype_casting
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-if TYPE_CHECKING:  # torch is imported inside functions; see the module docstring of cli.py
-    import torch
+from codea1.engines.correction import logp_mismatch, tis_weights
+from codea1.logprobs import (
+    pack_shared_prompt_rows,
+    sampled_token_logprobs,
+    supports_shared_prompt_rows,
+)
+from codea1.trajectory import MicroBatch, Trajectory, pack_micro_batches
 
 
 class GRPOConfig(BaseModel):
@@ -112,7 +122,7 @@ class GRPOConfig(BaseModel):
     rollout_is_cap: float = Field(2.0, gt=0, description="cap of the truncated importance weight")
 
     @model_validator(mode="after")
-    def _check_betas(self) -> "GRPOConfig":
+    def _check_betas(self) -> GRPOConfig:
         if not all(0.0 <= b < 1.0 for b in self.betas):
             raise ValueError(f"betas must lie in [0, 1), got {self.betas}")
         return self
@@ -121,14 +131,12 @@ class GRPOConfig(BaseModel):
 # --------------------------------------------------------------------------- advantages
 
 
-def group_advantages(rewards: "torch.Tensor", eps: float = 1e-6, unbiased: bool = True) -> "torch.Tensor":
+def group_advantages(rewards: torch.Tensor, eps: float = 1e-6, unbiased: bool = True) -> torch.Tensor:
     """(r - mean(group)) / (std(group) + eps) along the last dimension.
 
     A group of one has no spread: its advantage is 0 (instead of the NaN an unbiased std
     of one value would give).
     """
-    import torch
-
     r = rewards.to(torch.float32)
     if r.shape[-1] < 2:
         return torch.zeros_like(r)
@@ -137,13 +145,13 @@ def group_advantages(rewards: "torch.Tensor", eps: float = 1e-6, unbiased: bool 
     return (r - mean) / (std + eps)
 
 
-def has_signal(rewards: "torch.Tensor") -> "torch.Tensor":
+def has_signal(rewards: torch.Tensor) -> torch.Tensor:
     """True for groups (last dimension) whose rewards are not all equal (std > 0)."""
     return (rewards.amax(dim=-1) - rewards.amin(dim=-1)) > 0
 
 
 def select_test_groups(
-    test_rewards: "torch.Tensor", eligible: "torch.Tensor | Sequence[bool]", update_n: int,
+    test_rewards: torch.Tensor, eligible: torch.Tensor | Sequence[bool], update_n: int,
     require_signal: bool = False,
 ) -> list[int]:
     """Indices of the candidates whose test groups train, for one problem.
@@ -153,8 +161,6 @@ def select_test_groups(
     even when that std is 0, as the reference's top-k does (ties go to the lower index);
     with `require_signal` a kept group must also have std > 0.
     """
-    import torch
-
     eligible = torch.as_tensor(eligible, dtype=torch.bool)
     if test_rewards.shape[0] != eligible.shape[0]:
         raise ValueError(
@@ -170,10 +176,122 @@ def select_test_groups(
     return chosen
 
 
+# --------------------------------------------------------------------------- which samples train
+
+
+@dataclass
+class RoleBatch:
+    """The trajectories one policy trains on in a step, and which groups they came from.
+
+    `problems[k]` is the step's index of trajectory k's problem; `chosen[p]` lists the
+    candidates of problem p whose samples train. Self-play's batch (`role` "shared")
+    trains its `parts`, the code batch then the test batch, with one set of weights.
+    """
+
+    role: str                                   # "code", "test" or "shared"
+    trajectories: list[Trajectory] = field(default_factory=list)
+    problems: list[int] = field(default_factory=list)
+    groups_total: int = 0
+    groups_kept: int = 0
+    chosen: dict[int, list[int]] = field(default_factory=dict)
+    parts: tuple[RoleBatch, ...] = ()
+
+    def add(self, problem: int, sample, advantage: float) -> None:
+        self.trajectories.append(Trajectory(sample.prompt_ids, sample.completion_ids, advantage, sample.logprobs))
+        self.problems.append(problem)
+
+    def order_keys(self) -> list[tuple[int, int]]:
+        """(part, problem) of each trajectory: its place in the step's global order."""
+        parts = self.parts or (self,)
+        return [(k, p) for k, part in enumerate(parts) for p in part.problems]
+
+
+@dataclass
+class StepBatches:
+    """Both roles' batches of one step; `updates` says which weights train on what."""
+
+    code: RoleBatch
+    test: RoleBatch
+    selfplay: bool = False
+
+    def updates(self) -> dict[str, RoleBatch]:
+        """Per set of weights ("code"/"test", or self-play's "shared"), its batch."""
+        if self.selfplay:
+            return {"shared": RoleBatch("shared", self.code.trajectories + self.test.trajectories,
+                                        self.code.problems + self.test.problems,
+                                        self.code.groups_total + self.test.groups_total,
+                                        self.code.groups_kept + self.test.groups_kept, parts=(self.code, self.test))}
+        return {"code": self.code, "test": self.test}
+
+    def __getitem__(self, key: str) -> RoleBatch:
+        return self.updates()[key] if key == "shared" else getattr(self, key)
+
+    def group_metrics(self) -> dict[str, int]:
+        """`ROLE/groups_total` and `ROLE/groups_kept` of each batch (self-play: of both parts too)."""
+        batches = [*self.updates().values(), *((self.code, self.test) if self.selfplay else ())]
+        return {f"{b.role}/{what}": getattr(b, what) for b in batches for what in ("groups_total", "groups_kept")}
+
+
+def select_batches(cfg: GRPOConfig, code_samples, code_rewards: torch.Tensor, test_samples,
+                   test_rewards: torch.Tensor | None, judgements, selfplay: bool = False) -> StepBatches:
+    """Trajectories per policy, as the reference picks them (CODE_A1_SPEC "Which samples train").
+
+    Every code group trains (a zero-variance group with advantage 0); for the tests, per
+    problem, the suites of the `update_n` candidates of largest reward std, even 0.
+    Switches: `filter_zero_variance` (drop zero-variance groups of both roles),
+    `tests_from_valid_candidates`, `tests_from_kept_problems`. A problem the judge could
+    not judge (sandbox failure, broken reference) never trains. Shapes: `code_samples[P][n_code]`,
+    `code_rewards [P, n_code]`, `test_samples[P][n_code][n_test]`, `test_rewards [P, n_code, n_test]`
+    (None in golden mode), `judgements[P]` (None in golden mode).
+    """
+    usable = [j is None or j.usable for j in judgements]
+    keep = has_signal(code_rewards) if cfg.filter_zero_variance else [True] * len(code_samples)
+    keep = [bool(k) and u for k, u in zip(keep, usable)]
+    code = _code_batch(cfg, code_samples, code_rewards, keep)
+    test = RoleBatch("test")
+    if test_rewards is not None:
+        test = _test_batch(cfg, test_samples, test_rewards, judgements, keep, usable)
+    return StepBatches(code, test, selfplay)
+
+
+def _code_batch(cfg: GRPOConfig, code_samples, code_rewards: torch.Tensor, keep: list[bool]) -> RoleBatch:
+    """Each kept problem's n_code samples, with their group advantages."""
+    code = RoleBatch("code", groups_total=len(code_samples))
+    adv = group_advantages(code_rewards, cfg.adv_eps, cfg.std_unbiased)
+    for pi, group in enumerate(code_samples):
+        if not keep[pi]:
+            continue
+        code.groups_kept += 1
+        code.chosen[pi] = list(range(len(group)))
+        for ci, s in enumerate(group):
+            code.add(pi, s, float(adv[pi, ci]))
+    return code
+
+
+def _test_batch(cfg: GRPOConfig, test_samples, test_rewards: torch.Tensor, judgements,
+                keep: list[bool], usable: list[bool]) -> RoleBatch:
+    """Per problem, the suites of its chosen candidates (`select_test_groups`), each
+    candidate's n_test suites one group."""
+    test = RoleBatch("test")
+    for pi, judgement in enumerate(judgements):
+        valid = list(judgement.code_valid)
+        eligible = [(bool(v) or not cfg.tests_from_valid_candidates) and usable[pi]
+                    and (keep[pi] or not cfg.tests_from_kept_problems) for v in valid]
+        test.groups_total += len(valid)
+        chosen = select_test_groups(test_rewards[pi], eligible, cfg.update_n, require_signal=cfg.filter_zero_variance)
+        test.chosen[pi] = chosen
+        for ci in chosen:
+            test.groups_kept += 1
+            adv = group_advantages(test_rewards[pi, ci], cfg.adv_eps, cfg.std_unbiased)
+            for ti, s in enumerate(test_samples[pi][ci]):
+                test.add(pi, s, float(adv[ti]))
+    return test
+
+
 # --------------------------------------------------------------------------- losses
 
 
-def token_mean(values: "torch.Tensor", mask: "torch.Tensor", n_tokens: float | None = None) -> "torch.Tensor":
+def token_mean(values: torch.Tensor, mask: torch.Tensor, n_tokens: float | None = None) -> torch.Tensor:
     """Sum of values over masked tokens divided by `n_tokens` (default: the mask's count).
 
     Passing the token count of the whole mini-batch makes the micro-batch losses add up to
@@ -185,9 +303,9 @@ def token_mean(values: "torch.Tensor", mask: "torch.Tensor", n_tokens: float | N
 
 
 def clipped_surrogate(
-    logp: "torch.Tensor", old_logp: "torch.Tensor", advantages: "torch.Tensor",
+    logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
     clip_low: float = 0.2, clip_high: float = 0.28, clip_ratio_c: float | None = None,
-) -> tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token PPO loss max(-rA, -clip(r, 1-low, 1+high)A), as verl's compute_policy_loss.
 
     With `clip_ratio_c` (dual-clip), a token of negative advantage loses at most
@@ -195,8 +313,6 @@ def clipped_surrogate(
     Returns the loss, whether each token was clipped by the ratio range, and whether it
     was bounded by the dual clip.
     """
-    import torch
-
     ratio = torch.exp(logp - old_logp)
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
@@ -209,25 +325,23 @@ def clipped_surrogate(
     return loss, (clipped > unclipped), bounded
 
 
-def k3_kl(logp: "torch.Tensor", ref_logp: "torch.Tensor", clamp: float = 10.0,
-          log_ratio_clamp: float = 20.0) -> "torch.Tensor":
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor, clamp: float = 10.0,
+          log_ratio_clamp: float = 20.0) -> torch.Tensor:
     """Per-token k3 ("low-variance") KL estimate exp(d) - d - 1 >= 0, d = ref - logp.
 
     As the reference (verl's `low_var_kl`): d is clamped to +-`log_ratio_clamp` so exp
     cannot overflow, and the value itself to [-`clamp`, `clamp`], so one token the policy
     has moved far from the reference adds at most `clamp` (and no gradient) to the KL term.
     """
-    import torch
-
     log_ratio = torch.clamp(ref_logp - logp, -log_ratio_clamp, log_ratio_clamp)
     return torch.clamp(torch.exp(log_ratio) - log_ratio - 1.0, -clamp, clamp)
 
 
 def grpo_token_loss(
-    logp: "torch.Tensor", old_logp: "torch.Tensor", ref_logp: "torch.Tensor | None",
-    advantages: "torch.Tensor", mask: "torch.Tensor", cfg: GRPOConfig, n_tokens: float | None = None,
-    is_weight: "torch.Tensor | None" = None,
-) -> tuple["torch.Tensor", dict[str, float]]:
+    logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
+    advantages: torch.Tensor, mask: torch.Tensor, cfg: GRPOConfig, n_tokens: float | None = None,
+    is_weight: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Token-mean clipped surrogate plus kl_coef * token-mean k3 KL (no entropy bonus).
 
     All tensors share one shape (per response token); `advantages` is the sequence's
@@ -235,8 +349,6 @@ def grpo_token_loss(
     `codea1.engines.correction`) multiplies each token's surrogate. Returns the loss and
     summed statistics (to be divided by the token count by the caller).
     """
-    import torch
-
     mask = mask.to(logp.dtype)
     pg, clipped, bounded = clipped_surrogate(logp, old_logp, advantages, cfg.clip_low, cfg.clip_high,
                                              cfg.clip_ratio_c)
@@ -279,10 +391,8 @@ def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: 
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def make_optimizer(params: Iterable["torch.nn.Parameter"], cfg: GRPOConfig) -> "torch.optim.AdamW":
+def make_optimizer(params: Iterable[torch.nn.Parameter], cfg: GRPOConfig) -> torch.optim.AdamW:
     """AdamW over the trainable parameters with the config's lr, betas, eps, weight decay."""
-    import torch
-
     params = [p for p in params if p.requires_grad]
     if not params:
         raise ValueError("make_optimizer: the policy has no trainable parameters")
@@ -291,104 +401,12 @@ def make_optimizer(params: Iterable["torch.nn.Parameter"], cfg: GRPOConfig) -> "
     )
 
 
-def make_scheduler(optimizer: "torch.optim.Optimizer", cfg: GRPOConfig, total_steps: int):
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg: GRPOConfig, total_steps: int):
     """LambdaLR of `warmup_cosine`; the loop calls `.step()` once per training step."""
-    import torch
-
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: warmup_cosine(s, cfg.warmup_steps, total_steps, cfg.min_lr_ratio,
                                            cfg.warmup_first_step_learns)
     )
-
-
-# --------------------------------------------------------------------------- batches
-
-
-@dataclass
-class Trajectory:
-    """One trajectory to train on: prompt tokens, response tokens, its scalar advantage."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    advantage: float
-    rollout_logprobs: list[float] | None = None  # the rollout engine's, where it reports them
-
-
-@dataclass
-class MicroBatch:
-    """Sequences packed into one row with no padding (position ids restart per sequence).
-
-    `targets` are the response tokens in order; `keep` marks the positions whose logits
-    predict them; `seq_index[k]` says which sequence target k belongs to.
-    """
-
-    input_ids: "torch.Tensor"      # [1, L]
-    position_ids: "torch.Tensor"   # [1, L]
-    keep: "torch.Tensor"           # [1, L] bool
-    targets: "torch.Tensor"        # [T]
-    advantages: "torch.Tensor"     # [T]
-    seq_index: "torch.Tensor"      # [T]
-    members: list[int] = field(default_factory=list)  # indices into the original list
-    # shared-prompt rows (codea1.logprobs): who may attend to whom, and the position
-    # predicting each target (used instead of `keep`)
-    attention_mask: "torch.Tensor | None" = None  # [1, 1, L, L] bool
-    logit_index: "torch.Tensor | None" = None     # [T]
-
-
-def pack_micro_batches(seqs: Sequence[Trajectory], token_budget: int, pack: bool = True) -> list[MicroBatch]:
-    """Greedy, order-preserving packing of sequences into rows of at most `token_budget`.
-
-    A sequence longer than the budget gets a row of its own; with `pack=False` every
-    sequence does. Sequences with an empty response carry no tokens to train and are
-    skipped.
-    """
-    if not pack:
-        token_budget = 0
-    import torch
-
-    rows: list[list[int]] = []
-    current: list[int] = []
-    used = 0
-    for i, s in enumerate(seqs):
-        if not s.completion_ids:
-            continue
-        n = len(s.prompt_ids) + len(s.completion_ids)
-        if current and used + n > token_budget:
-            rows.append(current)
-            current, used = [], 0
-        current.append(i)
-        used += n
-    if current:
-        rows.append(current)
-
-    batches = []
-    for row in rows:
-        ids, pos, keep, tgt, adv, idx = [], [], [], [], [], []
-        for i in row:
-            s = seqs[i]
-            if not s.prompt_ids:
-                raise ValueError(f"sequence {i} has an empty prompt; nothing predicts its first token")
-            full = list(s.prompt_ids) + list(s.completion_ids)
-            ids.extend(full)
-            pos.extend(range(len(full)))
-            p = len(s.prompt_ids)
-            # the logit at position t predicts token t + 1: positions p-1 .. len-2
-            keep.extend([False] * (p - 1) + [True] * len(s.completion_ids) + [False])
-            tgt.extend(s.completion_ids)
-            adv.extend([s.advantage] * len(s.completion_ids))
-            idx.extend([i] * len(s.completion_ids))
-        batches.append(
-            MicroBatch(
-                input_ids=torch.tensor([ids], dtype=torch.long),
-                position_ids=torch.tensor([pos], dtype=torch.long),
-                keep=torch.tensor([keep], dtype=torch.bool),
-                targets=torch.tensor(tgt, dtype=torch.long),
-                advantages=torch.tensor(adv, dtype=torch.float32),
-                seq_index=torch.tensor(idx, dtype=torch.long),
-                members=list(row),
-            )
-        )
-    return batches
 
 
 def compute_context(model):
@@ -399,16 +417,10 @@ def compute_context(model):
     matmuls. Under autocast with peft's input casting off, the adapters compute in the
     base dtype while their weights and gradients stay float32. A no-op otherwise.
     """
-    import contextlib
-
-    import torch
-
     base = next((p.dtype for p in model.parameters() if not p.requires_grad), None)
     fp32_trainable = any(p.requires_grad and p.dtype == torch.float32 for p in model.parameters())
     if base not in (torch.bfloat16, torch.float16) or not fp32_trainable or not hasattr(model, "peft_config"):
         return contextlib.nullcontext()
-    from peft.helpers import disable_input_dtype_casting
-
     device = next(model.parameters()).device.type
     stack = contextlib.ExitStack()
     stack.enter_context(torch.autocast(device_type=device, dtype=base))
@@ -416,7 +428,7 @@ def compute_context(model):
     return stack
 
 
-def sequence_logprobs(model, mb: MicroBatch, chunk_tokens: int = 0) -> "torch.Tensor":
+def sequence_logprobs(model, mb: MicroBatch, chunk_tokens: int = 0) -> torch.Tensor:
     """Log-probabilities (float32) of a micro-batch's response tokens under `model`.
 
     The row is packed: with no attention mask and restarting position ids, transformers
@@ -424,11 +436,7 @@ def sequence_logprobs(model, mb: MicroBatch, chunk_tokens: int = 0) -> "torch.Te
     response positions are projected onto the vocabulary (`logits_to_keep`). Shared-prompt
     rows and `chunk_tokens` > 0 go through `codea1.logprobs.sampled_token_logprobs`.
     """
-    import torch
-
     if chunk_tokens > 0 or mb.logit_index is not None:
-        from codea1.logprobs import sampled_token_logprobs
-
         with compute_context(model):
             return sampled_token_logprobs(model, mb, chunk_tokens)
     with compute_context(model):
@@ -451,11 +459,8 @@ def sequence_logprobs(model, mb: MicroBatch, chunk_tokens: int = 0) -> "torch.Te
 def micro_batches(model, seqs: Sequence[Trajectory], cfg: GRPOConfig) -> list[MicroBatch]:
     """The update's micro-batches: shared-prompt rows when configured and the model's
     attention takes a 4D mask, else one row per (prompt, response) pair."""
-    if cfg.shared_prompt_rows:
-        from codea1.logprobs import pack_shared_prompt_rows, supports_shared_prompt_rows
-
-        if supports_shared_prompt_rows(model):
-            return pack_shared_prompt_rows(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
+    if cfg.shared_prompt_rows and supports_shared_prompt_rows(model):
+        return pack_shared_prompt_rows(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
     return pack_micro_batches(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
 
 
@@ -467,24 +472,17 @@ def first_mini_batch(n: int, cfg: GRPOConfig) -> set[int]:
     return set(split_mini_batches(n, cfg.mini_batches)[0])
 
 
-def _filler(model) -> MicroBatch:
-    """A one-token micro-batch: what a rank with nothing left runs so that an FSDP2 model's
-    forward/backward collectives still pair up with the other ranks' (its loss counts 0)."""
-    pad = getattr(getattr(model, "config", None), "pad_token_id", None) or 0
-    return pack_micro_batches([Trajectory([int(pad)], [int(pad)], 0.0)], 2)[0]
-
-
 def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int | GRPOConfig,
-                        pack: bool = True, *, skip: Iterable[int] = (), sync=None) -> list["torch.Tensor | None"]:
+                        pack: bool = True, *, skip: Iterable[int] = (),
+                        pad_passes: Callable[[int, int], None] | None = None) -> list[torch.Tensor | None]:
     """Per-sequence response log-probs without gradients (the old policy or the reference).
 
     Sequences are packed like in the update (pass the `GRPOConfig` to use its layout;
     a token budget packs one row per pair); a sequence with an empty response gets an
-    empty tensor, one listed in `skip` gets None (not computed). `sync`
-    (`codea1.train.distributed.GradSync`) pads the forward passes to the busiest rank's.
+    empty tensor, one listed in `skip` gets None (not computed). `pad_passes(micro_batches,
+    chunk_tokens)` runs first, under no_grad: where several FSDP2 ranks pad their forward
+    passes to the busiest rank's (`codea1.train.distributed.GradSync`).
     """
-    import torch
-
     skip = set(skip)
     out: list[torch.Tensor | None] = [None if i in skip else torch.zeros(0) for i in range(len(seqs))]
     todo = [i for i in range(len(seqs)) if i not in skip]
@@ -494,20 +492,23 @@ def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int | G
         batches, chunk = micro_batches(model, sub, cfg), cfg.logprob_chunk_tokens
     else:
         batches, chunk = pack_micro_batches(sub, token_budget, pack), 0
-    extra = sync.forwards(len(batches)) - len(batches) if sync is not None else 0
     with torch.no_grad():
+        if pad_passes is not None:
+            pad_passes(len(batches), chunk)
         for mb in batches:
             lp = sequence_logprobs(model, mb, chunk)
             for j in mb.members:
                 out[todo[j]] = lp[mb.seq_index == j]
-        for _ in range(extra):
-            sequence_logprobs(model, _filler(model), chunk)
     return out
 
 
 @dataclass
 class UpdateStats:
-    """What one `update_policy` call did, for the metrics."""
+    """What one `update_policy` call did, for the metrics.
+
+    The sums behind the means stay on it (`sums`, `loss_sum`, `loss_steps`) so that a
+    multi-rank run can add them up over ranks before `finish` divides them.
+    """
 
     sequences: int = 0
     tokens: int = 0
@@ -521,9 +522,31 @@ class UpdateStats:
     grad_norm: float = 0.0   # mean over the optimiser steps taken (a skipped one not included)
     forward_tokens: int = 0  # all tokens pushed through the model with gradients
     update_skipped: int = 0  # mini-batches whose gradient norm was not finite: no optimiser step
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LOSS_SUMS, 0.0), repr=False)
+    loss_sum: float = field(default=0.0, repr=False)
+    loss_steps: int = field(default=0, repr=False)
+    norms: list[float] = field(default_factory=list, repr=False)
+
+    def finish(self) -> UpdateStats:
+        """The means, from the sums (per token, per optimiser step)."""
+        if self.tokens:
+            self.pg_loss = self.sums["pg_loss_sum"] / self.tokens
+            self.kl = self.sums["kl_sum"] / self.tokens
+            self.clip_frac = self.sums["clip_sum"] / self.tokens
+            self.dual_clip_frac = self.sums["dual_clip_sum"] / self.tokens
+            self.ratio_mean = self.sums["ratio_sum"] / self.tokens
+            self.loss = self.loss_sum / max(self.loss_steps, 1)
+        if self.norms:
+            self.grad_norm = sum(self.norms) / len(self.norms)
+        return self
 
     def as_dict(self, prefix: str) -> dict[str, float]:
-        return {f"{prefix}/{k}": float(v) for k, v in self.__dict__.items()}
+        return {f"{prefix}/{k}": float(getattr(self, k)) for k in STAT_NAMES}
+
+
+LOSS_SUMS = ("pg_loss_sum", "clip_sum", "dual_clip_sum", "ratio_sum", "kl_sum")
+STAT_NAMES = ("sequences", "tokens", "optimizer_steps", "loss", "pg_loss", "kl", "clip_frac", "dual_clip_frac",
+              "ratio_mean", "grad_norm", "forward_tokens", "update_skipped")
 
 
 def split_mini_batches(n: int, mini_batches: int) -> list[list[int]]:
@@ -534,10 +557,11 @@ def split_mini_batches(n: int, mini_batches: int) -> list[list[int]]:
 
 
 def update_policy(
-    model, optimizer: "torch.optim.Optimizer", seqs: Sequence[Trajectory], cfg: GRPOConfig,
-    old_logps: Sequence["torch.Tensor"], ref_logps: Sequence["torch.Tensor"] | None,
-    is_weights: Sequence["torch.Tensor"] | None = None, *,
-    layout: Sequence[Sequence[int]] | None = None, sync=None,
+    model, optimizer: torch.optim.Optimizer, seqs: Sequence[Trajectory], cfg: GRPOConfig,
+    old_logps: Sequence[torch.Tensor], ref_logps: Sequence[torch.Tensor] | None,
+    is_weights: Sequence[torch.Tensor] | None = None, *,
+    layout: Sequence[Sequence[int]] | None = None, mini_batch_tokens: Sequence[int] | None = None,
+    pad_passes: Callable[[int], None] | None = None, after_backward: Callable[[list], None] | None = None,
 ) -> UpdateStats:
     """One GRPO update: `ppo_epochs` passes over mini-batches of the sequences.
 
@@ -552,85 +576,152 @@ def update_policy(
     mini-batch whose gradient norm is not finite takes no step (`stats.update_skipped`).
     `is_weights[i]`: per-token importance weights of sequence i (`grpo.rollout_is`).
 
-    Across ranks (`codea1.train.distributed`): `layout` lists this rank's sequences of each
-    mini-batch (default: `split_mini_batches`), and `sync` sums the token count and the
-    gradients over ranks, so every rank takes the same step on the global token-mean.
+    `layout` lists the sequences of each mini-batch (default: `split_mini_batches`);
+    `mini_batch_tokens[m]` is mini-batch m's token count, the token-mean's divisor
+    (default: its own; several ranks pass the count over all of them). Several ranks
+    (`codea1.train.distributed.GradSync`) also pass `pad_passes(micro_batches)`, run before
+    a mini-batch's passes (FSDP2 ranks pad theirs to the busiest rank's), and
+    `after_backward(params)`, run after them, before clipping (gradients summed over ranks).
     """
-    import torch
-
-    stats = UpdateStats(sequences=len(seqs))
     layout = [list(m) for m in layout] if layout is not None else split_mini_batches(len(seqs), cfg.mini_batches)
+    if mini_batch_tokens is None:
+        mini_batch_tokens = [sum(len(seqs[i].completion_ids) for i in members) for members in layout]
+    stats = UpdateStats(sequences=len(seqs))
     old_logps = list(old_logps)  # entries left None are filled from the first forward pass
     params = [p for g in optimizer.param_groups for p in g["params"]]
-    sums = {"pg_loss_sum": 0.0, "clip_sum": 0.0, "dual_clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0}
-    loss_total, n_mb, norms = 0.0, 0, []
     for _epoch in range(cfg.ppo_epochs):
-        for members in layout:
-            sub = [seqs[i] for i in members]
-            n_tokens = sum(len(s.completion_ids) for s in sub)
-            if sync is not None:
-                n_tokens = sync.tokens(n_tokens)
+        for members, n_tokens in zip(layout, mini_batch_tokens):
             if n_tokens == 0:
                 continue
             optimizer.zero_grad(set_to_none=True)
-            mb_loss = 0.0
-            mb_sums = dict.fromkeys(sums, 0.0)  # added to `sums` only when the step is taken
-            batches = micro_batches(model, sub, cfg)
-            extra = sync.forwards(len(batches)) - len(batches) if sync is not None else 0
-            for _ in range(extra):  # FSDP2: pair up with the busier ranks' collectives
-                (sequence_logprobs(model, _filler(model), cfg.logprob_chunk_tokens).sum() * 0.0).backward()
+            # 1. the mini-batch's token-mean loss, accumulated over its micro-batches
+            batches = micro_batches(model, [seqs[i] for i in members], cfg)
+            if pad_passes is not None:
+                pad_passes(len(batches))
+            mb_loss, mb_sums = 0.0, dict.fromkeys(LOSS_SUMS, 0.0)
             for mb in batches:
-                glob = [members[j] for j in mb.members]
-                ref = torch.cat([ref_logps[g] for g in glob]) if ref_logps is not None else None
-                isw = torch.cat([is_weights[g] for g in glob]) if is_weights is not None else None
-                logp = sequence_logprobs(model, mb, cfg.logprob_chunk_tokens)
-                for j, g in zip(mb.members, glob):
-                    if old_logps[g] is None:  # not computed ahead: see `first_mini_batch`
-                        if stats.optimizer_steps:
-                            raise ValueError(f"sequence {g} has no old log-probs and the policy has "
-                                             "already moved in this update")
-                        old_logps[g] = logp.detach()[mb.seq_index == j]
-                old = torch.cat([old_logps[g] for g in glob])
-                mask = torch.ones_like(logp)
-                loss, st = grpo_token_loss(logp, old, ref, mb.advantages, mask, cfg, n_tokens, isw)
+                loss, st = _micro_batch_loss(model, mb, members, cfg, n_tokens, old_logps, ref_logps,
+                                             is_weights, moved=stats.optimizer_steps > 0)
                 loss.backward()
                 mb_loss += float(loss.detach())
                 stats.forward_tokens += int(mb.input_ids.shape[1])
-                for k in sums:
+                for k in LOSS_SUMS:
                     mb_sums[k] += st[k]
-            if sync is not None:
-                sync.gradients(params)
+            if after_backward is not None:
+                after_backward(params)
+            # 2. clip, then step (a NaN/inf gradient is dropped, as the reference's actor:
+            # clipping cannot repair it, it would scale every gradient by NaN)
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             if hasattr(norm, "full_tensor"):  # a DTensor (FSDP2): the global norm
                 norm = norm.full_tensor()
             if not math.isfinite(float(norm)):
-                # as the reference's actor: a NaN/inf gradient is dropped, not applied (clipping
-                # cannot repair it: it would scale every gradient by NaN); the same on every rank,
-                # whose norm is the global one
                 optimizer.zero_grad(set_to_none=True)
                 stats.update_skipped += 1
                 continue
-            norms.append(float(norm))
+            stats.norms.append(float(norm))
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             stats.optimizer_steps += 1
             stats.tokens += n_tokens
-            for k in sums:
-                sums[k] += mb_sums[k]
-            loss_total += mb_loss
-            n_mb += 1
-    if sync is not None:  # the statistics of the whole (all-rank) update
-        keys = list(sums)
-        total = sync.sums([sums[k] for k in keys] + [loss_total, stats.forward_tokens, stats.sequences])
-        sums = dict(zip(keys, total))
-        loss_total, stats.forward_tokens, stats.sequences = total[-3], int(total[-2]), int(total[-1])
-    if stats.tokens:
-        stats.pg_loss = sums["pg_loss_sum"] / stats.tokens
-        stats.kl = sums["kl_sum"] / stats.tokens
-        stats.clip_frac = sums["clip_sum"] / stats.tokens
-        stats.dual_clip_frac = sums["dual_clip_sum"] / stats.tokens
-        stats.ratio_mean = sums["ratio_sum"] / stats.tokens
-        stats.loss = loss_total / max(n_mb, 1)
-    if norms:
-        stats.grad_norm = sum(norms) / len(norms)
-    return stats
+            for k in LOSS_SUMS:
+                stats.sums[k] += mb_sums[k]
+            stats.loss_sum += mb_loss
+            stats.loss_steps += 1
+    return stats.finish()
+
+
+def _micro_batch_loss(model, mb: MicroBatch, members: Sequence[int], cfg: GRPOConfig, n_tokens: int,
+                      old_logps: list, ref_logps, is_weights, moved: bool):
+    """One micro-batch's share of its mini-batch's loss (`grpo_token_loss`); fills in the
+    old log-probs `update_policy` was left to take from this forward pass."""
+    glob = [members[j] for j in mb.members]
+    ref = torch.cat([ref_logps[g] for g in glob]) if ref_logps is not None else None
+    isw = torch.cat([is_weights[g] for g in glob]) if is_weights is not None else None
+    logp = sequence_logprobs(model, mb, cfg.logprob_chunk_tokens)
+    for j, g in zip(mb.members, glob):
+        if old_logps[g] is None:  # not computed ahead: see `first_mini_batch`
+            if moved:
+                raise ValueError(f"sequence {g} has no old log-probs and the policy has "
+                                 "already moved in this update")
+            old_logps[g] = logp.detach()[mb.seq_index == j]
+    old = torch.cat([old_logps[g] for g in glob])
+    return grpo_token_loss(logp, old, ref, mb.advantages, torch.ones_like(logp), cfg, n_tokens, isw)
+
+
+# --------------------------------------------------------------------------- one policy's update
+
+
+@dataclass
+class RankHooks:
+    """What a run of several ranks adds to an update (`codea1.train.distributed.GradSync`
+    builds them); a one-process run has none, and this module calls nothing of another rank."""
+
+    agree: Callable[[bool], bool]                      # true on every rank when true on any
+    mini_batch_tokens: Callable[..., list[int]]        # (layout, seqs): each mini-batch's count over ranks
+    pad_forwards: Callable[..., None]                  # (model, micro_batches, chunk_tokens), under no_grad
+    pad_backwards: Callable[..., None]                 # (model, micro_batches): forward and backward
+    after_backward: Callable[[list], None]             # (params): gradients summed over ranks
+    reduce_stats: Callable[[UpdateStats], UpdateStats]  # the update's statistics over ranks
+
+
+def update_role(policies, role: str, optimizer, seqs: Sequence[Trajectory], cfg: GRPOConfig, *,
+                layout: list[list[int]], metrics: dict, label: str,
+                show: Callable[[str], None] | None = None, hooks: RankHooks | None = None) -> UpdateStats:
+    """One policy's GRPO update on its step's trajectories, as the reference's actor does it.
+
+    1. old log-probs (those of the first mini-batch taken from the update's own first pass,
+       `first_mini_batch`, unless a rollout engine's log-probs need comparing with all);
+    2. the frozen reference's log-probs (for the KL term);
+    3. the rollout engine's log-prob mismatch and TIS weights (`rollout_correction`);
+    4. `update_policy`: the mini-batch loop.
+    `show(part)` names the part under way; `label` ("code", "test", "shared") keys the metrics.
+    """
+    show = show or (lambda part: None)
+    engine_logps = any(t.rollout_logprobs is not None for t in seqs)
+    if hooks is not None:
+        engine_logps = hooks.agree(engine_logps)
+    first = set(layout[0]) if cfg.reuse_old_logprobs and layout else set()
+    pad = (lambda model: partial(hooks.pad_forwards, model)) if hooks is not None else (lambda model: None)
+    show("old log-probs")
+    with policies.role(role) as model:
+        old = trajectory_logprobs(model, seqs, cfg, skip=() if engine_logps else first, pad_passes=pad(model))
+    ref = None
+    if cfg.kl_coef > 0:
+        show("reference log-probs")
+        with policies.reference() as ref_model:
+            ref = trajectory_logprobs(ref_model, seqs, cfg, pad_passes=pad(ref_model))
+    is_weights = rollout_correction(label, old, seqs, cfg, metrics)
+    show("gradient steps")
+    with policies.role(role) as model:
+        if hooks is None:
+            return update_policy(model, optimizer, seqs, cfg, old, ref, is_weights, layout=layout)
+        stats = update_policy(model, optimizer, seqs, cfg, old, ref, is_weights, layout=layout,
+                              mini_batch_tokens=hooks.mini_batch_tokens(layout, seqs),
+                              pad_passes=partial(hooks.pad_backwards, model), after_backward=hooks.after_backward)
+    return hooks.reduce_stats(stats)
+
+
+def rollout_correction(label: str, old: Sequence[torch.Tensor], seqs: Sequence[Trajectory], cfg: GRPOConfig,
+                       metrics: dict) -> list[torch.Tensor] | None:
+    """Log the engine-vs-trainer log-prob mismatch; the TIS weights when asked for, else None.
+
+    `rollout/logp_mismatch` is over the tokens of every role updated so far this step
+    (`metrics` holds the earlier roles' figures).
+    """
+    rollout = [t.rollout_logprobs for t in seqs]
+    found = logp_mismatch(old, rollout)
+    if not found.tokens:
+        return None
+    metrics[f"rollout/{label}_logp_mismatch"] = found.mean_abs
+    metrics[f"rollout/{label}_logp_mismatch_tokens"] = found.tokens
+    tokens = sum(v for k, v in metrics.items() if k.endswith("_logp_mismatch_tokens"))
+    metrics["rollout/logp_mismatch"] = sum(
+        metrics[k.removesuffix("_tokens")] * v for k, v in metrics.items()
+        if k.endswith("_logp_mismatch_tokens")) / tokens
+    if cfg.rollout_is != "tis":
+        return None
+    weights = tis_weights(old, rollout, cfg.rollout_is_cap)
+    flat = [w for row in weights for w in row.tolist()]
+    metrics[f"update/{label}/is_weight_mean"] = sum(flat) / len(flat)
+    metrics[f"update/{label}/is_capped_frac"] = sum(w >= cfg.rollout_is_cap for w in flat) / len(flat)
+    return weights

@@ -22,12 +22,11 @@ losses and gradients against the one-row-per-pair path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
-    from codea1.grpo import MicroBatch, Trajectory
+from codea1.trajectory import MicroBatch, Trajectory
 
 # attention implementations that take an explicit 4D mask (boolean for sdpa, additive for eager)
 MASKED_ATTENTION = ("sdpa", "eager")
@@ -39,7 +38,7 @@ def supports_shared_prompt_rows(model) -> bool:
     return getattr(config, "_attn_implementation", None) in MASKED_ATTENTION
 
 
-def prompt_groups(seqs: Sequence["Trajectory"]) -> list[list[int]]:
+def prompt_groups(seqs: Sequence[Trajectory]) -> list[list[int]]:
     """Indices of the sequences sharing one prompt, per distinct prompt, in first-seen order.
 
     Sequences with an empty response carry nothing to train and are left out.
@@ -51,7 +50,7 @@ def prompt_groups(seqs: Sequence["Trajectory"]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _segments(seqs: Sequence["Trajectory"], token_budget: int) -> list[list[int]]:
+def _segments(seqs: Sequence[Trajectory], token_budget: int) -> list[list[int]]:
     """Each prompt group cut into pieces of at most `token_budget` tokens (prompt counted once).
 
     A piece always holds at least one response, so one over-long pair still gets a row.
@@ -72,8 +71,8 @@ def _segments(seqs: Sequence["Trajectory"], token_budget: int) -> list[list[int]
     return pieces
 
 
-def pack_shared_prompt_rows(seqs: Sequence["Trajectory"], token_budget: int,
-                            pack: bool = True) -> list["MicroBatch"]:
+def pack_shared_prompt_rows(seqs: Sequence[Trajectory], token_budget: int,
+                            pack: bool = True) -> list[MicroBatch]:
     """Micro-batches whose rows hold each prompt once, followed by its responses.
 
     Rows respect `token_budget` (a prompt group too long for one row is split, the prompt
@@ -82,10 +81,6 @@ def pack_shared_prompt_rows(seqs: Sequence["Trajectory"], token_budget: int,
     order of their targets; `logit_index[k]` is the row position whose output predicts
     target k (the prompt's last position predicts every response's first token).
     """
-    import torch
-
-    from codea1.grpo import MicroBatch
-
     rows: list[list[list[int]]] = []
     used = 0
     for piece in _segments(seqs, token_budget):
@@ -95,70 +90,70 @@ def pack_shared_prompt_rows(seqs: Sequence["Trajectory"], token_budget: int,
             used = 0
         rows[-1].append(piece)
         used += size
-
-    batches = []
-    for row in rows:
-        ids: list[int] = []
-        pos: list[int] = []
-        segment: list[int] = []   # which piece each token belongs to
-        response: list[int] = []  # -1 for prompt tokens, else the response's number in the row
-        logit_index: list[int] = []
-        tgt: list[int] = []
-        adv: list[float] = []
-        idx: list[int] = []
-        members: list[int] = []
-        n_resp = 0
-        for seg, piece in enumerate(row):
-            prompt = seqs[piece[0]].prompt_ids
-            if not prompt:
-                raise ValueError(f"sequence {piece[0]} has an empty prompt; nothing predicts its first token")
-            last_prompt = len(ids) + len(prompt) - 1
-            ids.extend(prompt)
-            pos.extend(range(len(prompt)))
-            segment.extend([seg] * len(prompt))
-            response.extend([-1] * len(prompt))
-            for i in piece:
-                s = seqs[i]
-                start = len(ids)
-                comp = list(s.completion_ids)
-                ids.extend(comp)
-                pos.extend(range(len(prompt), len(prompt) + len(comp)))
-                segment.extend([seg] * len(comp))
-                response.extend([n_resp] * len(comp))
-                # token 0 is predicted by the prompt's last position, token j by its own j - 1
-                logit_index.extend([last_prompt] + list(range(start, start + len(comp) - 1)))
-                tgt.extend(comp)
-                adv.extend([s.advantage] * len(comp))
-                idx.extend([i] * len(comp))
-                members.append(i)
-                n_resp += 1
-        seg_t = torch.tensor(segment)
-        resp_t = torch.tensor(response)
-        n = len(ids)
-        order = torch.arange(n)
-        allowed = (
-            (seg_t[:, None] == seg_t[None, :])
-            & (order[None, :] <= order[:, None])
-            & ((resp_t[None, :] == -1) | (resp_t[None, :] == resp_t[:, None]))
-        )
-        batches.append(MicroBatch(
-            input_ids=torch.tensor([ids], dtype=torch.long),
-            position_ids=torch.tensor([pos], dtype=torch.long),
-            keep=torch.zeros((1, n), dtype=torch.bool),  # unused: logit_index says where
-            targets=torch.tensor(tgt, dtype=torch.long),
-            advantages=torch.tensor(adv, dtype=torch.float32),
-            seq_index=torch.tensor(idx, dtype=torch.long),
-            members=members,
-            attention_mask=allowed[None, None],
-            logit_index=torch.tensor(logit_index, dtype=torch.long),
-        ))
-    return batches
+    return [_shared_prompt_row(seqs, row) for row in rows]
 
 
-def model_attention_mask(model, allowed: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":
+def _shared_prompt_row(seqs: Sequence[Trajectory], row: list[list[int]]) -> MicroBatch:
+    """One row: each piece's prompt once, then its responses, with the mask that keeps
+    every response to its prompt and itself."""
+    ids: list[int] = []
+    pos: list[int] = []
+    segment: list[int] = []   # which piece each token belongs to
+    response: list[int] = []  # -1 for prompt tokens, else the response's number in the row
+    logit_index: list[int] = []
+    tgt: list[int] = []
+    adv: list[float] = []
+    idx: list[int] = []
+    members: list[int] = []
+    n_resp = 0
+    for seg, piece in enumerate(row):
+        prompt = seqs[piece[0]].prompt_ids
+        if not prompt:
+            raise ValueError(f"sequence {piece[0]} has an empty prompt; nothing predicts its first token")
+        last_prompt = len(ids) + len(prompt) - 1
+        ids.extend(prompt)
+        pos.extend(range(len(prompt)))
+        segment.extend([seg] * len(prompt))
+        response.extend([-1] * len(prompt))
+        for i in piece:
+            s = seqs[i]
+            start = len(ids)
+            comp = list(s.completion_ids)
+            ids.extend(comp)
+            pos.extend(range(len(prompt), len(prompt) + len(comp)))
+            segment.extend([seg] * len(comp))
+            response.extend([n_resp] * len(comp))
+            # token 0 is predicted by the prompt's last position, token j by its own j - 1
+            logit_index.extend([last_prompt] + list(range(start, start + len(comp) - 1)))
+            tgt.extend(comp)
+            adv.extend([s.advantage] * len(comp))
+            idx.extend([i] * len(comp))
+            members.append(i)
+            n_resp += 1
+    seg_t = torch.tensor(segment)
+    resp_t = torch.tensor(response)
+    n = len(ids)
+    order = torch.arange(n)
+    allowed = (
+        (seg_t[:, None] == seg_t[None, :])
+        & (order[None, :] <= order[:, None])
+        & ((resp_t[None, :] == -1) | (resp_t[None, :] == resp_t[:, None]))
+    )
+    return MicroBatch(
+        input_ids=torch.tensor([ids], dtype=torch.long),
+        position_ids=torch.tensor([pos], dtype=torch.long),
+        keep=torch.zeros((1, n), dtype=torch.bool),  # unused: logit_index says where
+        targets=torch.tensor(tgt, dtype=torch.long),
+        advantages=torch.tensor(adv, dtype=torch.float32),
+        seq_index=torch.tensor(idx, dtype=torch.long),
+        members=members,
+        attention_mask=allowed[None, None],
+        logit_index=torch.tensor(logit_index, dtype=torch.long),
+    )
+
+
+def model_attention_mask(model, allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The boolean [1, 1, L, L] mask in the form the model's attention takes."""
-    import torch
-
     impl = getattr(model.config, "_attn_implementation", None)
     if impl == "sdpa":
         return allowed
@@ -168,78 +163,61 @@ def model_attention_mask(model, allowed: "torch.Tensor", dtype: "torch.dtype") -
                      "set grpo.shared_prompt_rows=false")
 
 
-class _SampledTokenLogprob:
+class _SampledTokenLogprob(torch.autograd.Function):
     """log_softmax(hidden @ weight.T)[target] per row, a chunk of rows at a time.
 
-    Built lazily as a torch.autograd.Function (torch is imported inside functions).
     Forward keeps each row's logsumexp only; backward recomputes a chunk's logits and
     forms (onehot - softmax) * grad, so no [tokens, vocabulary] float32 tensor outlives
     its chunk. Logits are computed in the hidden states' dtype and reduced in float32,
     as `cross_entropy(logits.float())` does.
     """
 
-    fn = None
-
-    @classmethod
-    def apply(cls, hidden, weight, targets, chunk: int):
-        if cls.fn is None:
-            cls.fn = cls._build()
-        return cls.fn.apply(hidden, weight, targets, chunk)
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, chunk):
+        w = weight.to(hidden.dtype)
+        acc = torch.promote_types(hidden.dtype, torch.float32)  # float32, or float64 in checks
+        out = torch.empty(hidden.shape[0], dtype=acc, device=hidden.device)
+        lse = torch.empty_like(out)
+        for s in range(0, hidden.shape[0], chunk):
+            logits = (hidden[s:s + chunk] @ w.T).to(acc)
+            lse[s:s + chunk] = torch.logsumexp(logits, dim=-1)
+            out[s:s + chunk] = logits.gather(-1, targets[s:s + chunk, None]).squeeze(-1)
+        out -= lse
+        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.chunk = chunk
+        return out
 
     @staticmethod
-    def _build():
-        import torch
-
-        class Fn(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, hidden, weight, targets, chunk):
-                w = weight.to(hidden.dtype)
-                acc = torch.promote_types(hidden.dtype, torch.float32)  # float32, or float64 in checks
-                out = torch.empty(hidden.shape[0], dtype=acc, device=hidden.device)
-                lse = torch.empty_like(out)
-                for s in range(0, hidden.shape[0], chunk):
-                    logits = (hidden[s:s + chunk] @ w.T).to(acc)
-                    lse[s:s + chunk] = torch.logsumexp(logits, dim=-1)
-                    out[s:s + chunk] = logits.gather(-1, targets[s:s + chunk, None]).squeeze(-1)
-                out -= lse
-                ctx.save_for_backward(hidden, weight, targets, lse)
-                ctx.chunk = chunk
-                return out
-
-            @staticmethod
-            def backward(ctx, grad):
-                hidden, weight, targets, lse = ctx.saved_tensors
-                w = weight.to(hidden.dtype)
-                need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-                grad_h = torch.empty_like(hidden) if need_h else None
-                acc = lse.dtype
-                grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
-                chunk = ctx.chunk
-                for s in range(0, hidden.shape[0], chunk):
-                    h = hidden[s:s + chunk]
-                    g = grad[s:s + chunk, None].to(acc)
-                    d = (h @ w.T).to(acc)
-                    d.sub_(lse[s:s + chunk, None]).exp_().mul_(-g)       # -softmax * grad
-                    d.scatter_add_(-1, targets[s:s + chunk, None], g)    # + onehot * grad
-                    d = d.to(hidden.dtype)
-                    if need_h:
-                        grad_h[s:s + chunk] = d @ w
-                    if need_w:
-                        grad_w += (d.T @ h).to(acc)
-                return grad_h, (grad_w.to(weight.dtype) if need_w else None), None, None
-
-        return Fn
+    def backward(ctx, grad):
+        hidden, weight, targets, lse = ctx.saved_tensors
+        w = weight.to(hidden.dtype)
+        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_h = torch.empty_like(hidden) if need_h else None
+        acc = lse.dtype
+        grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
+        chunk = ctx.chunk
+        for s in range(0, hidden.shape[0], chunk):
+            h = hidden[s:s + chunk]
+            g = grad[s:s + chunk, None].to(acc)
+            d = (h @ w.T).to(acc)
+            d.sub_(lse[s:s + chunk, None]).exp_().mul_(-g)       # -softmax * grad
+            d.scatter_add_(-1, targets[s:s + chunk, None], g)    # + onehot * grad
+            d = d.to(hidden.dtype)
+            if need_h:
+                grad_h[s:s + chunk] = d @ w
+            if need_w:
+                grad_w += (d.T @ h).to(acc)
+        return grad_h, (grad_w.to(weight.dtype) if need_w else None), None, None
 
 
 def _plain_head(module) -> bool:
-    import torch
-
     return type(module) is torch.nn.Linear and module.bias is None
 
 
 def _fsdp_root(module) -> bool:
     """An FSDP2-sharded model gathers its weights in its own forward's hooks, so the
-    decoder and head cannot be called apart: it takes the model's forward."""
+    decoder and head cannot be called apart: it takes the model's forward (imported here:
+    a torch build may lack torch.distributed)."""
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(module, FSDPModule)
@@ -251,15 +229,13 @@ def _causal_lm(model):
     return get() if callable(get) else model
 
 
-def sampled_token_logprobs(model, mb: "MicroBatch", chunk_tokens: int) -> "torch.Tensor":
+def sampled_token_logprobs(model, mb: MicroBatch, chunk_tokens: int) -> torch.Tensor:
     """Log-probs (float32) of `mb.targets` with the decoder run once and a chunked head.
 
     Falls back to the model's own forward (with `logits_to_keep`) when the head is not a
     plain bias-free linear layer or the model post-processes its logits (soft-capping).
     Must run inside `grpo.compute_context(model)`.
     """
-    import torch
-
     index = mb.logit_index if mb.logit_index is not None else mb.keep[0].nonzero().squeeze(-1)
     lm = _causal_lm(model)
     head = lm.get_output_embeddings()

@@ -372,6 +372,11 @@ def derive_seed(*parts: Any) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
+def sample_seeds(seed: int, step: int, role: str, places: Sequence[tuple]) -> list[int]:
+    """One stream seed per prompt from where it sits in the step (`derive_seed`)."""
+    return [derive_seed(seed, step, role, *place) for place in places]
+
+
 def _row_uniforms(generators: "Sequence[torch.Generator]", like: "torch.Tensor") -> "torch.Tensor":
     """One uniform number per row, each from its own (CPU) generator, shaped [B, 1] as `like`."""
     import torch

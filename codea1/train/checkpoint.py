@@ -9,8 +9,9 @@ checkpoints beyond `keep` are removed after a save, each first renamed out of th
 half-deleted `step-N`. `CheckpointManager.clean()` (run when a run starts or resumes)
 removes what a crash can leave behind: temporary and half-deleted directories.
 
-What goes in it is the loop's business (`loop.py`); this module provides the atomic
-directory, the listing, and the capture/restore of every random number generator.
+What goes in it is the loop's business (`Trainer.save_checkpoint`); this module provides
+the atomic directory, the listing, the capture/restore of every random number
+generator, and the writing and reading of the trainer's weights and optimisers.
 """
 
 from __future__ import annotations
@@ -322,3 +323,40 @@ def _verify_weights(directory: Path) -> None:
                 pass
         except SafetensorError as exc:
             raise CheckpointError(f"{path}: not a readable safetensors file ({exc})") from None
+
+
+# --------------------------------------------------------------------------- the trainer's state
+
+
+def write_training_state(directory: Path, policies, optimizers: dict, schedulers: dict,
+                         weights: dict | None = None, optimizer_states: dict | None = None) -> None:
+    """The policies' weights, the optimisers' moments and the LR schedules into a checkpoint
+    directory (`weights` / `optimizer_states`: whole ones gathered from FSDP2 shards)."""
+    import torch
+
+    policies.save(directory / "policies", states=weights)
+    torch.save({
+        "optimizers": optimizer_states or {k: o.state_dict() for k, o in optimizers.items()},
+        "schedulers": {k: s.state_dict() for k, s in schedulers.items()},
+    }, directory / "optim.pt")
+
+
+def read_training_state(directory: Path, policies, optimizers: dict, schedulers: dict, *,
+                        steps_changed: bool, load_sharded: Callable[[dict, dict], None] | None = None) -> None:
+    """`write_training_state`'s inverse. `load_sharded(weights, optimizer_states)` puts whole
+    ones into FSDP2 shards; `steps_changed` (`--resume --steps N`): the next step already
+    follows the N-step schedule."""
+    import torch
+
+    opt = torch.load(directory / "optim.pt", weights_only=False)
+    if load_sharded is not None:
+        load_sharded(policies.read_weights(directory / "policies"), opt["optimizers"])
+    else:
+        policies.load(directory / "policies")
+        for key, o in optimizers.items():
+            o.load_state_dict(opt["optimizers"][key])
+    for key, s in schedulers.items():
+        s.load_state_dict(opt["schedulers"][key])
+        if steps_changed:
+            for group, base, rate in zip(s.optimizer.param_groups, s.base_lrs, s.lr_lambdas):
+                group["lr"] = base * rate(s.last_epoch)

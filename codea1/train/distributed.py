@@ -11,12 +11,13 @@ group is one problem and its candidates, so advantages never cross ranks):
   slot order in one transaction (`commit_book`);
 - update: the mini-batches are cut from the step's trajectories in their global order
   (`minibatch_layout`), the token count of the token-mean is summed over ranks
-  (`GradSync.tokens`), and gradients are summed (LoRA / replicated weights: one
+  (`GradSync.mini_batch_tokens`), and gradients are summed (LoRA / replicated weights: one
   all-reduce; `full` mode: FSDP2 reduce-scatters them);
 - metrics are reduced to rank 0 (`reduce_metrics`), which alone writes metrics, samples,
   TensorBoard and checkpoints.
 
-With one process (`Ranks()`), every method is a pass-through and no collective runs.
+A one-process run uses `codea1.train.one_process.OneProcess`, whose methods (the same
+interface, `Ranks` overrides them) are the identity: it runs nothing of this module.
 docs/SCALING.md has the launch commands.
 """
 
@@ -26,6 +27,11 @@ import contextlib
 import os
 import time
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from codea1.grpo import RankHooks, RoleBatch, UpdateStats, sequence_logprobs, split_mini_batches
+from codea1.train.one_process import OneProcess, apply_book_updates
+from codea1.rollout import sample_seeds  # noqa: F401  (its old home)
+from codea1.trajectory import Trajectory, pack_micro_batches
 
 if TYPE_CHECKING:
     import torch
@@ -60,7 +66,7 @@ def slurm_environment() -> dict[str, str]:
             "LOCAL_WORLD_SIZE": env.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0]}
 
 
-class Ranks:
+class Ranks(OneProcess):
     """This process's place in the run, and the few collectives the loop needs.
 
     Object and flag collectives go through a gloo group (CPU tensors) even when the
@@ -185,8 +191,24 @@ class Ranks:
                 dist.destroy_process_group()
             self.owns_group = False
 
+    # the step's collectives (`OneProcess`'s interface), by the functions below
+    def book_tops(self, book, problems, slots, k):
+        return book_tops(self, book, problems, slots, k)
 
-def init_ranks(cfg: "TrainConfig") -> Ranks:
+    def commit_book(self, book, step, updates, net=False):
+        return commit_book(self, book, step, updates, net)
+
+    def layout(self, batch: RoleBatch, slots, mini_batches):
+        return minibatch_layout(self, global_keys(batch.order_keys(), slots), mini_batches)
+
+    def step_samples(self, samples, slots, k):
+        return gather_samples(self, samples, slots, k)
+
+    def step_metrics(self, metrics, weight):
+        return reduce_metrics(self, metrics, weight)
+
+
+def init_ranks(cfg: "TrainConfig") -> OneProcess:
     """Join the launcher's process group (env:// rendezvous), or one process when WORLD_SIZE is 1."""
     from datetime import timedelta
 
@@ -197,7 +219,7 @@ def init_ranks(cfg: "TrainConfig") -> Ranks:
     world = launched_world_size()
     d = cfg.distributed
     if world <= 1 and not dist.is_initialized():
-        return Ranks(timeout_s=d.timeout_s)
+        return OneProcess()
     if cfg.data.problems_per_step < world:
         raise ValueError(f"data.problems_per_step={cfg.data.problems_per_step} is smaller than the "
                          f"{world} ranks of the run: every rank needs at least one problem a step")
@@ -261,13 +283,7 @@ def commit_book(ranks: Ranks, book, step: int, updates: Sequence[tuple[int, tupl
     metrics = None
     if ranks.main:
         ordered = [u for _, u in sorted((x for part in gathered for x in part), key=lambda x: x[0])]
-        summary = book.apply_step(step, ordered, net=net)
-        stats = book.stats()
-        metrics = {
-            "mistakes/size": stats.tests, "mistakes/problems": stats.problems,
-            "mistakes/added": summary.added, "mistakes/increased": summary.increased,
-            "mistakes/decreased": summary.decreased, "mistakes/removed": summary.removed,
-        }
+        metrics = apply_book_updates(book, step, ordered, net)
     return ranks.broadcast(metrics)
 
 
@@ -283,8 +299,6 @@ def minibatch_layout(ranks: Ranks, keys: Sequence[tuple], mini_batches: int) -> 
     the same whatever the number of ranks. A rank may hold none of a mini-batch (it
     still joins the reductions).
     """
-    from codea1.grpo import split_mini_batches
-
     parts = ranks.all_gather(list(keys))
     merged = sorted((k, r, i) for r, part in enumerate(parts) for i, k in enumerate(part))
     layout = []
@@ -293,12 +307,12 @@ def minibatch_layout(ranks: Ranks, keys: Sequence[tuple], mini_batches: int) -> 
     return layout
 
 
-def global_keys(origins: Sequence[tuple[int, int]], slots: Sequence[int] | None = None) -> list[tuple[int, int, int]]:
+def global_keys(order_keys: Sequence[tuple[int, int]], slots: Sequence[int] | None = None) -> list[tuple[int, int, int]]:
     """(part, slot, index within the problem) of each trajectory from its (part, local
-    problem); without `slots` the local problem index is the slot (one process)."""
+    problem) (`grpo.RoleBatch.order_keys`); without `slots` the local problem index is the slot."""
     seen: dict[tuple[int, int], int] = {}
     out = []
-    for part, pi in origins:
+    for part, pi in order_keys:
         j = seen.get((part, pi), 0)
         seen[(part, pi)] = j + 1
         out.append((part, slots[pi] if slots is not None else pi, j))
@@ -306,14 +320,17 @@ def global_keys(origins: Sequence[tuple[int, int]], slots: Sequence[int] | None 
 
 
 class GradSync:
-    """The cross-rank part of one `grpo.update_policy` (its `sync`).
+    """The cross-rank part of a policy's update (`hooks` hands it to `grpo.update_role`).
 
-    - `tokens`: the mini-batch's token count over every rank (the token-mean's divisor);
-    - `forwards`: with FSDP2 every forward/backward is a collective, so all ranks run as
-      many micro-batches as the busiest (the others run empty ones);
-    - `gradients`: replicated weights (LoRA) sum their gradients in one all-reduce; FSDP2
-      already summed them (its divide factor is set to 1) in its reduce-scatter;
-    - `sums`: the update's statistics summed over ranks.
+    - `mini_batch_tokens`: each mini-batch's token count over every rank (the token-mean's
+      divisor), in one reduction before the update;
+    - `pad_forwards` / `pad_backwards`: with FSDP2 every forward/backward is a collective,
+      so before a mini-batch's passes all ranks agree on the busiest rank's number of
+      micro-batches and the others run one-token filler passes (loss counted 0);
+    - `gradients` (after the backward passes): replicated weights (LoRA) sum their
+      gradients in one all-reduce; FSDP2 already summed them (its divide factor set to 1)
+      in its reduce-scatter;
+    - `reduce_stats`: the update's statistics summed over ranks.
     """
 
     def __init__(self, ranks: Ranks, sharded: bool = False) -> None:
@@ -321,11 +338,29 @@ class GradSync:
         self.sharded = sharded
         self.comm_s = 0.0
 
-    def tokens(self, n: int) -> int:
-        return int(self.ranks.sum([n])[0])
+    def hooks(self, chunk_tokens: int) -> RankHooks:
+        """The update's hooks; `chunk_tokens` (`grpo.logprob_chunk_tokens`) for the filler passes."""
+        return RankHooks(agree=self.ranks.any, mini_batch_tokens=self.mini_batch_tokens,
+                         pad_forwards=self.pad_forwards,
+                         pad_backwards=lambda model, n: self.pad_backwards(model, n, chunk_tokens),
+                         after_backward=self.gradients, reduce_stats=self.reduce_stats)
+
+    def mini_batch_tokens(self, layout: Sequence[Sequence[int]], seqs: Sequence[Trajectory]) -> list[int]:
+        local = [sum(len(seqs[i].completion_ids) for i in members) for members in layout]
+        return [int(n) for n in self.ranks.sum(local)]
 
     def forwards(self, n: int) -> int:
         return int(self.ranks.max([n])[0]) if self.sharded else n
+
+    def pad_forwards(self, model, n: int, chunk_tokens: int) -> None:
+        """(no_grad) As many forward passes as the busiest rank: the missing ones on a filler."""
+        for _ in range(self.forwards(n) - n):
+            sequence_logprobs(model, filler_micro_batch(model), chunk_tokens)
+
+    def pad_backwards(self, model, n: int, chunk_tokens: int) -> None:
+        """As many forward/backward passes as the busiest rank (a filler's loss counts 0)."""
+        for _ in range(self.forwards(n) - n):
+            (sequence_logprobs(model, filler_micro_batch(model), chunk_tokens).sum() * 0.0).backward()
 
     def gradients(self, params: Sequence["torch.nn.Parameter"]) -> None:
         if self.sharded or not self.ranks.enabled:
@@ -343,8 +378,20 @@ class GradSync:
             p.grad = flat[offset:offset + n].view_as(p).to(p.dtype)
             offset += n
 
-    def sums(self, values: Sequence[float]) -> list[float]:
-        return self.ranks.sum(values)
+    def reduce_stats(self, stats: UpdateStats) -> UpdateStats:
+        """The statistics of the whole (all-rank) update: sums added up, then the means."""
+        keys = list(stats.sums)
+        total = self.ranks.sum([stats.sums[k] for k in keys] + [stats.loss_sum, stats.forward_tokens, stats.sequences])
+        stats.sums = dict(zip(keys, total))
+        stats.loss_sum, stats.forward_tokens, stats.sequences = total[-3], int(total[-2]), int(total[-1])
+        return stats.finish()
+
+
+def filler_micro_batch(model):
+    """A one-token micro-batch: what a rank with nothing left runs so that an FSDP2 model's
+    forward/backward collectives still pair up with the other ranks' (its loss counts 0)."""
+    pad = getattr(getattr(model, "config", None), "pad_token_id", None) or 0
+    return pack_micro_batches([Trajectory([int(pad)], [int(pad)], 0.0)], 2)[0]
 
 
 # --------------------------------------------------------------------------- FSDP2
@@ -449,6 +496,24 @@ def load_full_optimizer_state(policies: "Policies", key: str, optimizer, state: 
     set_optimizer_state_dict(model, optimizer, osd, options=StateDictOptions(full_state_dict=True))
 
 
+def gather_full_states(policies: "Policies", optimizers: dict) -> tuple[dict, dict]:
+    """Whole weights and optimiser states gathered from the FSDP2 shards, for a checkpoint
+    (a collective: every rank calls it)."""
+    weights = {k: full_state(policies, k) for k in policies.weight_keys}
+    return weights, {k: full_optimizer_state(policies, k, o) for k, o in optimizers.items()}
+
+
+def sharded_loader(policies: "Policies", optimizers: dict):
+    """`checkpoint.read_training_state`'s `load_sharded`: whole weights and optimiser states
+    from a checkpoint into this rank's FSDP2 shards."""
+    def load(weights: dict, optimizer_states: dict) -> None:
+        for key in policies.weight_keys:
+            load_full_state(policies, key, weights[key])
+        for key, o in optimizers.items():
+            load_full_optimizer_state(policies, key, o, optimizer_states[key])
+    return load
+
+
 def _optimizer_names(model, optimizer) -> list[str]:
     by_id = {id(p): n for n, p in model.named_parameters()}
     return [by_id[id(p)] for g in optimizer.param_groups for p in g["params"]]
@@ -536,13 +601,6 @@ def gather_samples(ranks: Ranks, samples: list[dict[str, Any]], slots: Sequence[
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def sample_seeds(seed: int, step: int, role: str, places: Sequence[tuple]) -> list[int]:
-    """One stream seed per prompt from where it sits in the step (see `rollout.derive_seed`)."""
-    from codea1.rollout import derive_seed
-
-    return [derive_seed(seed, step, role, *place) for place in places]
 
 
 def local_workers(configured: int | None, ranks: Ranks) -> int | None:

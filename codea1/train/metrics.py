@@ -7,6 +7,9 @@
   one would have.
 - `Progress`: the live display (step, phase, ETA, rewards, pass and attack rates,
   tokens/s) drawn with rich on a terminal, one plain line per step otherwise.
+- `step_metrics`, `a1_judge_metrics`, `golden_judge_metrics`, `step_samples`: a step's
+  row of metrics.jsonl and its records of samples.jsonl, from the step's records
+  (`codea1.train.records`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
@@ -296,3 +299,101 @@ class Progress:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+# --------------------------------------------------------------------------- a step's figures
+
+
+def step_metrics(rollout, rewards, book: Mapping[str, Any], update: Mapping[str, Any],
+                 times: Mapping[str, float], *, golden: bool, epoch: int,
+                 dropped: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """One step's row: the judge's, the Mistake Book's and the update's figures, the
+    rollouts' counts, the data position, and each phase's seconds (`time/PHASE_s`)."""
+    metrics: dict[str, Any] = {**rewards.metrics, **book, **update}
+    metrics.update(generation_metrics("code", rollout.code_stats))
+    if not golden:
+        metrics.update(generation_metrics("test", rollout.test_stats))
+    stats = (rollout.code_stats, rollout.test_stats)
+    total_tokens = sum(s.completion_tokens for s in stats)
+    total_gen_s = sum(s.seconds for s in stats)
+    metrics["rollout/tokens"] = total_tokens
+    metrics["rollout/tokens_per_s"] = total_tokens / total_gen_s if total_gen_s > 0 else 0.0
+    metrics["data/epoch"] = epoch
+    metrics["data/train_dropped_overlong"] = len(dropped["train"])
+    metrics["data/heldout_dropped_overlong"] = len(dropped["heldout"])
+    for key, value in times.items():
+        metrics[f"time/{key}_s"] = value
+    return metrics
+
+
+def generation_metrics(role: str, st) -> dict[str, Any]:
+    """`rollout/ROLE_*` of one role's `GenerationStats`."""
+    return {
+        f"rollout/{role}_samples": st.samples,
+        f"rollout/{role}_tokens": st.completion_tokens,
+        f"rollout/{role}_tokens_per_s": st.tokens_per_s,
+        f"rollout/{role}_truncated": st.completions_truncated,
+        f"rollout/{role}_empty": st.empty_completions,
+        f"rollout/{role}_prompts_truncated": st.prompts_truncated,
+        f"rollout/{role}_prompts_shortened": st.prompts_shortened,
+        f"rollout/{role}_mean_length": st.completion_tokens / st.samples if st.samples else 0.0,
+    }
+
+
+def a1_judge_metrics(code_rewards, test_rewards, judgements) -> dict[str, Any]:
+    """The judge's figures of an a1/self-play step: rewards, validity, pass and attack rates."""
+    suites = [s for j in judgements for i, row in enumerate(j.suites) if j.code_valid[i] for s in row]
+    valid = [v for j in judgements for v in j.code_valid]
+    return {
+        "code/reward_mean": float(code_rewards.mean()),
+        "code/reward_std": float(code_rewards.std(unbiased=False)),
+        "test/reward_mean": float(test_rewards.mean()),
+        "test/reward_std": float(test_rewards.std(unbiased=False)),
+        "judge/code_valid_rate": sum(bool(v) for v in valid) / max(len(valid), 1),
+        "judge/pass_rate": mean([s.pass_score for s in suites]),
+        "judge/attack_rate": mean([s.attack for s in suites]),
+        "judge/attack_success": mean([1.0 if s.gen_fail_rate > 0 else 0.0 for s in suites]),
+        "judge/valid_ratio": mean([s.valid_ratio for s in suites]),
+        "judge/valid_tests": mean([float(s.valid) for s in suites]),
+        "judge/invalid_tests": mean([float(s.invalid) for s in suites]),
+        "judge/unusable_problems": sum(not j.usable for j in judgements),
+        "judge/nonprintable": mean([float(s.nonprintable) for j in judgements for row in j.suites for s in row]),
+    }
+
+
+def golden_judge_metrics(rates, results) -> dict[str, Any]:
+    """The figures of a golden-mode step: golden-test pass rates of the candidates."""
+    n = max(len(results), 1)
+    return {
+        "code/reward_mean": float(rates.mean()),
+        "code/reward_std": float(rates.std(unbiased=False)),
+        "judge/pass_rate": float(rates.mean()),
+        "judge/code_correct_rate": sum(r.correct for r in results) / n,
+        "judge/code_valid_rate": sum(r.status not in ("no-function", "error", "infra") for r in results) / n,
+        "judge/infra": sum(r.status == "infra" for r in results),
+    }
+
+
+def step_samples(rollout, rewards, batches, k: int) -> list[dict[str, Any]]:
+    """A few samples for samples.jsonl: per problem (the first `k`) its first code and a suite.
+
+    The suite shown is the first of a candidate whose suites trained (the top-std
+    choice), else of candidate 0; `trained` says whether the sample was in the update.
+    """
+    out = []
+    for pi, p in enumerate(rollout.problems[:k]):
+        s = rollout.code_samples[pi][0]
+        out.append({"role": "code", "problem_id": p.id, "reward": float(rewards.code[pi, 0]),
+                    "truncated": s.truncated, "trained": 0 in batches.code.chosen.get(pi, []), "text": s.text})
+        if rewards.test is not None and rollout.suites[pi]:
+            chosen = batches.test.chosen.get(pi, [])
+            ci = chosen[0] if chosen else 0
+            t = rollout.suites[pi][ci][0]
+            out.append({"role": "test", "problem_id": p.id, "candidate": ci,
+                        "reward": float(rewards.test[pi, ci, 0]), "truncated": t.truncated,
+                        "trained": ci in chosen, "text": t.text})
+    return out
+
+
+def mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else 0.0

@@ -1,0 +1,54 @@
+"""The problems a run trains and validates on, as `data.train`, `data.heldout` and
+`data.include` name them (the order they are drawn in is `codea1.data.sampler`'s)."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from codea1.data import bundled_problems, bundled_split, load_problems
+from codea1.train.config import REQUIRED, TrainConfig, require_data
+
+
+def load_training_data(cfg: TrainConfig):
+    """(train problems, held-out problems) as the config names them."""
+    if REQUIRED in (cfg.data.train, cfg.data.heldout):
+        require_data(cfg)
+
+    def load(field: str, text: str, bundled_means: str) -> list:
+        try:
+            split = bundled_split(text)   # `bundled` alone: the train (or held-out) split
+        except ValueError as exc:
+            raise ValueError(f"data.{field}: {exc}") from None
+        if split is None:
+            return load_problems(text)
+        return bundled_problems(bundled_means if text == "bundled" else split)
+
+    train = load("train", cfg.data.train, "train")
+    heldout = [] if cfg.data.heldout is None else load("heldout", cfg.data.heldout, "heldout")
+    if not train:
+        raise ValueError(f"data.train {cfg.data.train!r}: no problems")
+    if cfg.data.include is not None:
+        train = select_problems(train, cfg.data.include, source=cfg.data.train)
+    return train, heldout
+
+
+def select_problems(problems: list, include: list[str], source: str = "data.train") -> list:
+    """The problems whose id is one of `include` or matches one of its shell patterns, in
+    their original order. A pattern that matches no problem is an error (a typo would
+    otherwise shrink the training set in silence)."""
+    if not include:
+        raise ValueError("data.include is empty: list problem ids or patterns, or set it to null for all")
+    chosen, used = [], set()
+    for p in problems:
+        hits = {pat for pat in include if fnmatchcase(p.id, pat)}
+        if hits:
+            chosen.append(p)
+            used |= hits
+    missing = [pat for pat in include if pat not in used]
+    if missing:
+        raise ValueError(
+            f"data.include: no problem of {source!r} matches {', '.join(repr(m) for m in missing)} "
+            + (f"(its ids look like {problems[0].id!r})" if problems else "(it holds no problems)")
+            + "; --set data.include=null trains on all"
+        )
+    return chosen
