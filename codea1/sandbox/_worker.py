@@ -181,8 +181,33 @@ class Worker:
         self.protections[name] = f"LOST: {why}"
 
     def setup(self, ns_error: str | None) -> None:
+        """Confine the worker once, one protection after another (this order: the hello
+        message lists them in it), then prepare the warm state every run is forked from."""
         is_root = os.geteuid() == 0
         self.protections["fork-server"] = True
+        self.setup_namespaces(ns_error)
+        self.setup_subreaper()
+        self.setup_read_only_root(ns_error)
+        self.setup_host_scratch()
+        self.setup_uid(is_root)
+        # cgroups (created by the parent, see cgroups.make_run_groups).
+        self.cgroup_protections(is_root)
+        self.setup_no_new_privs()
+        self.protections["rlimits"] = True if is_root else "partial: no process-count limit (shared per uid)"
+        self.protections["scrubbed-env"] = True
+        self.protections["result-channel"] = True
+        self.setup_preloads()
+        self.base_vsz = _vsz_bytes()
+        self.setup_environment()
+        # v1: join the pids cgroup now: children inherit membership at fork, cheaper than
+        # moving each child. (Each child moves itself into the memory cgroup, or the v2
+        # group: see _child._confine.)
+        if self.cg is not None:
+            self.cg.worker_joins()
+        self.setup_warm_state()
+
+    def setup_namespaces(self, ns_error: str | None) -> None:
+        """The pid, net and ipc/uts namespaces `main` entered (or why it could not)."""
         if ns_error is None and self.pid_ns:
             self.protections["pid-namespace"] = True
             self.protections["net-namespace"] = True
@@ -195,13 +220,18 @@ class Worker:
             why = ns_error or "not started in a pid namespace"
             for name in ("pid-namespace", "net-namespace", "ipc-uts-namespace"):
                 self.lost(name, why)
+
+    def setup_subreaper(self) -> None:
+        """Outside a pid namespace, orphans of a run re-parent to us, so we can still find
+        and kill them."""
         if not self.pid_ns:
-            # Orphans of a run re-parent to us, so we can still find and kill them.
             try:
                 isolation.libc().prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
             except Exception:
                 pass
-        # Mount namespace and read-only root.
+
+    def setup_read_only_root(self, ns_error: str | None) -> None:
+        """A private mount namespace and the runs' read-only root, with scratch inside it."""
         if ns_error is None:
             try:
                 isolation.mount("none", "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
@@ -225,31 +255,35 @@ class Worker:
         else:
             self.lost("mount-namespace", ns_error)
             self.lost("read-only-root", "needs a mount namespace (root)")
+
+    def setup_host_scratch(self) -> None:
+        """Without a root of the runs' own: scratch in a private dir of the host's /tmp."""
         if self.root is None:
             base = f"/tmp/codea1-sbx-{os.getpid()}"
             os.makedirs(base, mode=0o700, exist_ok=True)
             self.host_tmp = base  # removed when the worker stops
             self.scratch_host = self.scratch_child = base + "/scratch"
+
+    def setup_uid(self, is_root: bool) -> None:
+        """The unprivileged uid the runs switch to (root only)."""
         if is_root:
             self.uid = int(self.cfg["uid"])
             self.protections["unprivileged-uid"] = True
         else:
             self.lost("unprivileged-uid", "not root: runs keep the caller's uid and its file access")
-        # cgroups (created by the parent, see cgroups.make_run_groups).
-        self.cgroup_protections(is_root)
-        # Inherited by every child (a ctypes call per child would cost milliseconds):
-        # no execve of the run can gain privileges (setuid binaries, file capabilities).
+
+    def setup_no_new_privs(self) -> None:
+        """Inherited by every child (a ctypes call per child would cost milliseconds): no
+        execve of the run can gain privileges (setuid binaries, file capabilities)."""
         try:
             isolation.set_no_new_privs()
             self.protections["no-new-privs"] = True
         except OSError as e:
             self.lost("no-new-privs", str(e))
-        self.protections["rlimits"] = True if is_root else "partial: no process-count limit (shared per uid)"
-        self.protections["scrubbed-env"] = True
-        self.protections["result-channel"] = True
-        # Warm state: pre-import what test programs commonly need.
-        # Warm-state modules are imported on first mention by a job (see warm_up): until a
-        # run needs numpy, forks stay cheaper without it.
+
+    def setup_preloads(self) -> None:
+        """Warm state: the preload modules test programs commonly need, imported on first
+        mention by a job (see warm_up): until a run needs numpy, forks stay cheaper without it."""
         import importlib.util
 
         self.preload_errors = {}
@@ -262,9 +296,10 @@ class Worker:
                 self.lazy.append(mod)
             except Exception as e:  # an optional convenience, never a protection
                 self.preload_errors[mod] = f"{type(e).__name__}: {e}"
-        self.base_vsz = _vsz_bytes()
-        # The runs' environment, set once here and inherited by every child: nothing of the
-        # parent's environment was passed to this process in the first place.
+
+    def setup_environment(self) -> None:
+        """The runs' environment, set once here and inherited by every child: nothing of the
+        parent's environment was passed to this process in the first place."""
         os.environ.clear()
         os.environ.update({
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -276,13 +311,10 @@ class Worker:
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
         })
-        # v1: join the pids cgroup now: children inherit membership at fork, cheaper than
-        # moving each child. (Each child moves itself into the memory cgroup, or the v2
-        # group: see _child._confine.)
-        if self.cg is not None:
-            self.cg.worker_joins()
-        # Objects of the warm state are never collected again: a collection in a child would
-        # otherwise write to every one of them and copy the whole heap page by page.
+
+    def setup_warm_state(self) -> None:
+        """Objects of the warm state are never collected again: a collection in a child would
+        otherwise write to every one of them and copy the whole heap page by page."""
         import gc
 
         prepare_warm_state()
