@@ -132,7 +132,8 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
     the calls before it left), so nothing it does is seen by any later call."""
     out_fd, err_fd, res_fd = fds
     # Keep private references: a candidate that patches os/json/builtins later cannot
-    # change what this function calls.
+    # change what this function calls (the harness's helpers too: bound below, before the
+    # program runs).
     _write, _exit, _dumps, _int_text = os.write, os._exit, plain_json, int.__repr__
     _fork, _pipe, _read, _close, _waitpid = os.fork, os.pipe, os.read, os.close, os.waitpid
     # The result pipe sits at a per-run random fd, and the program/end records carry a
@@ -141,18 +142,46 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
     # values, compared in the parent, are what scores. See docs/SANDBOX.md.)
     _fd, _nonce = plan["result_fd"], plan["nonce"]
     try:
-        _confine(plan, out_fd, err_fd, res_fd)
-        sys.stdin, sys.stdout, sys.stderr = _STDIO or make_stdio()
-        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-        sys.argv = ["program.py"]
-        main = types.ModuleType("__main__")
-        main.__dict__["__builtins__"] = builtins
-        sys.modules["__main__"] = main
-        g = main.__dict__
+        g = _enter_run(plan, out_fd, err_fd, res_fd)
         max_value = plan["max_value_bytes"]
         plan = None  # noqa: F841 - the nonce lives on only in this frame's locals
     except BaseException:
         _exit(SETUP_FAILED_EXIT)
+
+    record, line = _writers(_write, _fd, _dumps)
+    flush = _flush
+    evaluate = _evaluator(calls, g, max_value, _dumps, flush)
+    evaluate_apart = _apart(evaluate, _fd, max_value, _dumps, (_write, _exit, _fork, _pipe, _read, _close, _waitpid))
+    record(["ready"])
+    program_ok, program_error, exit_code = _run_program(program, g)
+    flush()
+    record(["P", program_ok, program_error, _nonce])
+    if program_ok:
+        done = ""  # the last call's result record, written with the next record: one write
+        for i in range(start_at, len(calls)):
+            index = _int_text(i)
+            line(done + '["S",' + index + "]")
+            done = (evaluate_apart(i, index) if i in isolated else evaluate(i, index)) + "\n"
+        line(done + _dumps(["E", _nonce]))  # the parent accepts nothing after a failed program's record
+    _exit(exit_code)
+
+
+def _enter_run(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> dict:
+    """Confine this process, give it the run's stdio and a fresh ``__main__``; returns the
+    program's globals."""
+    _confine(plan, out_fd, err_fd, res_fd)
+    sys.stdin, sys.stdout, sys.stderr = _STDIO or make_stdio()
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    sys.argv = ["program.py"]
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    return main.__dict__
+
+
+def _writers(_write, _fd: int, _dumps):
+    """``record(list)`` and ``line(text)``: one record on the result pipe, through the
+    private references given."""
 
     def record(rec: list) -> None:
         line(_dumps(rec))
@@ -166,15 +195,20 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
             n = _write(_fd, view)
             view = view[n:]
 
-    def flush() -> None:
-        for s in (sys.stdout, sys.stderr):
-            try:
-                s.flush()
-            except BaseException:
-                pass
+    return record, line
 
+
+def _flush() -> None:
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except BaseException:
+            pass
+
+
+def _run_program(program, g: dict) -> tuple:
+    """Run the program in ``g``: ``(program_ok, program_error, exit_code)``."""
     exit_code = 0
-    record(["ready"])
     try:
         exec(_code(program, "program.py", "exec"), g)
         program_ok, program_error = True, None
@@ -191,8 +225,11 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
                 traceback.print_exception(e)
             except BaseException:
                 pass
-    flush()
-    record(["P", program_ok, program_error, _nonce])
+    return program_ok, program_error, exit_code
+
+
+def _evaluator(calls: tuple, g: dict, max_value: int, _dumps, flush):
+    """``evaluate(i, index)``: call ``i``'s result record (``index`` is ``i`` as text)."""
 
     def evaluate(i: int, index: str) -> str:
         """Call ``i``'s result record."""
@@ -209,6 +246,14 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
             text = _dumps(["R", i, "error", _describe(e)])
         flush()
         return text
+
+    return evaluate
+
+
+def _apart(evaluate, _fd: int, max_value: int, _dumps, os_calls: tuple):
+    """``evaluate_apart(i, index)``: ``evaluate`` in a fork, with the private ``os``
+    references ``(write, _exit, fork, pipe, read, close, waitpid)``."""
+    _write, _exit, _fork, _pipe, _read, _close, _waitpid = os_calls
 
     def evaluate_apart(i: int, index: str) -> str:
         """Call ``i``'s result record, evaluated in a fork that ends with the call: it
@@ -246,15 +291,7 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
         return _dumps(["R", i, "error", "IsolatedCallFailed: the call's process ended without a result "
                                         f"(wait status {status})"])
 
-    if program_ok:
-        done = ""  # the last call's result record, written with the next record: one write
-        for i in range(start_at, len(calls)):
-            index = _int_text(i)
-            line(done + '["S",' + index + "]")
-            done = (evaluate_apart(i, index) if i in isolated else evaluate(i, index)) + "\n"
-        line(done + _dumps(["E", _nonce]))  # the parent accepts nothing after a failed program's record
-    _exit(exit_code)
-
+    return evaluate_apart
 
 #: json's C scanner, taken before any run's code: what an isolated call's fork hands back is
 #: read with it (the worker checks every record again).

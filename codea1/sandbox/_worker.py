@@ -181,8 +181,33 @@ class Worker:
         self.protections[name] = f"LOST: {why}"
 
     def setup(self, ns_error: str | None) -> None:
+        """Confine the worker once, one protection after another (this order: the hello
+        message lists them in it), then prepare the warm state every run is forked from."""
         is_root = os.geteuid() == 0
         self.protections["fork-server"] = True
+        self.setup_namespaces(ns_error)
+        self.setup_subreaper()
+        self.setup_read_only_root(ns_error)
+        self.setup_host_scratch()
+        self.setup_uid(is_root)
+        # cgroups (created by the parent, see cgroups.make_run_groups).
+        self.cgroup_protections(is_root)
+        self.setup_no_new_privs()
+        self.protections["rlimits"] = True if is_root else "partial: no process-count limit (shared per uid)"
+        self.protections["scrubbed-env"] = True
+        self.protections["result-channel"] = True
+        self.setup_preloads()
+        self.base_vsz = _vsz_bytes()
+        self.setup_environment()
+        # v1: join the pids cgroup now: children inherit membership at fork, cheaper than
+        # moving each child. (Each child moves itself into the memory cgroup, or the v2
+        # group: see _child._confine.)
+        if self.cg is not None:
+            self.cg.worker_joins()
+        self.setup_warm_state()
+
+    def setup_namespaces(self, ns_error: str | None) -> None:
+        """The pid, net and ipc/uts namespaces `main` entered (or why it could not)."""
         if ns_error is None and self.pid_ns:
             self.protections["pid-namespace"] = True
             self.protections["net-namespace"] = True
@@ -195,13 +220,18 @@ class Worker:
             why = ns_error or "not started in a pid namespace"
             for name in ("pid-namespace", "net-namespace", "ipc-uts-namespace"):
                 self.lost(name, why)
+
+    def setup_subreaper(self) -> None:
+        """Outside a pid namespace, orphans of a run re-parent to us, so we can still find
+        and kill them."""
         if not self.pid_ns:
-            # Orphans of a run re-parent to us, so we can still find and kill them.
             try:
                 isolation.libc().prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
             except Exception:
                 pass
-        # Mount namespace and read-only root.
+
+    def setup_read_only_root(self, ns_error: str | None) -> None:
+        """A private mount namespace and the runs' read-only root, with scratch inside it."""
         if ns_error is None:
             try:
                 isolation.mount("none", "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
@@ -225,31 +255,35 @@ class Worker:
         else:
             self.lost("mount-namespace", ns_error)
             self.lost("read-only-root", "needs a mount namespace (root)")
+
+    def setup_host_scratch(self) -> None:
+        """Without a root of the runs' own: scratch in a private dir of the host's /tmp."""
         if self.root is None:
             base = f"/tmp/codea1-sbx-{os.getpid()}"
             os.makedirs(base, mode=0o700, exist_ok=True)
             self.host_tmp = base  # removed when the worker stops
             self.scratch_host = self.scratch_child = base + "/scratch"
+
+    def setup_uid(self, is_root: bool) -> None:
+        """The unprivileged uid the runs switch to (root only)."""
         if is_root:
             self.uid = int(self.cfg["uid"])
             self.protections["unprivileged-uid"] = True
         else:
             self.lost("unprivileged-uid", "not root: runs keep the caller's uid and its file access")
-        # cgroups (created by the parent, see cgroups.make_run_groups).
-        self.cgroup_protections(is_root)
-        # Inherited by every child (a ctypes call per child would cost milliseconds):
-        # no execve of the run can gain privileges (setuid binaries, file capabilities).
+
+    def setup_no_new_privs(self) -> None:
+        """Inherited by every child (a ctypes call per child would cost milliseconds): no
+        execve of the run can gain privileges (setuid binaries, file capabilities)."""
         try:
             isolation.set_no_new_privs()
             self.protections["no-new-privs"] = True
         except OSError as e:
             self.lost("no-new-privs", str(e))
-        self.protections["rlimits"] = True if is_root else "partial: no process-count limit (shared per uid)"
-        self.protections["scrubbed-env"] = True
-        self.protections["result-channel"] = True
-        # Warm state: pre-import what test programs commonly need.
-        # Warm-state modules are imported on first mention by a job (see warm_up): until a
-        # run needs numpy, forks stay cheaper without it.
+
+    def setup_preloads(self) -> None:
+        """Warm state: the preload modules test programs commonly need, imported on first
+        mention by a job (see warm_up): until a run needs numpy, forks stay cheaper without it."""
         import importlib.util
 
         self.preload_errors = {}
@@ -262,9 +296,10 @@ class Worker:
                 self.lazy.append(mod)
             except Exception as e:  # an optional convenience, never a protection
                 self.preload_errors[mod] = f"{type(e).__name__}: {e}"
-        self.base_vsz = _vsz_bytes()
-        # The runs' environment, set once here and inherited by every child: nothing of the
-        # parent's environment was passed to this process in the first place.
+
+    def setup_environment(self) -> None:
+        """The runs' environment, set once here and inherited by every child: nothing of the
+        parent's environment was passed to this process in the first place."""
         os.environ.clear()
         os.environ.update({
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -276,13 +311,10 @@ class Worker:
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
         })
-        # v1: join the pids cgroup now: children inherit membership at fork, cheaper than
-        # moving each child. (Each child moves itself into the memory cgroup, or the v2
-        # group: see _child._confine.)
-        if self.cg is not None:
-            self.cg.worker_joins()
-        # Objects of the warm state are never collected again: a collection in a child would
-        # otherwise write to every one of them and copy the whole heap page by page.
+
+    def setup_warm_state(self) -> None:
+        """Objects of the warm state are never collected again: a collection in a child would
+        otherwise write to every one of them and copy the whole heap page by page."""
         import gc
 
         prepare_warm_state()
@@ -473,95 +505,125 @@ class Worker:
         lim = job["limits"]
         program = self.codes.get(job["program"], "program.py", "exec")
         calls = tuple(self.codes.get(c, "<call>", "eval") for c in job["calls"])
-        n = len(calls)
         self.isolated = frozenset(job.get("isolated", ()))
         self.apply_limits(lim)
         plan = self.plan(lim)
         t0 = self.run_started = time.monotonic()
-        deadline = t0 + lim["timeout_s"]
         res = {
             "status": "ok", "exit_code": None, "program_ok": False, "program_error": None,
             "cpu_s": 0.0, "peak_mb": 0.0, "infra_error": None,
         }
         out = _Output(lim["max_output_bytes"])
-        call_res: list = [None] * n
-        start, first = 0, True
+        call_res: list = [None] * len(calls)
+        peak_rss = self.run_segments(program, calls, plan, lim, t0 + lim["timeout_s"], out, res, call_res)
+        return self.finish_job(res, call_res, out, t0, peak_rss)
+
+    def run_segments(self, program, calls: tuple, plan: dict, lim: dict, deadline: float,
+                     out: _Output, res: dict, call_res: list) -> float:
+        """Run the job in segments, each a child of its own: after a call that ended its
+        process, the next child runs the program again and the calls after that one.
+        Fills `res` and `call_res`; returns the largest peak RSS of a run process."""
+        start = 0
         peak_rss = 0.0
         while True:
             seg = self.segment(program, calls, start, plan, lim, deadline, out)
             peak_rss = max(peak_rss, self.last_maxrss_mb)
             res["cpu_s"] += seg["cpu"]
             res["exit_code"] = seg["exit_code"]
-            if not seg["ready"]:  # no candidate code ran: the failure is ours
-                res.update(status="infra", infra_error=f"child set-up failed ({seg['how'] or seg['kill']})")
-                break
-            if seg["violation"]:
-                res.update(status="error", program_ok=False,
-                           program_error=f"ProtocolViolation: {seg['violation']}")
-                call_res = [{"status": "error", "error": "ProtocolViolation: forged or malformed result record"}
-                            for _ in calls]
-                break
-            prog = seg["program"]
-            if first:
-                first = False
-                if prog is None or not prog[0]:
-                    res["program_ok"] = False
-                    if prog is not None:
-                        res["program_error"] = prog[1]
-                        res["status"] = "memory" if (prog[1] or "").startswith("MemoryError") else "error"
-                    else:
-                        res["status"], res["program_error"] = self._death_status(seg, lim)
-                    if seg["kill"] == "output":
-                        res["status"] = "output-limit"
-                    break
-                res["program_ok"] = True
-            elif prog is None or not prog[0]:
-                if seg["kill"] in ("run", "output"):
-                    res["status"] = "timeout" if seg["kill"] == "run" else "output-limit"
-                    break
-                why = prog[1] if prog is not None else self._death_status(seg, lim)[1]
-                for i in range(start, n):
-                    call_res[i] = {"status": "error",
-                                   "error": f"ProgramRerunFailed: the program failed when re-run for "
-                                            f"the remaining calls: {why}"}
-                break
-            for i, r in seg["results"].items():
-                call_res[i] = r
-            if seg["ended"]:
-                if seg["kill"] == "output":  # the flood outran the end record
-                    res["status"] = "output-limit"
-                break
-            k = seg["in_call"]
+            k = self.take_segment(seg, start, lim, res, call_res)
             if k is None:
-                k = next((i for i in range(start, n) if call_res[i] is None), None)
-                if k is None:
-                    break
-                started = False
-            else:
-                started = True
-            if seg["kill"] == "run":
-                call_res[k] = {"status": "timeout", "error": f"run exceeded {lim['timeout_s']} s"}
-                res["status"] = "timeout"
                 break
-            if seg["kill"] == "output":
-                call_res[k] = {"status": "error", "error": "OutputLimit: output exceeded "
-                               f"{lim['max_output_bytes']} bytes"}
-                res["status"] = "output-limit"
-                break
-            if seg["kill"] == "call":
-                call_res[k] = {"status": "timeout", "error": f"call exceeded {lim['call_timeout_s']} s"}
-            elif started:
-                call_res[k] = {"status": "error", "error": self._death_status(seg, lim)[1]}
-            else:
-                call_res[k] = {"status": "error",
-                               "error": "ProcessExited: the process ended before the call ran "
-                                        f"({self._death_status(seg, lim)[1]})"}
             start = k + 1
-            if start >= n:
+            if start >= len(calls):
                 break
             if time.monotonic() >= deadline:
                 res["status"] = "timeout"
                 break
+        return peak_rss
+
+    def take_segment(self, seg: dict, start: int, lim: dict, res: dict, call_res: list) -> int | None:
+        """Record what a segment that started at call `start` did. Returns the call that
+        ended its process (the next segment starts after it), or None: the job is over."""
+        if not seg["ready"]:  # no candidate code ran: the failure is ours
+            res.update(status="infra", infra_error=f"child set-up failed ({seg['how'] or seg['kill']})")
+            return None
+        if seg["violation"]:
+            res.update(status="error", program_ok=False,
+                       program_error=f"ProtocolViolation: {seg['violation']}")
+            call_res[:] = [{"status": "error", "error": "ProtocolViolation: forged or malformed result record"}
+                           for _ in call_res]
+            return None
+        if not self.take_program(seg, start, lim, res, call_res):
+            return None
+        for i, r in seg["results"].items():
+            call_res[i] = r
+        if seg["ended"]:
+            if seg["kill"] == "output":  # the flood outran the end record
+                res["status"] = "output-limit"
+            return None
+        return self.take_stopped_call(seg, start, lim, res, call_res)
+
+    def take_program(self, seg: dict, start: int, lim: dict, res: dict, call_res: list) -> bool:
+        """Record the segment's program outcome; False when no call of it counts (the
+        program failed: in the first segment, the run's verdict; in a later one, a re-run
+        that failed fails the calls left)."""
+        prog = seg["program"]
+        if start == 0:
+            if prog is None or not prog[0]:
+                res["program_ok"] = False
+                if prog is not None:
+                    res["program_error"] = prog[1]
+                    res["status"] = "memory" if (prog[1] or "").startswith("MemoryError") else "error"
+                else:
+                    res["status"], res["program_error"] = self._death_status(seg, lim)
+                if seg["kill"] == "output":
+                    res["status"] = "output-limit"
+                return False
+            res["program_ok"] = True
+        elif prog is None or not prog[0]:
+            if seg["kill"] in ("run", "output"):
+                res["status"] = "timeout" if seg["kill"] == "run" else "output-limit"
+                return False
+            why = prog[1] if prog is not None else self._death_status(seg, lim)[1]
+            for i in range(start, len(call_res)):
+                call_res[i] = {"status": "error",
+                               "error": f"ProgramRerunFailed: the program failed when re-run for "
+                                        f"the remaining calls: {why}"}
+            return False
+        return True
+
+    def take_stopped_call(self, seg: dict, start: int, lim: dict, res: dict, call_res: list) -> int | None:
+        """The segment ended before its end record: give the call in progress (or the first
+        one not run) its verdict. Returns that call, or None when the job is over."""
+        k = seg["in_call"]
+        if k is None:
+            k = next((i for i in range(start, len(call_res)) if call_res[i] is None), None)
+            if k is None:
+                return None
+            started = False
+        else:
+            started = True
+        if seg["kill"] == "run":
+            call_res[k] = {"status": "timeout", "error": f"run exceeded {lim['timeout_s']} s"}
+            res["status"] = "timeout"
+            return None
+        if seg["kill"] == "output":
+            call_res[k] = {"status": "error", "error": "OutputLimit: output exceeded "
+                           f"{lim['max_output_bytes']} bytes"}
+            res["status"] = "output-limit"
+            return None
+        if seg["kill"] == "call":
+            call_res[k] = {"status": "timeout", "error": f"call exceeded {lim['call_timeout_s']} s"}
+        elif started:
+            call_res[k] = {"status": "error", "error": self._death_status(seg, lim)[1]}
+        else:
+            call_res[k] = {"status": "error",
+                           "error": "ProcessExited: the process ended before the call ran "
+                                    f"({self._death_status(seg, lim)[1]})"}
+        return k
+
+    def finish_job(self, res: dict, call_res: list, out: _Output, t0: float, peak_rss: float) -> dict:
+        """Clean scratch for the next run and complete the result."""
         try:
             self.fresh_scratch()  # files a run wrote are memory (tmpfs): give it back now
         except OSError:
@@ -604,17 +666,7 @@ class Worker:
         if start or self.scratch_dirty:  # a continuation starts from the clean state, files included
             self.fresh_scratch()
             self.scratch_dirty = False
-        r_out, w_out = os.pipe()
-        r_err, w_err = os.pipe()
-        r_res, w_res = os.pipe()
-        if calls:
-            try:  # room for many records between ticks
-                fcntl.fcntl(r_res, _F_SETPIPE_SZ, 1 << 20)
-            except OSError:
-                pass
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200) for fd in (w_out, w_err, w_res)]
-        for fd in (w_out, w_err, w_res):
-            os.close(fd)
+        pipes, high = _run_pipes(bool(calls))
         nonce = os.urandom(8).hex()
         plan = dict(plan, nonce=nonce, result_fd=10 + int.from_bytes(os.urandom(2), "little") % 180)
         # Everything that needs no pid is made before the fork: while the child lives, each
@@ -623,15 +675,36 @@ class Worker:
                "kill": None, "violation": None, "status": None, "cpu": 0.0, "exit_code": None,
                "oom": False, "how": ""}
         parser = _RecordParser(start, len(calls), lim["max_value_bytes"] + _RECORD_SLACK, nonce)
-        for fd in (r_out, r_err, r_res):
+        for fd in pipes:
             os.set_blocking(fd, False)
         poller = select.poll()
-        for fd in (r_out, r_err):
+        for fd in pipes[:2]:
             poller.register(fd, select.POLLIN)
-        inbox = self.inbox
-        watch_inbox = inbox is not None and not inbox.closed
-        open_fds = {r_out, r_err, r_res}
-        exited = inbox_polled = False
+        open_fds = set(pipes)
+        pid = self.fork_child(plan, program, calls, start, high)
+        pidfd = os.pidfd_open(pid)
+        # Result records are read lazily (on a tick, at exit, before any kill decision), and
+        # the parent's next job only once the run is long (see `return_queued`): a short run
+        # costs the worker a single wake-up, the child's exit.
+        poller.register(pidfd, select.POLLIN)
+        self.watch(seg, parser, poller, pidfd, pipes, open_fds, lim, deadline, out)
+        # Stop everything the run started, then read what is left in the pipes.
+        cpu, status = self.kill_everything(pid)
+        _drain_rest(seg, parser, pipes, open_fds, out)
+        for fd in (*pipes, pidfd):
+            os.close(fd)
+        seg.update(ready=parser.ready, program=parser.program, results=parser.results,
+                   ended=parser.ended, in_call=parser.call_started, status=status, cpu=cpu,
+                   oom=self._oom_happened(status))
+        if status is not None:
+            seg["exit_code"] = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+            seg["how"] = (f"exit code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
+                          else f"signal {os.WTERMSIG(status)}")
+        return seg
+
+    def fork_child(self, plan: dict, program, calls: tuple, start: int, high: list) -> int:
+        """Fork the run's child (under the run's malloc settings) and close the write ends
+        of its pipes here; returns its pid."""
         mallopt = self.mallopt
         if mallopt is not None:  # the child inherits the run's malloc; the worker keeps its own
             mallopt(_M_MMAP_MAX, RUN_MMAP_MAX)
@@ -647,16 +720,21 @@ class Worker:
             mallopt(_M_TRIM_THRESHOLD, _WORKER_TRIM_THRESHOLD)
         for fd in high:
             os.close(fd)
-        pidfd = os.pidfd_open(pid)
-        # Result records are read lazily (on a tick, at exit, before any kill decision), and
-        # the parent's next job only once the run is long (see `return_queued`): a short run
-        # costs the worker a single wake-up, the child's exit.
-        poller.register(pidfd, select.POLLIN)
+        return pid
+
+    def watch(self, seg: dict, parser: _RecordParser, poller, pidfd: int, pipes: tuple,
+              open_fds: set, lim: dict, deadline: float, out: _Output) -> None:
+        """Watch the child until it exits or must be stopped (``seg["kill"]`` says why):
+        its records, the call and run deadlines, its output bound, and, once the run is
+        long, the jobs queued behind it."""
+        inbox = self.inbox
+        watch_inbox = inbox is not None and not inbox.closed
+        exited = inbox_polled = False
         while True:
             if seg["kill"] == "output":
                 # stop before reading more records: the call in progress is the flooder
                 break
-            data = _drain(r_res)
+            data = _drain(pipes[2])
             if data:
                 parser.feed(data)
             if parser.violation:
@@ -678,52 +756,36 @@ class Worker:
                     inbox_polled = True
                 self.return_queued()
             wait_ms = min(_TICK_MS, max(1, int((limit_at - now) * 1000) + 1))
-            for fd, ev in poller.poll(wait_ms):
-                if fd == pidfd:
-                    exited = True
-                    continue
-                if watch_inbox and fd == inbox.fd:
-                    inbox.pump()
-                    if inbox.closed:
-                        poller.unregister(fd)
-                        watch_inbox = False
-                    continue
-                if fd not in open_fds:
-                    continue
-                # Read no further than one byte past the bound: a flooder then blocks on its
-                # full pipe inside the flooding call, and that call is the one that fails.
-                data = _drain(fd, cap=max(1, out.limit - out.total + 1))
-                if data is None:  # EOF
-                    poller.unregister(fd)
-                    open_fds.discard(fd)
-                elif not out.add(fd == r_err, data):
-                    seg["kill"] = "output"
-                    break
-        # Stop everything the run started, then read what is left in the pipes.
-        cpu, status = self.kill_everything(pid)
-        for fd in list(open_fds):
-            while True:
-                data = _drain(fd)
-                if not data:
-                    break
-                if fd == r_res:
-                    parser.feed(data)
-                elif fd in (r_out, r_err) and not out.add(fd == r_err, data) and seg["kill"] is None:
-                    seg["kill"] = "output"
-        parser.finish()
-        if parser.violation and not seg["violation"]:
-            seg["violation"] = parser.violation
-        for fd in (r_out, r_err, r_res, pidfd):
-            os.close(fd)
-        seg.update(ready=parser.ready, program=parser.program, results=parser.results,
-                   ended=parser.ended, in_call=parser.call_started, status=status, cpu=cpu,
-                   oom=self._oom_happened(status))
-        if status is not None:
-            seg["exit_code"] = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
-            seg["how"] = (f"exit code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
-                          else f"signal {os.WTERMSIG(status)}")
-        return seg
+            exited, watch_inbox = self.wait_events(seg, poller, wait_ms, pidfd, pipes, open_fds, out,
+                                                   exited, watch_inbox)
 
+    def wait_events(self, seg: dict, poller, wait_ms: int, pidfd: int, pipes: tuple, open_fds: set,
+                    out: _Output, exited: bool, watch_inbox: bool) -> tuple[bool, bool]:
+        """One poll: note the child's exit, read the parent's messages, capture output
+        (``seg["kill"] = "output"`` past its bound). Returns the new (exited, watch_inbox)."""
+        inbox = self.inbox
+        for fd, ev in poller.poll(wait_ms):
+            if fd == pidfd:
+                exited = True
+                continue
+            if watch_inbox and fd == inbox.fd:
+                inbox.pump()
+                if inbox.closed:
+                    poller.unregister(fd)
+                    watch_inbox = False
+                continue
+            if fd not in open_fds:
+                continue
+            # Read no further than one byte past the bound: a flooder then blocks on its
+            # full pipe inside the flooding call, and that call is the one that fails.
+            data = _drain(fd, cap=max(1, out.limit - out.total + 1))
+            if data is None:  # EOF
+                poller.unregister(fd)
+                open_fds.discard(fd)
+            elif not out.add(fd == pipes[1], data):
+                seg["kill"] = "output"
+                break
+        return exited, watch_inbox
 
 def _mallopt():
     """glibc's ``mallopt``, or None where the C library has none (the runs then keep the
@@ -943,6 +1005,41 @@ class _RecordParser:
 
 #: json's C scanner: one JSON value at an index of a str, as ``json.loads`` reads it.
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def _run_pipes(has_calls: bool) -> tuple[tuple[int, int, int], list[int]]:
+    """The pipes of one run: read ends (stdout, stderr, results) for the worker, and the
+    write ends for the child, moved to high close-on-exec fds."""
+    r_out, w_out = os.pipe()
+    r_err, w_err = os.pipe()
+    r_res, w_res = os.pipe()
+    if has_calls:
+        try:  # room for many records between ticks
+            fcntl.fcntl(r_res, _F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200) for fd in (w_out, w_err, w_res)]
+    for fd in (w_out, w_err, w_res):
+        os.close(fd)
+    return (r_out, r_err, r_res), high
+
+
+def _drain_rest(seg: dict, parser: _RecordParser, pipes: tuple, open_fds: set, out: _Output) -> None:
+    """After the kill: read what is left in the pipes still open (the results into
+    `parser`, output up to its bound), then end the parser."""
+    r_out, r_err, r_res = pipes
+    for fd in list(open_fds):
+        while True:
+            data = _drain(fd)
+            if not data:
+                break
+            if fd == r_res:
+                parser.feed(data)
+            elif fd in (r_out, r_err) and not out.add(fd == r_err, data) and seg["kill"] is None:
+                seg["kill"] = "output"
+    parser.finish()
+    if parser.violation and not seg["violation"]:
+        seg["violation"] = parser.violation
 
 
 def _drain(fd: int, cap: int = 1 << 20) -> bytes | None:

@@ -12,12 +12,10 @@ an `Instance` record compared by its type name and attributes.
 from __future__ import annotations
 
 import collections
-import datetime
-import decimal
-import fractions
 import math
 from typing import Any
 
+from codea1.sandbox._scalars import SCALAR_TAGS, decode_scalar
 from codea1.sandbox.values import Value, check_value
 
 __all__ = ["Array", "Instance", "Named", "Unsupported", "decode", "python_equal"]
@@ -141,28 +139,8 @@ def _decode(v: Value) -> Any:
         return _decode(v[2])
     if tag == "ndarray":
         return Array(v[1], tuple(v[2]), [_decode(x) for x in v[3]])
-    if tag == "decimal":
-        try:
-            return decimal.Decimal(v[1])
-        except decimal.InvalidOperation:
-            raise ValueError(f"malformed decimal value {v[1]!r:.40}") from None
-    if tag == "fraction":
-        return fractions.Fraction(int(v[1]), int(v[2]))
-    if tag == "range":
-        return range(int(v[1]), int(v[2]), int(v[3]))
-    if tag == "timedelta":
-        days, seconds, micro = v[1]
-        return datetime.timedelta(days=days, seconds=seconds, microseconds=micro)
-    if tag == "date":
-        return datetime.date(*v[1])
-    if tag in ("datetime", "time"):
-        zone = None
-        if v[2] is not None:
-            days, seconds, micro = v[2]
-            zone = datetime.timezone(datetime.timedelta(days=days, seconds=seconds, microseconds=micro))
-        *fields, fold = v[1]
-        kind = datetime.datetime if tag == "datetime" else datetime.time
-        return kind(*fields, tzinfo=zone, fold=fold)
+    if tag in SCALAR_TAGS:
+        return decode_scalar(v)
     raise ValueError(f"unknown value tag {tag!r}")
 
 

@@ -36,6 +36,11 @@ _SECRET_ENV = "CODEA1_SELFCHECK_SECRET"
 def checks() -> list[Check]:
     """The self-test suite (fast: a few seconds in total)."""
     fast = Limits(timeout_s=5.0, call_timeout_s=1.0, memory_mb=256, max_procs=16, max_output_bytes=4096)
+    return _result_checks(fast) + _resource_checks(fast) + _escape_and_state_checks(fast)
+
+
+def _result_checks(fast: Limits) -> list[Check]:
+    """A good program, then the attacks on the result: fake values, tampering, faked success, forged records."""
     return [
         Check("good program", "baseline",
               Job("def add(a, b):\n    return a + b\n", ["add(2, 3)", "add('a', 'b')"], fast),
@@ -63,6 +68,12 @@ def checks() -> list[Check]:
                   "    except OSError:\n        pass\nos._exit(0)\n", ["1"], fast),
               lambda r: not r.program_ok and r.calls[0].status != "ok",
               "blindly forged records (stdout, every fd) are rejected"),
+    ]
+
+
+def _resource_checks(fast: Limits) -> list[Check]:
+    """Attacks on the host's resources: signals, time, memory, processes, output."""
+    return [
         Check("signal kill from inside", "9",
               Job("import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n"
                   "print(os.getuid(), os.getpid())\n", [], fast),
@@ -92,6 +103,13 @@ def checks() -> list[Check]:
               Job("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", [], fast),
               lambda r: r.status == "output-limit" and len(r.stdout) <= 4096,
               "bounded and drained"),
+    ]
+
+
+def _escape_and_state_checks(fast: Limits) -> list[Check]:
+    """Escapes (files, network, environment), a faked infrastructure failure, and state
+    left for the next run."""
+    return [
         Check("file escape", "9",
               Job("import os\nbad = []\nfor p in ('/etc/passwd_x', '/tmp/x', '/root/x', '/x', '/usr/x'):\n"
                   "    try:\n        open(p, 'w').write('x'); bad.append(p)\n    except OSError:\n        pass\n"

@@ -689,9 +689,10 @@ def _extra_equal(a: Value, b: Value, depth: int, tol: tuple) -> bool:
     if tag == "ndarray":
         return a[1] == b[1] and a[2] == b[2] and all(_equal(p, q, depth + 1, tol) for p, q in zip(a[3], b[3]))
     # decimal, fraction, range, date, datetime, time, timedelta: their values, decoded by trusted code
-    from codea1.sandbox.decode import decode
+    # (both already checked above, as `decode` would check them)
+    from codea1.sandbox._scalars import decode_scalar
 
-    return bool(decode(a) == decode(b))
+    return bool(decode_scalar(a) == decode_scalar(b))
 
 
 def _pair_equal(p: Value, q: Value, depth: int, tol: tuple = (FLOAT_REL_TOL, FLOAT_ABS_TOL)) -> bool:
