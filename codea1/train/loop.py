@@ -618,11 +618,42 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
            on_step, previous_steps: int | None = None) -> TrainResult:
     started = time.monotonic()
     run_dir = Path(ranks.broadcast(str(run_dir)))  # rank 0's (a default name holds the time)
+    latest = ranks.broadcast(latest)  # one answer for every rank
+    manager = _prepare_run_dir(cfg, ranks, run_dir, latest, record)
+    show = Progress(cfg.steps, style=(progress or cfg.logging.progress) if ranks.main else "none")
+    show.set_phase("loading the models")
+    trainer = Trainer(cfg, run_dir, policies=policies, progress=show, ranks=ranks)
+    log = None
+    try:
+        offsets = _start(trainer, show, run_dir, latest, resume, previous_steps)
+        if ranks.main:
+            log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
+                             purge_step=trainer.step + 1 if trainer.step else (0 if resume else None),
+                             wandb=open_wandb(cfg, run_dir, resume))
+        show.start_step = show.step = trainer.step
+        show.current = trainer.step + 1
+        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0 and trainer.heldout:
+            show.set_phase("validation", 0)
+            metrics = trainer.validate()   # every rank validates its share; rank 0 logs
+            if ranks.main and metrics:
+                log.log(0, metrics)
+        rows, stopped, why = _run_steps(trainer, manager, log, show, started, stop_after, time_limit_s, on_step)
+        if stopped:
+            show.message(f"stopped at step {trainer.step} ({why}); resume with: codea1 train --resume {run_dir}")
+    finally:
+        if log is not None:
+            log.close()
+        show.close()
+        trainer.close()
+    return TrainResult(run_dir, trainer.step, stopped, rows)
+
+
+def _prepare_run_dir(cfg: TrainConfig, ranks, run_dir: Path, latest: Path | None, record: bool) -> CheckpointManager:
+    """Rank 0 tidies what a crash left in the run directory and records the config."""
     cfg_path = run_dir / CONFIG_FILE
     if ranks.main:
         run_dir.mkdir(parents=True, exist_ok=True)
     manager = CheckpointManager(run_dir, keep=cfg.checkpoint.keep)
-    latest = ranks.broadcast(latest)  # one answer for every rank
     if ranks.main:
         manager.clean()  # what a crash left: half-written or half-deleted checkpoints,
         manager.prune()  # and old ones a crash kept from being pruned
@@ -635,85 +666,74 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
         if record:  # a new run's config; on resume only to record an override (--steps)
             save_config(cfg, cfg_path)
     ranks.barrier()
-    show = Progress(cfg.steps, style=(progress or cfg.logging.progress) if ranks.main else "none")
-    show.set_phase("loading the models")
-    trainer = Trainer(cfg, run_dir, policies=policies, progress=show, ranks=ranks)
-    log = None
-    stopped = False
+    return manager
+
+
+def _start(trainer: Trainer, show: Progress, run_dir: Path, latest: Path | None, resume: bool,
+           previous_steps: int | None) -> dict[str, int]:
+    """Load the latest checkpoint, if any; the metrics files' offsets to continue from."""
+    offsets = {"metrics": 0, "samples": 0}
+    if latest is not None:
+        state = trainer.load_checkpoint(latest)
+        offsets = state["metrics_offsets"]
+        show.message(f"resumed {run_dir} at step {trainer.step} from {latest.name}")
+    elif resume:
+        show.message(f"{run_dir}: no checkpoint yet; starting from step 0")
+    if previous_steps is not None:
+        show.message(extended_message(trainer.cfg, trainer.step, previous_steps, run_dir / CONFIG_FILE))
+    return offsets
+
+
+def _run_steps(trainer: Trainer, manager: CheckpointManager, log: MetricsLog | None, show: Progress,
+               started: float, stop_after: int | None, time_limit_s: float | None,
+               on_step) -> tuple[list[dict[str, Any]], bool, str]:
+    """Steps until `steps`, a stop request, `stop_after` or the time limit; each step
+    validated and checkpointed when due. Returns (rows, stopped, why it stopped)."""
+    cfg, ranks = trainer.cfg, trainer.ranks
     rows: list[dict[str, Any]] = []
-    try:
-        offsets = {"metrics": 0, "samples": 0}
-        if latest is not None:
-            state = trainer.load_checkpoint(latest)
-            offsets = state["metrics_offsets"]
-            show.message(f"resumed {run_dir} at step {trainer.step} from {latest.name}")
-        elif resume:
-            show.message(f"{run_dir}: no checkpoint yet; starting from step 0")
-        if previous_steps is not None:
-            show.message(extended_message(cfg, trainer.step, previous_steps, cfg_path))
-        if ranks.main:
-            log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
-                             purge_step=trainer.step + 1 if trainer.step else (0 if resume else None),
-                             wandb=open_wandb(cfg, run_dir, resume))
-        show.start_step = show.step = trainer.step
-        show.current = trainer.step + 1
-        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0 and trainer.heldout:
-            show.set_phase("validation", 0)
-            metrics = trainer.validate()   # every rank validates its share; rank 0 logs
-            if ranks.main and metrics:
-                log.log(0, metrics)
-        done_here = 0
-        slowest = 0.0  # the longest step (with its validation and checkpoint) of this call
-        out_of_time = False
-        with trainer.stop:
-            while trainer.step < cfg.steps:
-                step_started = time.monotonic()
-                rng_before = capture_rng(trainer.rng_generators())
-                data_before = trainer.sampler.state()
-                try:
-                    metrics = trainer.run_step()
-                except StopRequested:
-                    restore_rng(rng_before, trainer.rng_generators())
-                    trainer.sampler.load_state(data_before)
-                    stopped = True
-                    break
-                step = trainer.step
-                last = step >= cfg.steps
-                if (cfg.validation.every and trainer.heldout
-                        and (step % cfg.validation.every == 0 or (last and cfg.validation.at_end))):
-                    show.set_phase("validation", step)
-                    figures = trainer.validate()   # every rank its share; the figures on rank 0
-                    if ranks.main:
-                        metrics.update(figures)
+    done_here, slowest, out_of_time, stopped = 0, 0.0, False, False  # slowest: a step with its extras
+    with trainer.stop:
+        while trainer.step < cfg.steps:
+            step_started = time.monotonic()
+            rng_before = capture_rng(trainer.rng_generators())
+            data_before = trainer.sampler.state()
+            try:
+                metrics = trainer.run_step()
+            except StopRequested:
+                restore_rng(rng_before, trainer.rng_generators())
+                trainer.sampler.load_state(data_before)
+                stopped = True
+                break
+            step = trainer.step
+            last = step >= cfg.steps
+            if (cfg.validation.every and trainer.heldout
+                    and (step % cfg.validation.every == 0 or (last and cfg.validation.at_end))):
+                show.set_phase("validation", step)
+                figures = trainer.validate()   # every rank its share; the figures on rank 0
                 if ranks.main:
-                    log.log(step, metrics)
-                    log.log_samples(step, trainer._last_samples)
-                    rows.append({"step": step, **metrics})
-                done_here += 1
-                if time_limit_s is not None and not last:  # would the next step end past the budget?
-                    slowest = max(slowest, time.monotonic() - step_started)
-                    out_of_time = ranks.any(time.monotonic() - started + slowest > time_limit_s)
-                stop_now = (ranks.any(trainer.stop.requested) or out_of_time
-                            or (stop_after is not None and done_here >= stop_after))
-                if step % cfg.checkpoint.every == 0 or last or stop_now:
-                    show.set_phase("checkpoint", step)
-                    trainer.save_checkpoint(manager, log)
-                show.step_done(step, metrics or {})
-                if on_step is not None:
-                    on_step(step, metrics or {})
-                if stop_now:
-                    stopped = True
-                    break
-            if stopped and ranks.broadcast(manager.latest() is None
-                                           or read_state(manager.latest())["step"] != trainer.step):
-                show.set_phase("checkpoint", trainer.step)
+                    metrics.update(figures)
+            if ranks.main:
+                log.log(step, metrics)
+                log.log_samples(step, trainer._last_samples)
+                rows.append({"step": step, **metrics})
+            done_here += 1
+            if time_limit_s is not None and not last:  # would the next step end past the budget?
+                slowest = max(slowest, time.monotonic() - step_started)
+                out_of_time = ranks.any(time.monotonic() - started + slowest > time_limit_s)
+            stop_now = (ranks.any(trainer.stop.requested) or out_of_time
+                        or (stop_after is not None and done_here >= stop_after))
+            if step % cfg.checkpoint.every == 0 or last or stop_now:
+                show.set_phase("checkpoint", step)
                 trainer.save_checkpoint(manager, log)
-        if stopped:
-            why = trainer.stop.reason or (f"time limit {time_limit_s:g} s" if out_of_time else "stop_after")
-            show.message(f"stopped at step {trainer.step} ({why}); resume with: codea1 train --resume {run_dir}")
-    finally:
-        if log is not None:
-            log.close()
-        show.close()
-        trainer.close()
-    return TrainResult(run_dir, trainer.step, stopped, rows)
+            show.step_done(step, metrics or {})
+            if on_step is not None:
+                on_step(step, metrics or {})
+            if stop_now:
+                stopped = True
+                break
+        if stopped and ranks.broadcast(manager.latest() is None
+                                       or read_state(manager.latest())["step"] != trainer.step):
+            show.set_phase("checkpoint", trainer.step)
+            trainer.save_checkpoint(manager, log)
+    why = trainer.stop.reason or (f"time limit {time_limit_s:g} s" if out_of_time else "stop_after")
+    return rows, stopped, why
