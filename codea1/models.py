@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 if TYPE_CHECKING:  # heavy imports stay inside functions
     import torch
     from torch import nn
 
-ROLES: tuple[str, ...] = ("code", "test")
+from codea1.configs import ROLES, ModelConfig  # torch-free settings, re-exported here
+
 
 # --- the offline model -------------------------------------------------------------------
 
@@ -344,52 +343,6 @@ def resolve_dtype(dtype: str, device: "torch.device | str" = "cpu") -> "torch.dt
     if dtype not in names:
         raise ModelError(f"dtype {dtype!r}: expected one of auto, {', '.join(names)}")
     return names[dtype]
-
-
-# --- config ---------------------------------------------------------------------------------------
-
-
-class ModelConfig(BaseModel):
-    """Which model, how the two roles hold their weights, and how it runs."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field("qwen2.5-coder-0.5b-instruct",
-                      description="Hugging Face id, local model directory or .gguf file (the 0.5B name works offline)")
-    mode: Literal["lora-shared", "full", "selfplay"] = Field(
-        "lora-shared", description="lora-shared: one frozen base, a LoRA adapter per role; full: two full models; "
-        "selfplay: one set of weights for both roles")
-    selfplay_weights: Literal["lora", "full"] = Field(
-        "lora", description="what self-play trains: one LoRA adapter or the full model")
-    lora_r: int = Field(16, ge=1, description="LoRA rank")
-    lora_alpha: float = Field(32.0, gt=0, description="LoRA scaling numerator (the update is scaled by alpha / r)")
-    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
-    lora_target_modules: str | list[str] = Field(
-        "all-linear", description="layers given adapters: 'all-linear' (every linear layer but the output head) or names")
-    dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
-        "auto", description="weights' dtype; auto: bfloat16 on CUDA and on CPUs with bf16 units, else float32")
-    gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass (less memory)")
-    device: str = Field("auto", description="auto (CUDA if present, else CPU), cpu, cuda, cuda:N or mps")
-    hub_probe_timeout_s: float = Field(
-        3.0, gt=0, description="seconds to wait for the Hugging Face hub before using the offline GGUF")
-
-    @field_validator("device")
-    @classmethod
-    def _check_device(cls, value: str) -> str:
-        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", value):
-            raise ValueError(f"device {value!r}: expected auto, cpu, cuda, cuda:N or mps")
-        return value
-
-    @field_validator("lora_target_modules")
-    @classmethod
-    def _check_targets(cls, value: str | list[str]) -> str | list[str]:
-        if isinstance(value, list) and not value:
-            raise ValueError("lora_target_modules is empty: expected 'all-linear' or module names")
-        return value
-
-    @property
-    def uses_lora(self) -> bool:
-        return self.mode == "lora-shared" or (self.mode == "selfplay" and self.selfplay_weights == "lora")
 
 
 # --- loading ----------------------------------------------------------------------------------------

@@ -14,12 +14,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field
-
 if TYPE_CHECKING:
     import torch
 
     from codea1.models import Policies
+
+from codea1.configs import SamplingConfig  # torch-free settings, re-exported here
 
 Message = Mapping[str, str]
 Prompt = Union[Sequence[Message], str, Sequence[int]]  # chat messages, raw text or token ids
@@ -139,26 +139,6 @@ test_messages.__test__ = False  # not a pytest test, though its name starts with
 
 
 # --- sampling -------------------------------------------------------------------------------------
-
-
-class SamplingConfig(BaseModel):
-    """How completions are sampled; the paper's rollout defaults (temperature 1, top_p 1)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    temperature: float = Field(1.0, ge=0.0, le=2.0,
-                               description="sampling temperature (0: greedy; at most 2, as vLLM takes)")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling share (1: all tokens)")
-    max_new_tokens: int = Field(512, ge=1, description="tokens generated at most per completion")
-    max_prompt_tokens: int | None = Field(
-        None, ge=1, description="longest prompt, in tokens; null: the model's context minus max_new_tokens. "
-        "A longer prompt is never cut from the left (the trainer drops such code prompts from the data and "
-        "shortens the code a test prompt shows); `generate` refuses one")
-    cut_prompts_left: bool = Field(
-        False, description="cut a longer prompt from the left to fit, losing its system message and task "
-        "(the project's older rule); off: as the reference, which never cuts a prompt")
-    batch_size: int = Field(64, ge=1, description="rows (samples) decoded together")
-    seed: int | None = Field(None, description="sampling seed when no generator is passed (training seeds from `seed`)")
 
 
 @dataclass

@@ -15,76 +15,26 @@ import abc
 import importlib.util
 from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
-
 if TYPE_CHECKING:
     import torch
 
     from codea1.models import Policies
     from codea1.rollout import GenerationStats, Sample, SamplingConfig
 
-ENGINE_NAMES = ("auto", "hf", "vllm", "llamacpp")
-VLLM_EXTRA_HINT = "pip install 'codea1[vllm]'"
-
-
-# vLLM's SamplingParams refuses a temperature above 2 (`_verify_args`); at temperature 0 it
-# decodes greedily and refuses n > 1 (`_verify_greedy_sampling`; a positive temperature below
-# 0.01 is raised to 0.01 first, so only 0 is greedy). Settings are checked against both, so a
-# run never depends on which engine it got.
-MAX_TEMPERATURE = 2.0
-# modules whose LoRA vLLM does not serve (it adapts linear layers only): the input embedding
-# and the output head under the names of the model families codea1 loads
-VLLM_UNSUPPORTED_LORA_MODULES = ("embed_tokens", "lm_head", "wte", "word_embeddings", "embed_in", "embed_out",
-                                 "tok_embeddings")
-
-
-def check_vllm_lora_targets(targets: "str | Sequence[str]", setting: str) -> None:
-    """A ValueError naming `setting` when the LoRA targets include an embedding or the output
-    head: vLLM would refuse the adapter when it loads it, after the model has loaded."""
-    names = [targets] if isinstance(targets, str) else list(targets)
-    bad = [n for n in names if any(module in n for module in VLLM_UNSUPPORTED_LORA_MODULES)]
-    if bad:
-        raise ValueError(f"{setting}={bad}: vLLM serves LoRA adapters on linear layers only, not on the "
-                         "embedding or the output head; drop those modules (all-linear leaves them out) "
-                         "or use rollout.engine=hf")
+# torch-free settings and checks, re-exported here
+from codea1.configs import (
+    ENGINE_NAMES,
+    MAX_TEMPERATURE,
+    VLLM_EXTRA_HINT,
+    VLLM_UNSUPPORTED_LORA_MODULES,
+    VLLMConfig,
+    check_engine_name,
+    check_vllm_lora_targets,
+)
 
 
 class EngineUnavailable(RuntimeError):
     """The rollout engine asked for cannot run here; the message says why and what to do."""
-
-
-class VLLMConfig(BaseModel):
-    """Settings of the vLLM rollout engine (used when `rollout.engine` resolves to vllm)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    gpu_memory_utilization: float = Field(
-        0.3, gt=0, le=1,
-        description="share of the GPU's memory vLLM takes for weights and KV cache; the rest "
-        "is training's (the engine shares the GPU with the trainer)")
-    tensor_parallel_size: int = Field(
-        1, ge=1, description="GPUs one engine spans; above 1 the run must be launched with torchrun")
-    sleep_level: Literal["auto", 0, 1, 2] = Field(
-        "auto",
-        description="how the engine sleeps during the update: 0 never, 1 weights to CPU and KV "
-        "cache freed, 2 everything freed (full/selfplay only: their weights are pushed anyway); "
-        "auto: 1 for LoRA modes, 2 for full")
-    max_model_len: int | None = Field(
-        None, ge=1, description="longest prompt + completion the engine takes; null = the model's context")
-    enforce_eager: bool = Field(False, description="no CUDA graphs (slower, starts faster)")
-    adapter_dir: str | None = Field(
-        None,
-        description="directory where LoRA adapters are written for the engine after each update "
-        "(RAM-backed is best); null = /dev/shm where it exists, else the temp directory")
-    seed: int = Field(0, description="the engine's own seed (each request also carries a seed drawn "
-                      "from the run's rollout random stream)")
-
-
-def check_engine_name(name: str, setting: str = "rollout.engine") -> str:
-    """`name` if it names an engine, else a ValueError naming `setting` and the engines."""
-    if name not in ENGINE_NAMES:
-        raise ValueError(f"{setting} {name!r}: expected one of {', '.join(ENGINE_NAMES)}")
-    return name
 
 
 def vllm_installed() -> bool:

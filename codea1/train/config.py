@@ -16,10 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from codea1.engines.base import VLLMConfig
-from codea1.grpo import GRPOConfig
-from codea1.models import ModelConfig
-from codea1.rollout import SamplingConfig
+from codea1.configs import GRPOConfig, ModelConfig, SamplingConfig, VLLMConfig, check_vllm_lora_targets
 from codea1.train.key_hints import key_hint
 
 PRESETS = ("cpu-demo", "paper-1.5b", "paper-3b", "paper-7b")
@@ -281,8 +278,6 @@ class TrainConfig(_Strict):
                 raise ValueError(f"validation.sampling.temperature=0 is greedy decoding: the {n_key}={n} "
                                  f"samples would all be the same; set {n_key}=1 or a temperature above 0")
         if self.rollout.engine == "vllm" and self.model.uses_lora:
-            from codea1.engines.base import check_vllm_lora_targets
-
             check_vllm_lora_targets(self.model.lora_target_modules, "model.lora_target_modules")
         return self
 
