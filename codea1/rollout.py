@@ -10,13 +10,16 @@ dropped from the batch (and their cache) as they end, so late steps stay cheap.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
-if TYPE_CHECKING:
-    import torch
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
+if TYPE_CHECKING:
     from codea1.models import Policies
 
 from codea1.configs import SamplingConfig  # torch-free settings, re-exported here
@@ -346,7 +349,6 @@ def derive_seed(*parts: Any) -> int:
     a stream shared by the batch, so a sample is the same whichever rank draws it and
     whatever else is batched with it (1 rank or N ranks sample identically).
     """
-    import hashlib
 
     digest = hashlib.blake2b(repr(tuple(parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
@@ -354,7 +356,6 @@ def derive_seed(*parts: Any) -> int:
 
 def _row_uniforms(generators: "Sequence[torch.Generator]", like: "torch.Tensor") -> "torch.Tensor":
     """One uniform number per row, each from its own (CPU) generator, shaped [B, 1] as `like`."""
-    import torch
 
     u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in generators])
     return u.to(device=like.device, dtype=like.dtype).unsqueeze(-1)
@@ -366,7 +367,6 @@ def sample_next(logits: "torch.Tensor", temperature: float, top_p: float,
 
     `generator` is one generator for the batch, or a list of one generator per row.
     """
-    import torch
 
     if temperature == 0.0:
         return logits.argmax(dim=-1)
@@ -423,9 +423,6 @@ def _growing_cache(model, capacity: int):
     transformers' DynamicLayer concatenates the whole cache at every step (O(length)
     copies per token); this layer writes the new step into spare room instead.
     """
-    import torch
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
         def lazy_initialization(self, key_states, value_states):
@@ -490,7 +487,6 @@ def _adapters_in_model_dtype(model, dtype) -> Iterator[None]:
     swapped for `dtype` copies for the duration and the float32 tensors put back after,
     untouched (the optimiser's parameters are the same objects throughout).
     """
-    import torch
 
     swapped: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
     try:
@@ -523,7 +519,6 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
                   device, should_stop: "Callable[[], bool] | None" = None,
                   ) -> list[tuple[int, list[int], bool]]:
     """Sample the rows of one chunk; returns (prompt index, completion ids, finished) per row."""
-    import torch
 
     unique = [p for p, _ in pieces]
     width = max(len(prompt_ids[p]) for p in unique)
@@ -606,7 +601,6 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
     sample j of prompt p draws from its own stream `derive_seed(seeds[p], j)` instead: the
     same whatever the other prompts of the call, their order or the batch size.
     """
-    import torch
 
     cfg = sampling or SamplingConfig()
     if n < 0:

@@ -1,4 +1,6 @@
-"""The rollout engine interface, its vLLM settings, and which engine a run gets.
+"""Which rollout engine a run gets (`resolve_engine`, `make_engine`), and the names the
+engines share, re-exported here: the contract (`codea1.engines.interface`) and the vLLM
+settings (`codea1.configs`).
 
 A rollout engine samples completions for a role (`code` or `test`) from prompts given as
 token ids and returns `codea1.rollout.Sample`s: completion ids (with the final EOS when
@@ -11,18 +13,13 @@ sleep/wake for `vllm`).
 
 from __future__ import annotations
 
-import abc
 import importlib.util
-from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Literal
 
-if TYPE_CHECKING:
-    import torch
-
-    from codea1.models import Policies
-    from codea1.rollout import GenerationStats, Sample, SamplingConfig
+import torch
 
 # torch-free settings and checks, re-exported here
-from codea1.configs import (
+from codea1.configs import (  # noqa: F401
     ENGINE_NAMES,
     MAX_TEMPERATURE,
     VLLM_EXTRA_HINT,
@@ -31,10 +28,12 @@ from codea1.configs import (
     check_engine_name,
     check_vllm_lora_targets,
 )
+# the engines, looked up on their modules when called (tests replace `llamacpp_installed`)
+from codea1.engines import hf_engine, llamacpp_engine, vllm_engine
+from codea1.engines.interface import EngineUnavailable, RolloutEngine  # re-exported: their old home
 
-
-class EngineUnavailable(RuntimeError):
-    """The rollout engine asked for cannot run here; the message says why and what to do."""
+if TYPE_CHECKING:
+    from codea1.models import Policies
 
 
 def vllm_installed() -> bool:
@@ -47,8 +46,6 @@ def resolve_engine(name: str, device: "torch.device | str",
     """The engine `name` stands for on `device`: `auto` is vllm when installed and on CUDA,
     else hf (llamacpp, which samples with quantised weights, is only ever asked for).
     `setting` spells the choice in the messages (`--engine {}` on the eval command line)."""
-    import torch
-
     check_engine_name(name, setting.format("").rstrip("= "))
     kind = torch.device(device).type
     if name == "auto":
@@ -65,49 +62,13 @@ def resolve_engine(name: str, device: "torch.device | str",
                 f"{setting.format('vllm')}: vLLM needs a CUDA GPU but the model is on {kind!r}; "
                 f"use {setting.format('hf')} (or auto)")
         return "vllm"
-    from codea1.engines.llamacpp_engine import LLAMACPP_EXTRA_HINT, llamacpp_installed
-
-    if not llamacpp_installed():
+    if not llamacpp_engine.llamacpp_installed():
         raise EngineUnavailable(f"{setting.format('llamacpp')}: llama-cpp-python is not installed; "
-                                f"{LLAMACPP_EXTRA_HINT} (it compiles llama.cpp), or use {setting.format('hf')}")
+                                f"{llamacpp_engine.LLAMACPP_EXTRA_HINT} (it compiles llama.cpp), or use {setting.format('hf')}")
     if kind != "cpu":
         raise EngineUnavailable(f"{setting.format('llamacpp')} runs on the CPU, but the model is on {kind!r}; "
                                 f"use {setting.format('vllm')} or hf there")
     return "llamacpp"
-
-
-class RolloutEngine(abc.ABC):
-    """Samples completions for a role; keeps its copy of the weights in step with training."""
-
-    name: str = ""
-    #: True when `Sample.logprobs` is filled (what `rollout/logp_mismatch` and TIS need)
-    reports_logprobs: bool = False
-
-    @abc.abstractmethod
-    def generate(self, role: str, prompt_ids: Sequence[Sequence[int]], n: int = 1,
-                 sampling: "SamplingConfig | None" = None, *,
-                 generator: "torch.Generator | None" = None,
-                 seeds: Sequence[int] | None = None,
-                 stats: "GenerationStats | None" = None,
-                 should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
-        """`n` samples per prompt with `role`'s current weights, per prompt in order.
-
-        A prompt longer than the sampling config allows is refused, never cut (cut from the
-        left only under `cut_prompts_left`: `codea1.rollout.fit_prompts`). `seeds` (one a prompt) make each prompt's samples
-        depend only on its seed, not on the batch it is in (what training passes, so that
-        any number of ranks samples alike); else `generator` drives the draws.
-        Raises `GenerationInterrupted` when `should_stop`
-        returns true (how often it is polled depends on the engine).
-        """
-
-    def weights_changed(self, keys: Iterable[str]) -> None:
-        """The weight sets `keys` (`code`, `test` or `shared`) were just updated."""
-
-    def release_memory(self) -> None:
-        """Training is about to run: give back what accelerator memory the engine can."""
-
-    def close(self) -> None:
-        """Free the engine (and any files it wrote)."""
 
 
 def make_engine(name: str, policies: "Policies", vllm_cfg: VLLMConfig | None = None,
@@ -118,13 +79,7 @@ def make_engine(name: str, policies: "Policies", vllm_cfg: VLLMConfig | None = N
     `threads`: llama.cpp's CPU threads (None: the cores this process may use)."""
     resolved = resolve_engine(name, policies.device)
     if resolved == "llamacpp":
-        from codea1.engines.llamacpp_engine import LlamaCppEngine
-
-        return LlamaCppEngine(policies, threads=threads)
+        return llamacpp_engine.LlamaCppEngine(policies, threads=threads)
     if resolved == "vllm":
-        from codea1.engines.vllm_engine import VLLMEngine
-
-        return VLLMEngine(policies, vllm_cfg or VLLMConfig(), dtype=dtype)
-    from codea1.engines.hf_engine import HFEngine
-
-    return HFEngine(policies)
+        return vllm_engine.VLLMEngine(policies, vllm_cfg or VLLMConfig(), dtype=dtype)
+    return hf_engine.HFEngine(policies)
