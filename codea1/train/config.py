@@ -9,6 +9,8 @@ overrides, then validates everything with pydantic. A wrong key or value is a
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -446,7 +448,7 @@ def config_to_yaml(cfg: TrainConfig) -> str:
 
 def save_config(cfg: TrainConfig, path: str | Path) -> None:
     """Write a run's config.yaml atomically: a crash leaves the old file or the new one."""
-    from codea1.train.checkpoint import atomic_write_text
+    from codea1.train.checkpoint import atomic_write_text  # inside: this module stays torch-free
 
     atomic_write_text(path, config_to_yaml(cfg))
 
@@ -470,9 +472,6 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 def raw_digest(data: dict[str, Any]) -> str:
     """sha256 of a config mapping as `loop.config_digest` computes it of a `TrainConfig`."""
-    import hashlib
-    import json
-
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
