@@ -11,7 +11,9 @@ import typing
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 
+from codea1.configs import ModelConfig, check_engine_name  # torch-free: --dtype, --device, --engine
 from codea1.data.check import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
 # --- the sandbox ---------------------------------------------------------------------------
@@ -46,8 +48,6 @@ RUN_DIR_HELP = "Training run directory (holds metrics.jsonl, mistakes.sqlite, ch
 
 
 def _dtype_names() -> list[str]:
-    from codea1.models import ModelConfig
-
     return list(typing.get_args(ModelConfig.model_fields["dtype"].annotation))
 
 
@@ -60,9 +60,6 @@ def _check_dtype(value: str) -> str:
 
 def _check_device(value: str) -> str:
     """The device rule of `ModelConfig`, checked before anything is loaded or created."""
-    from pydantic import ValidationError
-
-    from codea1.models import ModelConfig
 
     try:
         ModelConfig(device=value)
@@ -80,8 +77,6 @@ DTYPE_OPTION = typer.Option(
     "auto", "--dtype", callback=_check_dtype,
     help="Weights' dtype: auto (bfloat16 on CUDA and on CPUs with bf16 units, else float32), bfloat16, float16, float32.")
 def _check_engine(value: str) -> str:
-    from codea1.engines.base import check_engine_name
-
     try:
         return check_engine_name(value, "--engine")
     except ValueError as exc:

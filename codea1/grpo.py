@@ -25,12 +25,11 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Literal
 
 import torch
 from peft.helpers import disable_input_dtype_casting
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from codea1.configs import GRPOConfig  # (the update's settings, torch-free; re-exported here)
 from codea1.engines.correction import logp_mismatch, tis_weights
 from codea1.logprobs import (
     pack_shared_prompt_rows,
@@ -38,94 +37,6 @@ from codea1.logprobs import (
     supports_shared_prompt_rows,
 )
 from codea1.trajectory import MicroBatch, Trajectory, pack_micro_batches
-
-
-class GRPOConfig(BaseModel):
-    """Hyperparameters of the update; the defaults are the paper's reference values."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    adv_eps: float = Field(1e-6, ge=0, description="epsilon added to a group's std")
-    std_unbiased: bool = Field(True, description="Bessel-corrected group std (as verl's GRPO)")
-    clip_low: float = Field(0.2, ge=0, lt=1, description="ratio may fall to 1 - clip_low")
-    clip_high: float = Field(0.28, ge=0, description="ratio may rise to 1 + clip_high")
-    kl_coef: float = Field(0.001, ge=0, description="weight of the k3 KL to the reference")
-    kl_clamp: float = Field(
-        10.0, gt=0, description="the per-token k3 value is clamped to [-kl_clamp, kl_clamp] (verl's low_var_kl)")
-    kl_log_ratio_clamp: float = Field(
-        20.0, gt=0, description="the log-ratio ref - logp is clamped to this before exp (verl's low_var_kl)")
-    clip_ratio_c: float | None = Field(
-        10.0, gt=1.0,
-        description="dual-clip: for a negative advantage the per-token loss is at most "
-        "-A * clip_ratio_c (verl's clip_ratio_c); null turns dual-clip off",
-    )
-    filter_zero_variance: bool = Field(
-        False,
-        description="drop code and test groups whose rewards are all equal (DAPO's dynamic "
-        "sampling); off: they train with advantage 0 and count in the token mean and KL, as in "
-        "the reference",
-    )
-    update_n: int = Field(1, ge=1, description="test groups kept per problem (largest std, even 0)")
-    tests_from_valid_candidates: bool = Field(
-        False,
-        description="choose the trained test groups only among suites of valid candidates; off: "
-        "among all candidates of the problem, as in the reference",
-    )
-    tests_from_kept_problems: bool = Field(
-        True,
-        description="with filter_zero_variance, train the test model only on suites of problems "
-        "the code filter kept; False keeps suites of every problem",
-    )
-    ppo_epochs: int = Field(1, ge=1, description="passes over each step's rollouts")
-    mini_batches: int = Field(2, ge=1, description="optimiser steps per policy per step")
-    micro_batch_tokens: int = Field(
-        4096, ge=1, description="token budget of one packed micro-batch (gradient accumulation)"
-    )
-    pack_sequences: bool = Field(
-        True,
-        description="pack several sequences into one row (block-diagonal mask); False runs one "
-        "sequence per micro-batch with plain causal attention (cheaper on CPUs, whose attention "
-        "kernels materialise a packed row's full mask)",
-    )
-    shared_prompt_rows: bool = Field(
-        True,
-        description="compute a prompt once per micro-batch row with all its sampled responses after it "
-        "(4D attention mask; same log-probs and gradients); False gives each response its own copy",
-    )
-    logprob_chunk_tokens: int = Field(
-        256, ge=0,
-        description="response tokens per chunk of the vocabulary projection, keeping only the sampled "
-        "token's log-softmax (less memory, same numbers); 0 uses the model's full logits",
-    )
-    reuse_old_logprobs: bool = Field(
-        True,
-        description="take the first mini-batch's old log-probs from its own forward pass, detached (the "
-        "policy has not moved yet, so they are equal) instead of a separate pass",
-    )
-    lr: float = Field(1e-6, gt=0, description="AdamW learning rate (peak, after warm-up)")
-    weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")
-    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas [beta1, beta2]")
-    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
-    warmup_steps: int = Field(10, ge=0, description="training steps of linear warm-up")
-    warmup_first_step_learns: bool = Field(
-        False,
-        description="warm-up multiplier (step + 1) / warmup_steps, so the first step already "
-        "learns; off: step / warmup_steps from lr 0, as the reference's scheduler",
-    )
-    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="cosine floor as a share of lr")
-    grad_clip: float = Field(1.0, gt=0, description="max global grad norm")
-    rollout_is: Literal["none", "tis"] = Field(
-        "none",
-        description="correction for a rollout engine (vLLM) sampling from slightly other "
-        "probabilities than the trainer's: 'tis' multiplies each token's policy-gradient loss by "
-        "min(exp(trainer old log-prob - engine log-prob), rollout_is_cap); 'none' as the paper")
-    rollout_is_cap: float = Field(2.0, gt=0, description="cap of the truncated importance weight")
-
-    @model_validator(mode="after")
-    def _check_betas(self) -> GRPOConfig:
-        if not all(0.0 <= b < 1.0 for b in self.betas):
-            raise ValueError(f"betas must lie in [0, 1), got {self.betas}")
-        return self
 
 
 # --------------------------------------------------------------------------- advantages

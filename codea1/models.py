@@ -12,25 +12,33 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import importlib.util
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Literal
+from typing import Any, Iterator, Literal
+from unittest import mock
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import torch
+from huggingface_hub import model_info, try_to_load_from_cache
+from peft import LoraConfig, get_peft_model
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+from tokenizers import models as tokenizer_models
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers.utils import logging as hf_logging
 
-if TYPE_CHECKING:  # heavy imports stay inside functions
-    import torch
-    from torch import nn
+from codea1.configs import ROLES, ModelConfig  # torch-free settings, re-exported here
 
-ROLES: tuple[str, ...] = ("code", "test")
 
 # --- the offline model -------------------------------------------------------------------
 
@@ -182,10 +190,6 @@ def _hub_offline() -> bool:
 
 def _in_hf_cache(repo_id: str) -> bool:
     """True when the local HF cache holds the repo's config and weights."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
-        return False
     config = try_to_load_from_cache(repo_id, "config.json")
     if not isinstance(config, str):
         return False
@@ -201,8 +205,6 @@ def hub_reachable(repo_id: str, timeout_s: float = 3.0) -> bool:
 
     def probe() -> None:
         try:
-            from huggingface_hub import model_info
-
             model_info(repo_id, timeout=timeout_s)
             result.append(True)
         except Exception:
@@ -316,8 +318,6 @@ def cpu_supports_bf16() -> bool:
 
 
 def resolve_device(device: str) -> "torch.device":
-    import torch
-
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     found = torch.device(device)
@@ -332,7 +332,6 @@ def resolve_device(device: str) -> "torch.device":
 
 def resolve_dtype(dtype: str, device: "torch.device | str" = "cpu") -> "torch.dtype":
     """`auto`: bf16 on CUDA or on a CPU with native bf16, else float32 (bf16 emulation is slow)."""
-    import torch
 
     names = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32,
              "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}
@@ -346,52 +345,6 @@ def resolve_dtype(dtype: str, device: "torch.device | str" = "cpu") -> "torch.dt
     return names[dtype]
 
 
-# --- config ---------------------------------------------------------------------------------------
-
-
-class ModelConfig(BaseModel):
-    """Which model, how the two roles hold their weights, and how it runs."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field("qwen2.5-coder-0.5b-instruct",
-                      description="Hugging Face id, local model directory or .gguf file (the 0.5B name works offline)")
-    mode: Literal["lora-shared", "full", "selfplay"] = Field(
-        "lora-shared", description="lora-shared: one frozen base, a LoRA adapter per role; full: two full models; "
-        "selfplay: one set of weights for both roles")
-    selfplay_weights: Literal["lora", "full"] = Field(
-        "lora", description="what self-play trains: one LoRA adapter or the full model")
-    lora_r: int = Field(16, ge=1, description="LoRA rank")
-    lora_alpha: float = Field(32.0, gt=0, description="LoRA scaling numerator (the update is scaled by alpha / r)")
-    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
-    lora_target_modules: str | list[str] = Field(
-        "all-linear", description="layers given adapters: 'all-linear' (every linear layer but the output head) or names")
-    dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
-        "auto", description="weights' dtype; auto: bfloat16 on CUDA and on CPUs with bf16 units, else float32")
-    gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass (less memory)")
-    device: str = Field("auto", description="auto (CUDA if present, else CPU), cpu, cuda, cuda:N or mps")
-    hub_probe_timeout_s: float = Field(
-        3.0, gt=0, description="seconds to wait for the Hugging Face hub before using the offline GGUF")
-
-    @field_validator("device")
-    @classmethod
-    def _check_device(cls, value: str) -> str:
-        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", value):
-            raise ValueError(f"device {value!r}: expected auto, cpu, cuda, cuda:N or mps")
-        return value
-
-    @field_validator("lora_target_modules")
-    @classmethod
-    def _check_targets(cls, value: str | list[str]) -> str | list[str]:
-        if isinstance(value, list) and not value:
-            raise ValueError("lora_target_modules is empty: expected 'all-linear' or module names")
-        return value
-
-    @property
-    def uses_lora(self) -> bool:
-        return self.mode == "lora-shared" or (self.mode == "selfplay" and self.selfplay_weights == "lora")
-
-
 # --- loading ----------------------------------------------------------------------------------------
 
 
@@ -402,7 +355,6 @@ def quiet_loading() -> Iterator[None]:
     live display), logger advice phrased as `from_pretrained` arguments (the codea1
     setting is `model.dtype`) and peft's `is_gradient_checkpointing` FutureWarning.
     Errors still raise; the loader's settings are restored afterwards."""
-    from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
@@ -413,9 +365,6 @@ def quiet_loading() -> Iterator[None]:
         warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated",
                                 category=FutureWarning)
         try:  # the GGUF converter calls tqdm itself, not through transformers' switch
-            import functools
-            from unittest import mock
-
             import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
             if hasattr(gguf_utils, "tqdm"):
@@ -434,7 +383,6 @@ def quiet_loading() -> Iterator[None]:
 
 def load_tokenizer(resolved: ResolvedModel):
     """The model's tokenizer, with a chat template and a pad token guaranteed."""
-    from transformers import AutoTokenizer
 
     kwargs: dict[str, Any] = {}
     if resolved.gguf_file:
@@ -460,7 +408,6 @@ def load_tokenizer(resolved: ResolvedModel):
 
 def load_model(resolved: ResolvedModel, dtype: "torch.dtype", device: "torch.device"):
     """The causal LM in `dtype` on `device` (a GGUF is dequantised to `dtype`)."""
-    from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {"dtype": dtype}
     if resolved.gguf_file:
@@ -476,8 +423,6 @@ def load_model(resolved: ResolvedModel, dtype: "torch.dtype", device: "torch.dev
 
 
 def _lora_config(cfg: ModelConfig):
-    from peft import LoraConfig
-
     return LoraConfig(
         r=cfg.lora_r,
         lora_alpha=cfg.lora_alpha,
@@ -561,7 +506,6 @@ class Policies:
     @contextlib.contextmanager
     def reference(self) -> Iterator["nn.Module"]:
         """Yield the frozen initial model, under `torch.no_grad()` (it never trains)."""
-        import torch
 
         with torch.no_grad():
             if self._reference is not None:
@@ -607,7 +551,6 @@ class Policies:
 
         `states`: the weights per weight set when the caller already has them whole (a
         model sharded across ranks gathers them first); default: this process's own."""
-        from safetensors.torch import save_file
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -628,7 +571,6 @@ class Policies:
 
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Load weights written by `save` (same mode and shapes), checking every name."""
-        import torch
 
         for key, tensors in self.read_weights(directory).items():
             role = "code" if key == "shared" else key
@@ -639,7 +581,6 @@ class Policies:
     def read_weights(self, directory: str | os.PathLike[str]) -> dict[str, dict[str, "torch.Tensor"]]:
         """The weights `save` wrote, per weight set, checked against this model's names and
         (global) shapes; not yet loaded."""
-        from safetensors.torch import load_file
 
         out: dict[str, dict[str, torch.Tensor]] = {}
         directory = Path(directory)
@@ -674,7 +615,6 @@ class Policies:
 
 def load_policies(cfg: ModelConfig | dict | None = None, **overrides: Any) -> Policies:
     """Resolve, load and wrap the model into `Policies` according to `cfg.mode`."""
-    import torch
 
     if cfg is None:
         cfg = ModelConfig(**overrides)
@@ -747,16 +687,12 @@ def load_model_and_tokenizer(resolved: ResolvedModel, dtype: "torch.dtype", devi
             {"from": f"{resolved.source}/{resolved.gguf_file}", "dtype": str(dtype)}) + "\n")
         os.chmod(tmp, 0o755)
         if converted.exists():
-            import shutil
-
             shutil.rmtree(converted, ignore_errors=True)
         os.replace(tmp, converted)
     except OSError:
         pass  # a read-only cache only costs the next load its speed
     finally:
         if "tmp" in locals() and tmp.exists():
-            import shutil
-
             shutil.rmtree(tmp, ignore_errors=True)
     return model, tokenizer, resolved
 
@@ -764,8 +700,6 @@ def load_model_and_tokenizer(resolved: ResolvedModel, dtype: "torch.dtype", devi
 def wrap_policies(cfg: ModelConfig, base: "nn.Module", tokenizer, *,
                   resolved: ResolvedModel | None = None) -> Policies:
     """Build `Policies` around an already loaded base model (takes ownership of it)."""
-    import torch
-    from peft import get_peft_model
 
     param = next(base.parameters())
     device, dtype = param.device, param.dtype
@@ -817,9 +751,6 @@ def tiny_test_model(directory: str | os.PathLike[str], *, seed: int = 0, vocab_s
     lines of code, with Qwen's special tokens and chat template. Used by the tests of every module that
     needs a real `transformers` model in seconds. Returns the directory.
     """
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -830,7 +761,7 @@ def tiny_test_model(directory: str | os.PathLike[str], *, seed: int = 0, vocab_s
         "for i in range(n):\n    if x[i] > 0:\n        s += x[i]\n", "import math\n",
         "Write 8 tests for the code of the question. Complete the function.\n",
     ] * 4
-    tok = Tokenizer(models.BPE(unk_token=None))
+    tok = Tokenizer(tokenizer_models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(

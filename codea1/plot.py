@@ -20,8 +20,14 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.console import Console
 
+from codea1.cli_options import check_output_dir
+from codea1.eval.store import iter_jsonl
 from codea1.output_files import atomic_output
+
+# numpy and matplotlib are imported where they are used: `codea1 --help` imports this module
+# (it holds `plot_command`), and they cost a good part of a second.
 
 # (file stem, title, y label, metric keys in drawing order). Both the training loop's
 # names (`code/reward_mean`, `judge/pass_rate`, `mistakes/size`, ...) and the short ones
@@ -95,7 +101,6 @@ def read_metrics(run_dir: Path) -> Metrics:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         raise MetricsError(f"{path}: not found (is {run_dir} a training run directory?)")
-    from codea1.eval.store import iter_jsonl
 
     series: dict[str, list[tuple[float, float]]] = {}
     try:
@@ -378,9 +383,6 @@ def plot_command(
         "add to the summary (repeatable)."),
 ) -> None:
     """Draw training runs' rewards, rates, Mistake Book size and evaluation scores as PNGs."""
-    from rich.console import Console
-
-    from codea1.cli_options import check_output_dir
 
     if out is not None:  # (RUN_DIR itself is checked by reading its metrics.jsonl)
         check_output_dir(out, "--out")

@@ -10,16 +10,19 @@ dropped from the batch (and their cache) as they end, so late steps stay cheap.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 if TYPE_CHECKING:
-    import torch
-
     from codea1.models import Policies
+
+from codea1.configs import SamplingConfig  # torch-free settings, re-exported here
 
 Message = Mapping[str, str]
 Prompt = Union[Sequence[Message], str, Sequence[int]]  # chat messages, raw text or token ids
@@ -139,26 +142,6 @@ test_messages.__test__ = False  # not a pytest test, though its name starts with
 
 
 # --- sampling -------------------------------------------------------------------------------------
-
-
-class SamplingConfig(BaseModel):
-    """How completions are sampled; the paper's rollout defaults (temperature 1, top_p 1)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    temperature: float = Field(1.0, ge=0.0, le=2.0,
-                               description="sampling temperature (0: greedy; at most 2, as vLLM takes)")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling share (1: all tokens)")
-    max_new_tokens: int = Field(512, ge=1, description="tokens generated at most per completion")
-    max_prompt_tokens: int | None = Field(
-        None, ge=1, description="longest prompt, in tokens; null: the model's context minus max_new_tokens. "
-        "A longer prompt is never cut from the left (the trainer drops such code prompts from the data and "
-        "shortens the code a test prompt shows); `generate` refuses one")
-    cut_prompts_left: bool = Field(
-        False, description="cut a longer prompt from the left to fit, losing its system message and task "
-        "(the project's older rule); off: as the reference, which never cuts a prompt")
-    batch_size: int = Field(64, ge=1, description="rows (samples) decoded together")
-    seed: int | None = Field(None, description="sampling seed when no generator is passed (training seeds from `seed`)")
 
 
 @dataclass
@@ -366,7 +349,6 @@ def derive_seed(*parts: Any) -> int:
     a stream shared by the batch, so a sample is the same whichever rank draws it and
     whatever else is batched with it (1 rank or N ranks sample identically).
     """
-    import hashlib
 
     digest = hashlib.blake2b(repr(tuple(parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
@@ -379,7 +361,6 @@ def sample_seeds(seed: int, step: int, role: str, places: Sequence[tuple]) -> li
 
 def _row_uniforms(generators: "Sequence[torch.Generator]", like: "torch.Tensor") -> "torch.Tensor":
     """One uniform number per row, each from its own (CPU) generator, shaped [B, 1] as `like`."""
-    import torch
 
     u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in generators])
     return u.to(device=like.device, dtype=like.dtype).unsqueeze(-1)
@@ -391,7 +372,6 @@ def sample_next(logits: "torch.Tensor", temperature: float, top_p: float,
 
     `generator` is one generator for the batch, or a list of one generator per row.
     """
-    import torch
 
     if temperature == 0.0:
         return logits.argmax(dim=-1)
@@ -448,9 +428,6 @@ def _growing_cache(model, capacity: int):
     transformers' DynamicLayer concatenates the whole cache at every step (O(length)
     copies per token); this layer writes the new step into spare room instead.
     """
-    import torch
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
         def lazy_initialization(self, key_states, value_states):
@@ -515,7 +492,6 @@ def _adapters_in_model_dtype(model, dtype) -> Iterator[None]:
     swapped for `dtype` copies for the duration and the float32 tensors put back after,
     untouched (the optimiser's parameters are the same objects throughout).
     """
-    import torch
 
     swapped: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
     try:
@@ -548,7 +524,6 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
                   device, should_stop: "Callable[[], bool] | None" = None,
                   ) -> list[tuple[int, list[int], bool]]:
     """Sample the rows of one chunk; returns (prompt index, completion ids, finished) per row."""
-    import torch
 
     unique = [p for p, _ in pieces]
     width = max(len(prompt_ids[p]) for p in unique)
@@ -631,7 +606,6 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
     sample j of prompt p draws from its own stream `derive_seed(seeds[p], j)` instead: the
     same whatever the other prompts of the call, their order or the batch size.
     """
-    import torch
 
     cfg = sampling or SamplingConfig()
     if n < 0:

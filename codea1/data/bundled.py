@@ -12,6 +12,7 @@ candidate for judge benchmarks and demos) and `edge_case` (what the naive one mi
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from pathlib import Path
 
@@ -41,7 +42,6 @@ def bundled_problems(split: str = "all") -> list[Problem]:
     """
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
-    import copy
 
     if split == "demo":
         return [copy.deepcopy(p) for p in _all() if p.id in DEMO_IDS]

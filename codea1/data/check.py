@@ -9,13 +9,15 @@ the reference".
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from codea1.data.problem import Problem
+from codea1.sandbox import Executor, Job, Limits, encode, values_equal
 
 if TYPE_CHECKING:
-    from codea1.sandbox import Executor, Limits, RunResult
+    from codea1.sandbox import RunResult
 
 # Golden test programs of real data sets are big (MBPP+ up to ~800 KB, hundreds of inputs).
 DEFAULT_TIMEOUT_S = 120.0  # MBPP/599's program alone takes ~55 s on two busy cores
@@ -74,9 +76,6 @@ def check_problems(
     workers: int | None = None,
 ) -> list[RowCheck]:
     """Check every problem in the sandbox; one `RowCheck` per problem, in order."""
-    from contextlib import ExitStack
-
-    from codea1.sandbox import Executor, Job, Limits
 
     if limits is None:
         limits = Limits(timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB)
@@ -109,8 +108,6 @@ def check_problems(
 
 
 def _verdict(problem: Problem, run: RunResult) -> RowCheck:
-    from codea1.sandbox import encode, values_equal
-
     check = RowCheck(id=problem.id, status="ok", wall_s=run.wall_s)
     if run.status == "infra":
         check.status = "unchecked"

@@ -10,6 +10,8 @@ run would have drawn.
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class ProblemSampler:
     """Problems in a fresh seeded permutation per epoch; its position is checkpointed.
@@ -34,8 +36,6 @@ class ProblemSampler:
         self._order = self._permutation(0)
 
     def _permutation(self, epoch: int) -> list[int]:
-        import numpy as np
-
         if not self.shuffle:
             return list(range(self.n))
         return np.random.default_rng([self.seed, epoch]).permutation(self.n).tolist()

@@ -2,7 +2,7 @@
 `llamacpp` (CPU, optional extra, `codea1.engines.llamacpp_engine`).
 
 `make_engine(config.rollout.engine, policies, config.rollout.vllm)` gives the run's
-engine; see `base.RolloutEngine` for the contract and `correction` for the check of the
+engine; see `interface.RolloutEngine` for the contract and `correction` for the check of the
 engine's log-probabilities against the trainer's.
 """
 

@@ -9,9 +9,13 @@ the engine never reads a half-written adapter.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from peft import get_peft_model_state_dict
+from safetensors.torch import save_file
 
 if TYPE_CHECKING:
     import torch
@@ -23,10 +27,6 @@ ADAPTER_CONFIG = "adapter_config.json"
 def export_adapter(peft_model, adapter_name: str, directory: str | os.PathLike[str],
                    dtype: "torch.dtype") -> Path:
     """Save `adapter_name` of `peft_model` to `directory` in `dtype`; returns the directory."""
-    import json
-
-    from peft import get_peft_model_state_dict
-    from safetensors.torch import save_file
 
     if adapter_name not in getattr(peft_model, "peft_config", {}):
         raise ValueError(f"adapter {adapter_name!r}: the model has adapters "

@@ -15,10 +15,9 @@ engine's distribution rather than the trainer's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
 
 @dataclass
@@ -31,8 +30,6 @@ class Mismatch:
 
 
 def _paired(trainer: Sequence["torch.Tensor"], rollout: Sequence[Sequence[float] | None]):
-    import torch
-
     if len(trainer) != len(rollout):
         raise ValueError(f"{len(trainer)} trainer log-prob rows but {len(rollout)} rollout rows")
     for i, (t, r) in enumerate(zip(trainer, rollout)):
@@ -62,7 +59,6 @@ def logp_mismatch(trainer: Sequence["torch.Tensor"],
 def tis_weights(trainer: Sequence["torch.Tensor"], rollout: Sequence[Sequence[float] | None],
                 cap: float) -> list["torch.Tensor"]:
     """Per-token min(exp(trainer - engine), cap) for each sequence; 1 where the engine gave none."""
-    import torch
 
     if cap <= 0:
         raise ValueError(f"rollout_is_cap {cap}: expected a positive cap")

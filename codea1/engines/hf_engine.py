@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from codea1.engines.base import RolloutEngine
+from codea1 import rollout  # `rollout.generate` is looked up when called (tests replace it)
+from codea1.engines.interface import RolloutEngine
 
 if TYPE_CHECKING:
     import torch
@@ -33,7 +34,5 @@ class HFEngine(RolloutEngine):
                  seeds: Sequence[int] | None = None,
                  stats: "GenerationStats | None" = None,
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
-        from codea1.rollout import generate
-
-        return generate(self.policies, role, [list(p) for p in prompt_ids], n=n, sampling=sampling,
-                        generator=generator, seeds=seeds, stats=stats, should_stop=should_stop)
+        return rollout.generate(self.policies, role, [list(p) for p in prompt_ids], n=n, sampling=sampling,
+                                generator=generator, seeds=seeds, stats=stats, should_stop=should_stop)

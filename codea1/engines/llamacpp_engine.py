@@ -22,6 +22,7 @@ rebuilt on it. Each sample is seeded from its place in the step (`derive_seed`),
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import os
 import shutil
@@ -31,13 +32,28 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from codea1.engines.base import EngineUnavailable, RolloutEngine
+import gguf
+import numpy as np
+import torch
+from peft import get_peft_model_state_dict
+
+from codea1.engines.interface import EngineUnavailable, RolloutEngine
+from codea1.rollout import (
+    GenerationInterrupted,
+    GenerationStats,
+    SamplingConfig,
+    derive_seed,
+    fit_prompts,
+    make_samples,
+    stop_token_ids,
+)
 
 if TYPE_CHECKING:
-    import torch
-
     from codea1.models import Policies
-    from codea1.rollout import GenerationStats, Sample, SamplingConfig
+    from codea1.rollout import Sample
+
+# llama_cpp (llama-cpp-python, the codea1[llamacpp] extra) is imported where it is used: it
+# is optional, and this module is imported by `codea1.engines.base` on every machine.
 
 LLAMACPP_EXTRA_HINT = "pip install 'codea1[llamacpp]'"
 
@@ -66,9 +82,6 @@ def export_lora_gguf(peft_model, adapter_name: str, path: str | os.PathLike[str]
     shapes. llama.cpp scales by alpha / r, so alpha is written as peft's scaling times r
     (rsLoRA included). Written under a temporary name and renamed into place.
     """
-    import gguf
-    import numpy as np
-    from peft import get_peft_model_state_dict
 
     config = peft_model.peft_config.get(adapter_name)
     if config is None:
@@ -136,8 +149,6 @@ class LlamaCppEngine(RolloutEngine):
         self._version = 0
         self._decoders: dict[str, _BatchDecoder] = {}   # adapter name -> its batched decoder
         with policies.reference() as base:
-            from codea1.rollout import stop_token_ids
-
             self._stops = frozenset(stop_token_ids(policies.tokenizer, base))
 
     def _adapter(self, role: str) -> str:
@@ -187,10 +198,6 @@ class LlamaCppEngine(RolloutEngine):
                  seeds: Sequence[int] | None = None,
                  stats: "GenerationStats | None" = None,
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
-        import torch
-
-        from codea1.rollout import GenerationStats, SamplingConfig, derive_seed, fit_prompts, make_samples
-
         cfg = sampling or SamplingConfig()
         stats = stats if stats is not None else GenerationStats()
         if not prompt_ids or n == 0:
@@ -255,7 +262,6 @@ def _waves(lengths: Sequence[int], n: int, max_rows: int) -> list[list[int]]:
 def _sample_token(logits, temperature: float, top_p: float, rng) -> int:
     """One token from next-token logits: greedy at temperature 0, else softmax(logits / T)
     restricted to the top-p nucleus, drawn with the row's own generator."""
-    import numpy as np
 
     if temperature == 0:
         return int(np.argmax(logits))
@@ -281,8 +287,6 @@ class _BatchDecoder:
     """
 
     def __init__(self, llm, rows: int, per_row: int, threads: int) -> None:
-        import ctypes
-
         import llama_cpp
 
         self.llm, self.rows = llm, rows
@@ -323,10 +327,7 @@ class _BatchDecoder:
             raise RuntimeError(f"llama_decode returned {code} ({len(entries)} tokens)")
 
     def _logits(self, i: int):
-        import ctypes
-
         import llama_cpp
-        import numpy as np
 
         ptr = llama_cpp.llama_get_logits_ith(self.ctx, i)
         return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(self.n_vocab,))
@@ -335,9 +336,6 @@ class _BatchDecoder:
             stats, should_stop, role: str) -> list[list[tuple[list[int], bool]]]:
         """Per prompt, its n (completion ids, ended by a stop token) pairs."""
         import llama_cpp
-        import numpy as np
-
-        from codea1.rollout import GenerationInterrupted
 
         llama_cpp.llama_memory_clear(self.memory, True)
         rngs = [[np.random.default_rng(seed) for seed in row] for row in seeds]

@@ -34,24 +34,27 @@ import math
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from codea1.engines.base import (
-    VLLM_EXTRA_HINT,
-    EngineUnavailable,
-    RolloutEngine,
-    VLLMConfig,
-    check_vllm_lora_targets,
-)
-from codea1.models import ROLES
+import torch
+import torch.distributed as dist
+
+from codea1.configs import ROLES, VLLM_EXTRA_HINT, VLLMConfig, check_vllm_lora_targets
+from codea1.engines.adapters import export_adapter
+from codea1.engines.interface import EngineUnavailable, RolloutEngine
+from codea1.models import _converted_dir
+from codea1.rollout import GenerationInterrupted, GenerationStats, Sample, SamplingConfig, fit_prompts, stop_token_ids
 
 if TYPE_CHECKING:
-    import torch
-
     from codea1.models import Policies
-    from codea1.rollout import GenerationStats, Sample, SamplingConfig
+
+# vllm (the codea1[vllm] extra, CUDA only) is imported where it is used, through
+# `import_vllm`: it is optional, and this module is imported by `codea1.engines.base` on
+# every machine. `torch.distributed.tensor` (DTensor, FSDP2 runs only) stays in
+# `whole_tensor`: importing it costs about a second.
 
 # vLLM accepts these LoRA ranks only (vllm.config.lora.MaxLoRARanks)
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -68,7 +71,6 @@ log = logging.getLogger(__name__)
 def gpu_memory(device: "torch.device") -> tuple[int, int] | None:
     """(free, total) bytes of a CUDA device, after handing this process's cached but unused
     blocks back to the driver (vLLM empties the cache too before it measures); None elsewhere."""
-    import torch
 
     if torch.device(device).type != "cuda":
         return None
@@ -99,7 +101,6 @@ def fit_gpu_memory_utilization(wanted: float, free: int, total: int, weight_byte
 def engine_weight_bytes(policies: "Policies", dtype: "torch.dtype") -> int:
     """Bytes of the weights the engine loads: the base model's parameters (not the LoRA
     adapters) in the engine's dtype. An FSDP2 shard counts its whole tensor."""
-    import torch
 
     size = torch.empty((), dtype=dtype).element_size()
     return sum(p.numel() for name, p in policies.module("code").named_parameters() if "lora_" not in name) * size
@@ -124,7 +125,6 @@ def engine_model_path(policies: "Policies") -> str:
                                 "model; vLLM needs a model name or directory")
     if resolved.gguf_file is None:
         return resolved.source
-    from codea1.models import _converted_dir
 
     converted = _converted_dir(resolved, policies.dtype)
     if (converted / "codea1-converted.json").is_file():
@@ -195,7 +195,6 @@ class VLLMEngine(RolloutEngine):
         if measured is not None:
             share = fit_gpu_memory_utilization(share, *measured, engine_weight_bytes(policies, self.dtype))
         self.gpu_memory_utilization = share
-        import torch.distributed as dist
 
         # a process group vLLM starts itself (one process) is torn down with the engine
         self._owns_process_group = not dist.is_initialized()
@@ -258,8 +257,6 @@ class VLLMEngine(RolloutEngine):
             load_inplace=load_inplace)
 
     def _push_adapter(self, key: str) -> None:
-        from codea1.engines.adapters import export_adapter
-
         role = "code" if key == "shared" else key
         export_adapter(self.policies.module(role), key, self._adapter_path(key), self.dtype)
         # load_inplace: replace the adapter of this id even though one is loaded already
@@ -316,17 +313,6 @@ class VLLMEngine(RolloutEngine):
                  stats: "GenerationStats | None" = None,
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
         """See `RolloutEngine.generate`; `should_stop` is polled before the batch starts."""
-        import time
-
-        import torch
-
-        from codea1.rollout import (
-            GenerationInterrupted,
-            GenerationStats,
-            SamplingConfig,
-            fit_prompts,
-            stop_token_ids,
-        )
 
         cfg = sampling or SamplingConfig()
         if n < 0:
@@ -389,8 +375,6 @@ class VLLMEngine(RolloutEngine):
     # ------------------------------------------------------------------ tensor parallel
 
     def _make_tp_group(self, tp: int):
-        import torch.distributed as dist
-
         if not dist.is_initialized():
             raise EngineUnavailable("rollout.vllm.tensor_parallel_size > 1 needs torch.distributed "
                                     "initialised (launch the run with torchrun)")
@@ -400,7 +384,6 @@ class VLLMEngine(RolloutEngine):
 
     def _generate_tp(self, role, ids, seeds, n, cfg, stops):
         """Every rank of a tensor-parallel group sends the group's pooled prompts; each keeps its own."""
-        import torch.distributed as dist
 
         size = dist.get_world_size(self._tp_group)
         pooled: list[Any] = [None] * size
@@ -435,7 +418,6 @@ class VLLMEngine(RolloutEngine):
         if self._owns_process_group:  # never the trainer's (torchrun) process group
             destroy_distributed_environment()
         gc.collect()
-        import torch
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -449,7 +431,6 @@ def samples_from_outputs(outputs: Sequence[Any], prompt_ids: list[list[int]], cu
     finished completion; "length" (max_tokens or the context) a truncated one; anything
     else (an aborted request) is an error, never a silent sample.
     """
-    from codea1.rollout import Sample
 
     if len(outputs) != len(prompt_ids):
         raise RuntimeError(f"vLLM returned {len(outputs)} results for {len(prompt_ids)} prompts")

@@ -24,7 +24,7 @@ from codea1.cli_options import (
     WORKERS_OPTION,
     check_output_dir,
 )
-from codea1.engines.base import MAX_TEMPERATURE
+from codea1.configs import MAX_TEMPERATURE
 from codea1.sandbox.support import require as require_sandbox
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)

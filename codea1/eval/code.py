@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codea1.configs import MAX_TEMPERATURE, SamplingConfig, check_engine_name
 from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
-from codea1.engines.base import MAX_TEMPERATURE, check_engine_name
 from codea1.eval.loading import (
     eval_engine,
     load_eval_policies,
@@ -32,12 +33,18 @@ from codea1.eval.loading import (
     sample_problems,
     set_threads,
 )
-from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
 from codea1.eval.passk import aggregate, default_ks
+from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
+from codea1.judge import extract_code
+from codea1.judge.golden import Verdict, golden_job, verdict_of  # re-exported: their old home
+from codea1.models import check_model_name
+from codea1.rollout import code_messages
+from codea1.sandbox import Executor, Limits
 
 if TYPE_CHECKING:
     from codea1.data import Problem
     from codea1.models import Policies
+
 
 @dataclass(frozen=True)
 class CodeEvalConfig:
@@ -90,50 +97,6 @@ class CodeEvalConfig:
         """What must match for samples on disk to belong to this evaluation."""
         return {"n": self.n, "temperature": self.temperature, "top_p": self.top_p,
                 "max_new_tokens": self.max_new_tokens}
-
-
-@dataclass
-class Verdict:
-    passed: bool
-    status: str  # pass | fail | no-function | error | timeout | infra
-    detail: str | None = None
-
-
-# --- judging ---------------------------------------------------------------------------
-
-
-def _short(text: str | None, limit: int = 300) -> str | None:
-    if text is None:
-        return None
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def golden_job(problem: Problem, code: str, limits) -> Any:
-    """The sandbox job that checks ``code`` against the problem's golden tests."""
-    from codea1.data.check import defines_call, golden_call, program_with_tests
-    from codea1.sandbox import Job
-
-    calls = [defines_call(problem.entry_point)] + [golden_call(t, i) for i, t in enumerate(problem.tests)]
-    return Job(program=program_with_tests(code, problem.test_program), calls=calls, limits=limits)
-
-
-def verdict_of(run) -> Verdict:
-    """A pass only when the program ran clean, defined the function and every call held."""
-    from codea1.sandbox import to_source
-
-    if run.status == "infra":
-        return Verdict(False, "infra", _short(run.infra_error))
-    if not run.program_ok:
-        status = "timeout" if run.status == "timeout" else "error"
-        return Verdict(False, status, _short(run.program_error or run.status))
-    if not run.calls or run.calls[0].status != "ok" or to_source(run.calls[0].value) != "True":
-        return Verdict(False, "no-function", "the code does not define the entry point")
-    for index, call in enumerate(run.calls[1:]):
-        if call.status != "ok":
-            status = "timeout" if call.status == "timeout" else "fail"
-            return Verdict(False, status, _short(f"golden test {index}: {call.error or call.status}"))
-    return Verdict(True, "pass")
 
 
 def skip_reason(problem: Problem) -> str | None:
@@ -195,18 +158,10 @@ def evaluate_code(
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation into ``out``; returns the summary also written to
     ``out/summary.json``. ``policies``/``executor`` may be passed in to reuse them."""
-    from contextlib import ExitStack
-
-    from codea1.judge import extract_code
-    from codea1.rollout import SamplingConfig, code_messages
-    from codea1.sandbox import Executor, Limits
-
     out = Path(out)
     check_out_dir(out, model, str(data))
     problems = load_eval_problems(data, config.limit)
     if policies is None:
-        from codea1.models import check_model_name
-
         check_model_name(model or "")  # a missing path is refused before OUT is created
     samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
     n = config.n

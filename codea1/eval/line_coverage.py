@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from codea1.eval.mutation_testing import harness
+from codea1.sandbox import Job
 
 _COVER_CALL = "__codea1_cover()"
 
@@ -87,7 +88,6 @@ def coverage_program(module: str, tests: Sequence[str]) -> str:
 
 def line_coverage(executor, module: str, tests: Sequence[str], limits=None) -> LineCoverage:
     """Statements of ``module`` (the header and the function) and how many the tests cover."""
-    from codea1.sandbox import Job
 
     first, top, owner = statement_lines(module)
     run = executor.run(Job(program=coverage_program(module, tests), calls=[_COVER_CALL], limits=limits))

@@ -15,6 +15,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+
+from codea1 import models  # `models.load_policies` is looked up when called (tests replace it)
+from codea1.configs import ModelConfig, VLLMConfig
+from codea1.data import bundled_problems, bundled_split, load_problems
+from codea1.engines import make_engine
+from codea1.rollout import derive_seed, encode_prompts
+from codea1.train.checkpoint import CheckpointError, CheckpointManager
+
 if TYPE_CHECKING:
     from codea1.data import Problem
     from codea1.engines import RolloutEngine
@@ -27,7 +36,6 @@ EVAL_GPU_MEMORY = 0.85
 
 def load_eval_problems(data: str | Path, limit: int | None = None) -> list[Problem]:
     """The problems of ``data`` (a file, or ``bundled[:split]``), the first ``limit`` of them."""
-    from codea1.data import bundled_problems, bundled_split, load_problems
 
     text = str(data)
     split = bundled_split(text)
@@ -73,7 +81,6 @@ def set_threads(threads: int | None) -> None:
         return
     if threads < 1:
         raise ValueError(f"--threads must be at least 1, got {threads}")
-    import torch
 
     torch.set_num_threads(threads)
 
@@ -81,7 +88,6 @@ def set_threads(threads: int | None) -> None:
 def run_checkpoint(run_dir: str | Path, step: int | None = None) -> Path:
     """The checkpoint ``checkpoints/step-N`` of a training run (``step`` None: the latest);
     a `CheckpointError` naming the run and the steps it has when there is none."""
-    from codea1.train.checkpoint import CheckpointError, CheckpointManager
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -129,7 +135,6 @@ def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto",
     float32): measured side by side on the 2-core dev box, greedy decoding of the 0.5B
     ran 18.9 tokens/s in bf16 against 14.6 in float32.
     """
-    from codea1.models import ModelConfig, load_policies
 
     path = Path(model).expanduser()
     if step is not None:
@@ -139,12 +144,12 @@ def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto",
         manifest = json.loads((ckpt / "policies.json").read_text())
         cfg = ModelConfig(**{**manifest.get("config", {}), "device": device, "dtype": dtype,
                              "gradient_checkpointing": False})
-        policies = load_policies(cfg)
+        policies = models.load_policies(cfg)
         policies.load(ckpt)
         return policies, {"model": str(model), "checkpoint": str(ckpt), "base": cfg.name, "mode": cfg.mode}
     cfg = ModelConfig(name=str(model), mode="selfplay", selfplay_weights="lora", lora_r=1,
                       device=device, dtype=dtype)
-    policies = load_policies(cfg)
+    policies = models.load_policies(cfg)
     resolved = policies.resolved.describe() if policies.resolved is not None else str(model)
     return policies, {"model": str(model), "resolved": resolved}
 
@@ -153,8 +158,6 @@ def eval_engine(name: str, policies: "Policies", threads: int | None = None) -> 
     """The rollout engine an evaluation samples with, as training picks it (`--engine`):
     auto is vLLM on a GPU where it is installed (taking most of the GPU), else codea1's own
     sampler (`hf`); `llamacpp` samples on the CPU with llama.cpp on the model's GGUF weights."""
-    from codea1.engines import make_engine
-    from codea1.engines.base import VLLMConfig
 
     return make_engine(name, policies, VLLMConfig(gpu_memory_utilization=EVAL_GPU_MEMORY), threads=threads)
 
@@ -164,7 +167,6 @@ def sample_problems(engine: "RolloutEngine", policies: "Policies", role: str, pr
     """`n` samples a prompt; each problem's stream seeded from (seed, role, problem id), so
     its samples do not depend on the problems batched with it or on where a resumed
     evaluation starts, and are the same with any batch size."""
-    from codea1.rollout import derive_seed, encode_prompts
 
     seeds = [derive_seed(seed, f"eval/{role}", pid) for pid in problem_ids]
     return engine.generate(role, encode_prompts(policies.tokenizer, prompts), n=n, sampling=sampling, seeds=seeds)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from codea1.eval.mutation import Mutant, generate_mutants
+from codea1.sandbox import Job, Limits
 
 MutantStatus = Literal["killed", "survived", "equivalent-looking", "infra"]
 
@@ -136,7 +137,6 @@ def harness(program: str, tests: Sequence[str]) -> tuple[str, list[str], list[st
 
 def _limits(base, call_timeout: float, n_calls: int, cfg: MutationConfig, program_s: float | None = None):
     """Limits of one mutant run: the program's own budget plus one call budget per test."""
-    from codea1.sandbox import Limits
 
     return replace(
         base or Limits(),
@@ -203,7 +203,6 @@ def _outcome(mutant: Mutant, run, killers: list[int], call_timeout: float) -> Mu
 
 def run_tests(executor, program: str, tests: Sequence[str], limits=None) -> tuple[list[bool], list[str | None], float]:
     """Run each test on ``program``: whether it passed, why not, and the run's wall time."""
-    from codea1.sandbox import Job
 
     text, calls, errors = harness(program, tests)
     runnable = [c for c in calls if c]
@@ -248,7 +247,6 @@ def analyse(
     benchmark assumes, e.g. UnLeakedTestBench's) runs before the reference and before
     every mutant; it is not mutated.
     """
-    from codea1.sandbox import Job
 
     tests = list(tests)
     if mutants is None:
@@ -285,7 +283,6 @@ def analyse(
 def _classify_survivors(executor, prefix, reference, survivors, golden_tests, golden_program,
                         call_timeout, config, limits) -> None:
     """Mark survivors that no golden test kills either as equivalent-looking."""
-    from codea1.sandbox import Job
 
     golden_ok: list[str] = []
     golden_s = 0.0

@@ -37,12 +37,26 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codea1.engines.base import check_engine_name
-from codea1.eval.store import append_rows, check_identity, read_samples, repair_tail, write_summary
+import numpy as np
+
+from codea1.configs import SamplingConfig, check_engine_name
+from codea1.data.check import defines_call
+from codea1.eval import loading  # `loading.sample_problems` etc. are looked up when called (tests replace them)
+from codea1.eval.code import CodeEvalConfig, reference_times, skip_reason
+from codea1.eval.loading import load_eval_problems, run_checkpoint, set_threads
+from codea1.eval.store import append_rows, check_identity, iter_jsonl, read_samples, repair_tail, write_summary
+from codea1.judge import extract_code
+from codea1.judge.golden import golden_job, verdict_of
+from codea1.judge.parse import parse_completion
+from codea1.models import check_model_name
+from codea1.rollout import code_messages, test_messages
+from codea1.sandbox import Executor, Job, Limits, encode, to_source
+from codea1.sandbox.decode import python_equal
 
 if TYPE_CHECKING:
     from codea1.data import Problem
@@ -150,8 +164,6 @@ def generated_tests(problem: "Problem", suites: Sequence[str]) -> list[Generated
     """The distinct well-formed tests of all suites, read as the judge reads a suite, except
     that only `==` asserts count (`judge.strict_operator`): the judge's reference reading
     takes `assert f(x) != 3` as `f(x) == 3`, which would fail a right candidate here."""
-    from codea1.judge.parse import parse_completion
-    from codea1.sandbox import encode
 
     seen: dict[tuple[str, str], GeneratedTest] = {}
     for raw in suites:
@@ -177,9 +189,6 @@ class CandidateResult:
 
 
 def _candidate_job(program: str, entry_point: str, tests: Sequence[GeneratedTest], limits):
-    from codea1.data.check import defines_call
-    from codea1.sandbox import Job
-
     exprs = [defines_call(entry_point)]
     apart: set[str] = set()
     for t in tests:
@@ -194,9 +203,6 @@ def _candidate_job(program: str, entry_point: str, tests: Sequence[GeneratedTest
 
 
 def _outcome(run, calls: list[str], tests: Sequence[GeneratedTest]) -> CandidateResult:
-    from codea1.sandbox import to_source
-    from codea1.sandbox.decode import python_equal
-
     if run.status == "infra":
         raise RuntimeError(f"sandbox failure: {run.infra_error}")
     results = dict(zip(calls, run.calls))
@@ -230,7 +236,6 @@ def run_generated_tests(executor, problem: "Problem", codes: Sequence[str], test
                         limits) -> list[CandidateResult]:
     """Each candidate (a raw completion) against every generated test; identical programs
     share one run."""
-    from codea1.judge import extract_code
 
     programs = [problem.program(extract_code(c)) for c in codes]
     distinct = list(dict.fromkeys(programs))
@@ -245,7 +250,6 @@ def run_generated_tests(executor, problem: "Problem", codes: Sequence[str], test
 
 def bootstrap_interval(values: Sequence[float], resamples: int, seed: int, level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of `values` (resampling problems)."""
-    import numpy as np
 
     data = np.asarray(values, dtype=float)
     if data.size == 0:
@@ -297,8 +301,6 @@ class ModelSpec:
 def _generate(out_path: Path, problems: Sequence["Problem"], role: str, count: int, prompts, spec: ModelSpec,
               config: SelectConfig, loaded: dict, on_message: Callable[[str], None]) -> dict[str, dict[int, Any]]:
     """`count` samples of `role` per problem, those not yet on disk generated and appended."""
-    from codea1.eval.loading import eval_engine, load_eval_policies, sample_problems
-    from codea1.rollout import SamplingConfig
 
     repair_tail(out_path)
     done = read_samples(out_path)
@@ -307,18 +309,18 @@ def _generate(out_path: Path, problems: Sequence["Problem"], role: str, count: i
         return done
     if loaded.get("spec") != spec:
         loaded.clear()  # one model in memory at a time
-        policies, meta = load_eval_policies(spec.model, config.device, config.dtype, step=spec.step)
+        policies, meta = loading.load_eval_policies(spec.model, config.device, config.dtype, step=spec.step)
         loaded.update(spec=spec, policies=policies, meta=meta)
     policies = loaded["policies"]
-    engine = eval_engine(config.engine, policies, config.threads)
+    engine = loading.eval_engine(config.engine, policies, config.threads)
     loaded.setdefault("engines", {})[role] = engine.name
     sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
                               max_new_tokens=config.max_new_tokens, batch_size=config.batch_size, seed=config.seed)
     try:
         for start in range(0, len(todo), config.problems_per_batch):
             chunk = todo[start:start + config.problems_per_batch]
-            samples = sample_problems(engine, policies, role, [prompts(p) for p in chunk], [p.id for p in chunk],
-                                      count, sampling, config.seed)
+            samples = loading.sample_problems(engine, policies, role, [prompts(p) for p in chunk],
+                                              [p.id for p in chunk], count, sampling, config.seed)
             for p, group in zip(chunk, samples):
                 rows = [{"problem_id": p.id, "sample": i, "completion": s.text, "truncated": s.truncated}
                         for i, s in enumerate(group)]
@@ -331,8 +333,6 @@ def _generate(out_path: Path, problems: Sequence["Problem"], role: str, count: i
 
 
 def _problem_rows(path: Path) -> dict[str, dict[str, Any]]:
-    from codea1.eval.store import iter_jsonl
-
     repair_tail(path)
     return {str(row["problem_id"]): row for _, row in iter_jsonl(path)} if path.is_file() else {}
 
@@ -342,14 +342,6 @@ def evaluate_selection(code: ModelSpec, test: ModelSpec, data: str | Path, out: 
                        on_message: Callable[[str], None] = lambda _text: None) -> dict[str, Any]:
     """Run (or resume) a selection evaluation into `out`; returns the summary also written to
     `out/summary.json`."""
-    from contextlib import ExitStack
-
-    from codea1.eval.code import CodeEvalConfig, golden_job, reference_times, skip_reason, verdict_of
-    from codea1.eval.loading import load_eval_problems, run_checkpoint, set_threads
-    from codea1.judge import extract_code
-    from codea1.models import check_model_name
-    from codea1.rollout import code_messages, test_messages
-    from codea1.sandbox import Executor, Limits
 
     out = Path(out)
     problems = load_eval_problems(data, config.limit)

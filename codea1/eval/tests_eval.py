@@ -29,18 +29,24 @@ and the averages written to ``OUT/summary.json``.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
-from codea1.engines.base import MAX_TEMPERATURE, check_engine_name
+from codea1.configs import MAX_TEMPERATURE, SamplingConfig, check_engine_name
+from codea1.eval.line_coverage import line_coverage
 from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_problems, sample_problems, set_threads
 from codea1.eval.mutation import FAMILIES, STYLES, generate_mutants
-from codea1.eval.line_coverage import line_coverage
 from codea1.eval.mutation_testing import MutationConfig, analyse
+from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
+from codea1.judge import extract_test_source, parse_tests
+from codea1.models import check_model_name
+from codea1.rollout import test_messages
+from codea1.sandbox import Executor
 
 if TYPE_CHECKING:
     from codea1.data import Problem
@@ -178,7 +184,6 @@ def select_tests(completion: str, entry_point: str, k: int) -> list[str]:
     ``assert abs(f(x) - y) < 1e-6``) is kept as written, as the benchmark would run it.
     Statements that are not asserts (helpers, prints) are not tests and are skipped.
     """
-    from codea1.judge import extract_test_source, parse_tests
 
     tests: list[str] = []
     for parsed in parse_tests(extract_test_source(completion), entry_point):
@@ -269,7 +274,6 @@ def summarize(problems: Sequence[Problem], done: dict[str, dict[int, dict[str, A
 def _check_header_modules() -> None:
     """UnLeakedTestBench's header imports numpy, pandas and pytest: refuse to start (rather
     than fail every test) when one is missing here, since the sandbox runs this Python."""
-    import importlib.util
 
     missing = [m for m in ("numpy", "pandas", "pytest") if importlib.util.find_spec(m) is None]
     if missing:
@@ -288,17 +292,11 @@ def evaluate_tests(
     on_progress: Callable[[int, int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) a test-generation evaluation into ``out``; returns the summary."""
-    from contextlib import ExitStack
-
-    from codea1.rollout import SamplingConfig, test_messages
-    from codea1.sandbox import Executor
 
     out = Path(out)
     check_out_dir(out, model, str(data))
     problems = load_eval_problems(data, config.limit)
     if policies is None:
-        from codea1.models import check_model_name
-
         check_model_name(model or "")  # a missing path is refused before OUT is created
     samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
     skipped: dict[str, str] = {}

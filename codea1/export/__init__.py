@@ -26,12 +26,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codea1.models import ROLES
+from codea1.configs import ROLES, ModelConfig
+from codea1.export.card import gguf_adapter_name, model_card
+
+# torch, transformers, safetensors and the modules that compute with them (codea1.models,
+# codea1.engines, codea1.eval.loading) are imported inside the functions, and so are
+# codea1.train's checkpoint helpers: `codea1 --help` imports this package (export.cli is
+# its submodule), and it must not load the compute stack.
 
 if TYPE_CHECKING:
     import torch
@@ -68,8 +75,6 @@ class RunCheckpoint:
         return str(self.train_config.get("mode", "a1"))
 
     def uses_lora(self) -> bool:
-        from codea1.models import ModelConfig
-
         return ModelConfig(**self.model_config).uses_lora
 
 
@@ -124,7 +129,7 @@ def check_out(out: str | os.PathLike[str]) -> None:
 
 def resolved_base(run: RunCheckpoint):
     """Where the run's base model comes from (`codea1.models.ResolvedModel`)."""
-    from codea1.models import ModelConfig, resolve_model
+    from codea1.models import resolve_model
 
     cfg = ModelConfig(**run.model_config)
     return resolve_model(cfg.name, probe_timeout_s=cfg.hub_probe_timeout_s)
@@ -161,7 +166,7 @@ def load_role(run: RunCheckpoint, role: str) -> RoleModel:
     """The base model with `role`'s trained weights of the checkpoint, float32 on the CPU."""
     import torch
 
-    from codea1.models import ModelConfig, load_model_and_tokenizer, resolve_model, wrap_policies
+    from codea1.models import load_model_and_tokenizer, resolve_model, wrap_policies
 
     cfg = ModelConfig(**{**run.model_config, "device": "cpu", "dtype": "float32", "gradient_checkpointing": False})
     resolved = resolve_model(cfg.name, probe_timeout_s=cfg.hub_probe_timeout_s)
@@ -243,10 +248,6 @@ def write_peft(loaded: RoleModel, directory: Path, dtype: "torch.dtype", base_na
     return sorted(p.name for p in directory.iterdir())
 
 
-def gguf_adapter_name(role: str) -> str:
-    return f"{role}-lora.gguf"
-
-
 def write_gguf_lora(loaded: RoleModel, directory: Path, role: str) -> list[str]:
     """The role's adapter in llama.cpp's LoRA format, for the run's GGUF base."""
     from codea1.engines.llamacpp_engine import export_lora_gguf
@@ -266,8 +267,6 @@ def base_name(resolved) -> str:
 
 def export_command_line(run_dir, out, role: str, step: int, fmt: str, dtype: str | None) -> str:
     """The command that makes this export (recorded in the model card)."""
-    import shlex
-
     parts = ["codea1", "export", str(run_dir), str(out), "--role", role, "--step", str(step), "--format", fmt]
     if dtype is not None:
         parts += ["--dtype", dtype]
@@ -289,8 +288,6 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], rol
     """Export `role` of checkpoint `step` (None: the latest) of the run in `run_dir` into the
     new directory `out` (see the module's docstring)."""
     import torch
-
-    from codea1.export.card import model_card
 
     out = Path(out)
     run = read_run(run_dir, step)

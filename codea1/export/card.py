@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from codea1 import __version__
+
 if TYPE_CHECKING:
     from codea1.export import RunCheckpoint
 
@@ -38,7 +40,7 @@ tokenizer = AutoTokenizer.from_pretrained("{out}")
 
 def last_validation(run_dir, step: int) -> tuple[int | None, dict[str, Any]]:
     """The `val/` figures of the last metrics row at or before `step` that has any."""
-    from codea1.train.metrics import read_metrics
+    from codea1.train.metrics import read_metrics  # inside: see the note at the top of codea1.export
 
     found: tuple[int | None, dict[str, Any]] = (None, {})
     for row in read_metrics(run_dir):
@@ -48,6 +50,12 @@ def last_validation(run_dir, step: int) -> tuple[int | None, dict[str, Any]]:
         if figures:
             found = (int(row["step"]), figures)
     return found
+
+
+def gguf_adapter_name(role: str) -> str:
+    """The file name of `role`'s llama.cpp LoRA adapter in a GGUF export (re-exported by
+    `codea1.export`, which writes it)."""
+    return f"{role}-lora.gguf"
 
 
 def _figure(value: Any) -> str:
@@ -67,9 +75,6 @@ def _base_load(base: str) -> str:
 def model_card(run: "RunCheckpoint", role: str, fmt: str, dtype: str, base: str, base_described: str,
                out: str, command: str) -> str:
     """The card's Markdown text."""
-    from codea1 import __version__
-    from codea1.export import gguf_adapter_name
-
     cfg = run.model_config
     steps = run.train_config.get("steps")
     weights = (f"LoRA r={cfg.get('lora_r')}, alpha={cfg.get('lora_alpha')}" if run.uses_lora()

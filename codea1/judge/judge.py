@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
 from codea1.interpreter import HANDOFF_INTERVAL_S, gc_paused, quick_handoff
 from codea1.judge.extract import extract_code
+from codea1.judge.golden import golden_job, verdict_of
 from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, parse_completion, parse_tests
 from codea1.judge.programs import HoistedModule, candidate_program, hoist_imports, reference_program
 from codea1.judge.reading import read_reference_tests
@@ -812,12 +813,10 @@ class Judge:
     def evaluate_golden_many(self, items: Sequence[tuple[Problem, str]]) -> list[GoldenResult]:
         """Golden-test verdicts for many (problem, code) pairs, in parallel sandbox runs.
 
-        The job and the verdict are those of `codea1 eval code` (`codea1.eval.code`), so
+        The job and the verdict are those of `codea1 eval code` (`codea1.judge.golden`), so
         validation during training and evaluation afterwards agree: the code (after the
         problem's imports) runs with the golden test program, then every golden assert.
         """
-        from codea1.eval.code import golden_job, verdict_of
-
         jobs = []
         for problem, code in items:
             if not problem.tests and not problem.test_program:

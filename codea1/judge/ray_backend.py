@@ -20,9 +20,14 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any, Sequence
 
+from codea1.judge.judge import Judge
+from codea1.sandbox import Executor
+
 if TYPE_CHECKING:
     from codea1.judge.judge import JudgeConfig, ProblemJudgement, ProblemRollout
     from codea1.sandbox import Limits
+
+# ray (the codea1[ray] extra) is imported where it is used, through `import_ray`: it is optional.
 
 RAY_EXTRA_HINT = "pip install 'codea1[ray]'"
 
@@ -44,9 +49,6 @@ class SandboxNode:
     """What runs inside one Ray actor: an Executor and a Judge on the actor's node."""
 
     def __init__(self, workers: int | None, limits: "Limits", config: "JudgeConfig") -> None:
-        from codea1.judge.judge import Judge
-        from codea1.sandbox import Executor
-
         self._cm = Executor(workers=workers, limits=limits)
         self.executor = self._cm.__enter__()
         self.judge = Judge(self.executor, config)
@@ -81,8 +83,6 @@ class RayJudge:
     def __init__(self, config: "JudgeConfig", limits: "Limits", *, workers: int | None = None,
                  address: str | None = None, actors: int | None = None, batch_problems: int = 8,
                  in_flight: int = 2, retries: int = 1, require: Sequence[str] = ()) -> None:
-        from codea1.judge.judge import Judge
-
         ray = import_ray()
         self.ray = ray
         if not ray.is_initialized():

@@ -9,6 +9,8 @@ overrides, then validates everything with pydantic. A wrong key or value is a
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -16,10 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from codea1.engines.base import VLLMConfig
-from codea1.grpo import GRPOConfig
-from codea1.models import ModelConfig
-from codea1.rollout import SamplingConfig
+from codea1.configs import GRPOConfig, ModelConfig, SamplingConfig, VLLMConfig, check_vllm_lora_targets
 from codea1.train.key_hints import key_hint
 
 PRESETS = ("cpu-demo", "paper-1.5b", "paper-3b", "paper-7b")
@@ -281,8 +280,6 @@ class TrainConfig(_Strict):
                 raise ValueError(f"validation.sampling.temperature=0 is greedy decoding: the {n_key}={n} "
                                  f"samples would all be the same; set {n_key}=1 or a temperature above 0")
         if self.rollout.engine == "vllm" and self.model.uses_lora:
-            from codea1.engines.base import check_vllm_lora_targets
-
             check_vllm_lora_targets(self.model.lora_target_modules, "model.lora_target_modules")
         return self
 
@@ -451,7 +448,7 @@ def config_to_yaml(cfg: TrainConfig) -> str:
 
 def save_config(cfg: TrainConfig, path: str | Path) -> None:
     """Write a run's config.yaml atomically: a crash leaves the old file or the new one."""
-    from codea1.train.checkpoint import atomic_write_text
+    from codea1.train.checkpoint import atomic_write_text  # inside: this module stays torch-free
 
     atomic_write_text(path, config_to_yaml(cfg))
 
@@ -475,9 +472,6 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 def raw_digest(data: dict[str, Any]) -> str:
     """sha256 of a config mapping as `loop.config_digest` computes it of a `TrainConfig`."""
-    import hashlib
-    import json
-
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
