@@ -26,16 +26,18 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+import torch
+import torch.distributed as dist
+
 from codea1.grpo import RankHooks, RoleBatch, UpdateStats, sequence_logprobs, split_mini_batches
-from codea1.train.one_process import OneProcess, apply_book_updates
 from codea1.rollout import sample_seeds  # noqa: F401  (its old home)
+from codea1.train.one_process import OneProcess, apply_book_updates
 from codea1.trajectory import Trajectory, pack_micro_batches
 
 if TYPE_CHECKING:
-    import torch
-
     from codea1.models import Policies
     from codea1.train.config import TrainConfig
 
@@ -113,9 +115,6 @@ class Ranks(OneProcess):
         """True on every rank when it is true on any (how a stop request is agreed on)."""
         if not self.enabled:
             return bool(flag)
-        import torch
-        import torch.distributed as dist
-
         t = torch.tensor([1 if flag else 0], dtype=torch.int64)
         with self._collective("agreeing on a stop"):
             dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.cpu_group)
@@ -125,9 +124,6 @@ class Ranks(OneProcess):
         """Element-wise sums over ranks (float64)."""
         if not self.enabled:
             return [float(v) for v in values]
-        import torch
-        import torch.distributed as dist
-
         t = torch.tensor(list(values), dtype=torch.float64)
         with self._collective("summing figures"):
             dist.all_reduce(t, group=self.cpu_group)
@@ -136,9 +132,6 @@ class Ranks(OneProcess):
     def max(self, values: Sequence[float]) -> list[float]:
         if not self.enabled:
             return [float(v) for v in values]
-        import torch
-        import torch.distributed as dist
-
         t = torch.tensor(list(values), dtype=torch.float64)
         with self._collective("comparing figures"):
             dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.cpu_group)
@@ -148,8 +141,6 @@ class Ranks(OneProcess):
         """Rank 0's `obj` on every rank."""
         if not self.enabled:
             return obj
-        import torch.distributed as dist
-
         box = [obj if self.main else None]
         with self._collective("receiving rank 0's data"):
             dist.broadcast_object_list(box, src=0, group=self.cpu_group)
@@ -159,8 +150,6 @@ class Ranks(OneProcess):
         """Every rank's `obj`, in rank order, on rank 0 (None elsewhere)."""
         if not self.enabled:
             return [obj]
-        import torch.distributed as dist
-
         out = [None] * self.world if self.main else None
         with self._collective("sending data to rank 0"):
             dist.gather_object(obj, out, dst=0, group=self.cpu_group)
@@ -169,8 +158,6 @@ class Ranks(OneProcess):
     def all_gather(self, obj: Any) -> list[Any]:
         if not self.enabled:
             return [obj]
-        import torch.distributed as dist
-
         out: list[Any] = [None] * self.world
         with self._collective("exchanging data"):
             dist.all_gather_object(out, obj, group=self.cpu_group)
@@ -178,15 +165,11 @@ class Ranks(OneProcess):
 
     def barrier(self) -> None:
         if self.enabled:
-            import torch.distributed as dist
-
             with self._collective("waiting for every rank"):
                 dist.barrier(group=self.cpu_group)
 
     def close(self) -> None:
         if self.owns_group:
-            import torch.distributed as dist
-
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
             self.owns_group = False
@@ -210,11 +193,6 @@ class Ranks(OneProcess):
 
 def init_ranks(cfg: "TrainConfig") -> OneProcess:
     """Join the launcher's process group (env:// rendezvous), or one process when WORLD_SIZE is 1."""
-    from datetime import timedelta
-
-    import torch
-    import torch.distributed as dist
-
     os.environ.update(slurm_environment())
     world = launched_world_size()
     d = cfg.distributed
@@ -246,8 +224,6 @@ def init_ranks(cfg: "TrainConfig") -> OneProcess:
 def rank_model_config(cfg: "TrainConfig", ranks: Ranks):
     """The model config this rank loads: its own GPU (cuda:LOCAL_RANK); float32 master
     weights when FSDP2 will shard full weights (compute in `model.dtype`)."""
-    import torch
-
     update: dict[str, Any] = {}
     if ranks.enabled:
         dev = cfg.model.device
@@ -365,9 +341,6 @@ class GradSync:
     def gradients(self, params: Sequence["torch.nn.Parameter"]) -> None:
         if self.sharded or not self.ranks.enabled:
             return
-        import torch
-        import torch.distributed as dist
-
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         flat = torch.cat([g.reshape(-1) for g in grads]).to(torch.float32)
         with self.ranks._collective("summing gradients"):
@@ -402,7 +375,6 @@ def shard_policies(policies: "Policies", ranks: Ranks, compute_dtype: "torch.dty
     (the code and test policies and the frozen reference): float32 master weights and
     optimiser state, compute in `compute_dtype`, gradients reduced in float32 and summed
     (not averaged: the loss is already divided by the global token count)."""
-    import torch
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mp = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)

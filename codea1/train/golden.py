@@ -1,6 +1,6 @@
 """Golden-test scores of candidate codes: the `golden` baseline's reward and validation.
 
-The sandbox job is the one `codea1 eval code` runs (`codea1.eval.code.golden_job`):
+The sandbox job is the one `codea1 eval code` runs (`codea1.judge.golden.golden_job`):
 the candidate followed by the problem's golden test program, then a check that the
 entry point exists, then each golden assert. A candidate is *correct* when all of it
 holds; its *pass rate* (the golden baseline's reward) is the share of golden asserts
@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from codea1.data import Problem
+from codea1.judge.golden import golden_job, verdict_of
+from codea1.sandbox import to_source
 
 
 @dataclass(frozen=True)
 class GoldenResult:
     pass_rate: float
     correct: bool
-    status: str  # codea1.eval.code.Verdict.status: pass | fail | no-function | error | timeout | infra
+    status: str  # codea1.judge.golden.Verdict.status: pass | fail | no-function | error | timeout | infra
 
 
 def has_golden(problem: Problem) -> bool:
@@ -29,9 +31,6 @@ def has_golden(problem: Problem) -> bool:
 
 def golden_results(executor, items: Sequence[tuple[Problem, str]], limits=None) -> list[GoldenResult]:
     """Score each (problem, extracted code) pair; all jobs run in parallel."""
-    from codea1.eval.code import golden_job, verdict_of
-    from codea1.sandbox import to_source
-
     runs = executor.run_many([golden_job(p, code, limits) for p, code in items]) if items else []
     out = []
     for (problem, _code), run in zip(items, runs):
