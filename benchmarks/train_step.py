@@ -236,7 +236,7 @@ def compare_update_paths(trainer, batches, rounds: int) -> list[dict]:
     return runs
 
 
-def shaped_batches(trainer) -> dict:
+def shaped_batches(trainer):
     """One step's trajectories in the preset's shape, without rolling out (`--update-only`).
 
     For each of the first `problems_per_step` training problems: `n_code` responses to
@@ -246,14 +246,13 @@ def shaped_batches(trainer) -> dict:
     Advantages alternate +-1. Token counts are what a step of that shape trains on;
     the text only has to be realistic, not sampled.
     """
-    from codea1.grpo import Trajectory
+    from codea1.grpo import RoleBatch, StepBatches, Trajectory
     from codea1.rollout import code_messages, encode_prompts, test_messages
-    from codea1.train.loop import RoleBatch
 
     cfg = trainer.cfg
     tok = trainer.policies.tokenizer
     problems = trainer.train_problems[: cfg.data.problems_per_step]
-    code, test = RoleBatch(groups_total=len(problems)), RoleBatch(groups_total=len(problems))
+    code, test = RoleBatch("code", groups_total=len(problems)), RoleBatch("test", groups_total=len(problems))
 
     def responses(text: str, n: int, limit: int) -> list[list[int]]:
         ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
@@ -261,19 +260,21 @@ def shaped_batches(trainer) -> dict:
             ids = ids[:-1] + ids
         return [ids[: max(1, round(limit * (0.6 + 0.4 * k / max(n - 1, 1))))] for k in range(n)]
 
-    for p in problems:
+    for pi, p in enumerate(problems):
         [cp] = encode_prompts(tok, [code_messages(p)])
         for k, r in enumerate(responses(f"```python\n{p.reference}\n```", cfg.rollout.n_code,
                                         cfg.rollout.code.max_new_tokens)):
             code.trajectories.append(Trajectory(cp, r, 1.0 if k % 2 else -1.0))
+            code.problems.append(pi)
         [tp] = encode_prompts(tok, [test_messages(p, code=p.reference, n_tests=cfg.judge.suite_size)])
         asserts = "\n".join(p.tests[: cfg.judge.suite_size]) or p.question
         for k, r in enumerate(responses(f"```python\n{asserts}\n```", cfg.rollout.n_test,
                                         cfg.rollout.test.max_new_tokens)):
             test.trajectories.append(Trajectory(tp, r, 1.0 if k % 2 else -1.0))
+            test.problems.append(pi)
         code.groups_kept += 1
         test.groups_kept += 1
-    return {"code": code, "test": test}
+    return StepBatches(code, test)
 
 
 def print_update_comparison(runs: list[dict]) -> None:
@@ -357,7 +358,7 @@ def main() -> None:
         if args.update_only:
             try:
                 batches = shaped_batches(trainer)
-                for role, b in batches.items():
+                for role, b in batches.updates().items():
                     lens = [(len(t.prompt_ids), len(t.completion_ids)) for t in b.trajectories]
                     print(f"{role}: {len(lens)} trajectories, prompt tokens "
                           f"{sorted({p for p, _ in lens})}, response tokens {[c for _, c in lens]}")
@@ -380,7 +381,7 @@ def main() -> None:
             for _ in range(args.steps):
                 m = trainer.run_step()
                 flops = sum(update_flops(policies, "code" if key == "shared" else key, b.trajectories, cfg.grpo)
-                            for key, b in trainer._last_batches.items() if not key.startswith("_"))
+                            for key, b in trainer._last_batches.updates().items())
                 m["bench/update_flops"] = flops
                 steps.append(m)
                 print(f"step {trainer.step}: " + ", ".join(

@@ -36,7 +36,7 @@ from codea1.eval.loading import (
 from codea1.eval.passk import aggregate, default_ks
 from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
 from codea1.judge import extract_code
-from codea1.judge.golden import Verdict, golden_job, verdict_of  # re-exported: their old home
+from codea1.judge.golden import Verdict, golden_job, verdict_of  # noqa: F401  (re-exported: their old home)
 from codea1.models import check_model_name
 from codea1.rollout import code_messages
 from codea1.sandbox import Executor, Limits
@@ -146,6 +146,28 @@ def summarize(problems: Sequence[Problem], done: dict[str, dict[int, dict[str, A
     }
 
 
+def _golden_rows(ex, chunk, samples, ref, config: CodeEvalConfig) -> dict[str, list[dict[str, Any]]]:
+    """Each sample of the chunk's problems run on its golden tests (time limit scaled from
+    the reference solution's own time): samples.jsonl's rows, per problem."""
+    jobs, owners = [], []
+    for p, group in zip(chunk, samples):
+        base_s = ref[p.id][0] or 0.0
+        timeout = max(config.min_timeout_s, config.slowdown * base_s)
+        limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
+        for i, s in enumerate(group):
+            jobs.append(golden_job(p, p.program(extract_code(s.text)), limits))
+            owners.append((p, i, s))
+    verdicts = [verdict_of(r) for r in ex.run_many(jobs)]
+    rows_by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (p, i, s), v in zip(owners, verdicts):
+        rows_by_problem[p.id].append({
+            "problem_id": p.id, "source": p.source, "sample": i,
+            "passed": v.passed, "status": v.status, "detail": v.detail,
+            "truncated": s.truncated, "completion": s.text,
+        })
+    return rows_by_problem
+
+
 def evaluate_code(
     model: str | None,
     data: str | Path,
@@ -198,22 +220,7 @@ def evaluate_code(
                 chunk = todo[start:start + config.problems_per_batch]
                 samples = sample_problems(engine, policies, "code", [code_messages(p) for p in chunk],
                                           [p.id for p in chunk], n, sampling, config.seed)
-                jobs, owners = [], []
-                for p, group in zip(chunk, samples):
-                    base_s = ref[p.id][0] or 0.0
-                    timeout = max(config.min_timeout_s, config.slowdown * base_s)
-                    limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
-                    for i, s in enumerate(group):
-                        jobs.append(golden_job(p, p.program(extract_code(s.text)), limits))
-                        owners.append((p, i, s))
-                verdicts = [verdict_of(r) for r in ex.run_many(jobs)]
-                rows_by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
-                for (p, i, s), v in zip(owners, verdicts):
-                    rows_by_problem[p.id].append({
-                        "problem_id": p.id, "source": p.source, "sample": i,
-                        "passed": v.passed, "status": v.status, "detail": v.detail,
-                        "truncated": s.truncated, "completion": s.text,
-                    })
+                rows_by_problem = _golden_rows(ex, chunk, samples, ref, config)
                 for p in chunk:
                     rows = rows_by_problem[p.id]
                     if any(r["status"] == "infra" for r in rows):

@@ -116,6 +116,24 @@ def resolve_book_path(path: str | os.PathLike[str]) -> Path:
     return p / BOOK_FILENAME if p.is_dir() else p
 
 
+def _merged_updates(updates: Mapping[str, MistakeUpdate] | Iterable[tuple[str, MistakeUpdate]]) -> dict[str, MistakeUpdate]:
+    """The step's updates checked, and merged per problem (a step may hold a problem twice)."""
+    pairs = updates.items() if isinstance(updates, Mapping) else updates
+    merged: dict[str, MistakeUpdate] = {}
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"updates must be (problem id, MistakeUpdate) pairs, got {pair!r}")
+        pid, update = pair
+        if not isinstance(pid, str) or not isinstance(update, MistakeUpdate):
+            raise TypeError(f"updates must map problem ids (str) to MistakeUpdate, got {pid!r}: {update!r}")
+        for name, counter in (("failed", update.failed), ("passed", update.passed)):
+            for test, n in counter.items():
+                if not isinstance(test, str) or isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                    raise ValueError(f"problem {pid!r}: {name} counts must be positive ints, got {test!r}: {n!r}")
+        merged[pid] = merged[pid] + update if pid in merged else update
+    return merged
+
+
 class MistakeBook:
     """A Mistake Book stored in one SQLite file (created when missing, unless read-only)."""
 
@@ -281,81 +299,77 @@ class MistakeBook:
             raise PermissionError(f"{self.path}: opened read-only")
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"step must be an int, got {step!r}")
-        pairs = updates.items() if isinstance(updates, Mapping) else updates
-        merged: dict[str, MistakeUpdate] = {}
-        for pair in pairs:
-            if not (isinstance(pair, tuple) and len(pair) == 2):
-                raise TypeError(f"updates must be (problem id, MistakeUpdate) pairs, got {pair!r}")
-            pid, update = pair
-            if not isinstance(pid, str) or not isinstance(update, MistakeUpdate):
-                raise TypeError(f"updates must map problem ids (str) to MistakeUpdate, got {pid!r}: {update!r}")
-            for name, counter in (("failed", update.failed), ("passed", update.passed)):
-                for test, n in counter.items():
-                    if not isinstance(test, str) or isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-                        raise ValueError(f"problem {pid!r}: {name} counts must be positive ints, got {test!r}: {n!r}")
-            merged[pid] = merged[pid] + update if pid in merged else update
-        updates = merged
+        updates = _merged_updates(updates)
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             last = self.last_step
             if last is not None and step <= last:
                 raise ValueError(f"{self.path}: step {step} is not after the last applied step {last}")
-            added = increased = decreased = removed = 0
+            totals = [0, 0, 0, 0]  # added, increased, decreased, removed
             next_seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM tests").fetchone()[0]
             for pid, update in updates.items():
-                if not net:
-                    if update:
-                        counts = self._apply_in_order(pid, update, step, next_seq)
-                        next_seq += counts[0]
-                        added, increased, decreased, removed = (
-                            x + y for x, y in zip((added, increased, decreased, removed), counts[1:]))
+                if net:
+                    counts = self._apply_net(pid, update, step, next_seq)
+                elif update:
+                    counts = self._apply_in_order(pid, update, step, next_seq)
+                else:
                     continue
-                for test in dict.fromkeys([*update.failed, *update.passed]):
-                    delta = update.failed.get(test, 0) - update.passed.get(test, 0)
-                    row = conn.execute(
-                        "SELECT freq FROM tests WHERE problem_id = ? AND test = ?", (pid, test)
-                    ).fetchone()
-                    if row is None:
-                        if delta > 0:
-                            conn.execute(
-                                "INSERT INTO tests (problem_id, test, freq, seq, first_step, last_step) "
-                                "VALUES (?, ?, ?, ?, ?, ?)",
-                                (pid, test, delta, next_seq, step, step),
-                            )
-                            next_seq += 1
-                            added += 1
-                        continue
-                    freq = row[0] + delta
-                    if freq <= 0:
-                        conn.execute("DELETE FROM tests WHERE problem_id = ? AND test = ?", (pid, test))
-                        removed += 1
-                    elif delta != 0:
-                        conn.execute(
-                            "UPDATE tests SET freq = ?, last_step = ? WHERE problem_id = ? AND test = ?",
-                            (freq, step, pid, test),
-                        )
-                        if delta > 0:
-                            increased += 1
-                        else:
-                            decreased += 1
-            summary = StepSummary(step, sum(1 for u in updates.values() if u), added, increased, decreased, removed)
-            conn.execute(
-                "INSERT INTO steps (step, applied_at, problems, added, increased, decreased, removed) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (step, time.time(), summary.problems, added, increased, decreased, removed),
-            )
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('last_step', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (str(step),),
-            )
+                next_seq += counts[0]
+                totals = [x + y for x, y in zip(totals, counts[1:])]
+            summary = StepSummary(step, sum(1 for u in updates.values() if u), *totals)
+            self._record_step(summary)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         return summary
+
+    def _apply_net(self, pid: str, update: MistakeUpdate, step: int, next_seq: int) -> tuple[int, int, int, int, int]:
+        """One problem's update as its net change per test (`mistakes.net_changes`); returns
+        (seq numbers used, added, increased, decreased, removed)."""
+        conn = self._conn
+        used = added = increased = decreased = removed = 0
+        for test in dict.fromkeys([*update.failed, *update.passed]):
+            delta = update.failed.get(test, 0) - update.passed.get(test, 0)
+            row = conn.execute("SELECT freq FROM tests WHERE problem_id = ? AND test = ?", (pid, test)).fetchone()
+            if row is None:
+                if delta > 0:
+                    conn.execute(
+                        "INSERT INTO tests (problem_id, test, freq, seq, first_step, last_step) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (pid, test, delta, next_seq + used, step, step),
+                    )
+                    used += 1
+                    added += 1
+                continue
+            freq = row[0] + delta
+            if freq <= 0:
+                conn.execute("DELETE FROM tests WHERE problem_id = ? AND test = ?", (pid, test))
+                removed += 1
+            elif delta != 0:
+                conn.execute("UPDATE tests SET freq = ?, last_step = ? WHERE problem_id = ? AND test = ?",
+                             (freq, step, pid, test))
+                if delta > 0:
+                    increased += 1
+                else:
+                    decreased += 1
+        return used, added, increased, decreased, removed
+
+    def _record_step(self, summary: StepSummary) -> None:
+        """The step's row in `steps`, and `last_step` (inside apply_step's transaction)."""
+        self._conn.execute(
+            "INSERT INTO steps (step, applied_at, problems, added, increased, decreased, removed) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (summary.step, time.time(), summary.problems, summary.added, summary.increased, summary.decreased,
+             summary.removed),
+        )
+        self._conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('last_step', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(summary.step),),
+        )
 
     def _apply_in_order(self, pid: str, update: MistakeUpdate, step: int, next_seq: int) -> tuple[int, int, int, int, int]:
         """One problem's update, decrements first (the reference's order); returns (seq
