@@ -1,19 +1,24 @@
-"""GRPO, the policy-gradient update of both Code-A1 policies.
+"""GRPO, the policy-gradient update of both Code-A1 policies, in the order a step runs it.
 
-This module holds the math of `CODE_A1_SPEC.md` ("Which samples train", "GRPO update") as
-small functions on tensors, so that each formula can be checked on hand-computed numbers:
+This module holds `CODE_A1_SPEC.md`'s "Which samples train" and "GRPO update" as small
+functions on tensors, so that each formula can be checked on hand-computed numbers:
 
 - `group_advantages`: reward minus its group's mean, over the group's std + eps;
-- `has_signal` / `select_test_groups`: the top-`update_n` choice of test groups and the
-  optional zero-variance filtering (off by default, as in the reference);
+- `select_batches` (with `has_signal` / `select_test_groups`): which samples train, as a
+  `RoleBatch` per role: every code group, the top-`update_n` test groups per problem, and
+  the optional zero-variance filtering (off by default, as in the reference);
 - `clipped_surrogate`, `k3_kl`, `token_mean`, `grpo_token_loss`: the clip-higher PPO
   loss with verl's dual-clip for negative advantages and a low-variance KL penalty to
   the frozen reference, averaged over tokens;
 - `make_optimizer`, `make_scheduler`, `warmup_cosine`: AdamW with a linear warm-up from
   lr 0, then cosine (verl's `get_cosine_schedule_with_warmup`);
-- `pack_micro_batches`, `trajectory_logprobs`, `update_policy`: log-probabilities of the
-  response tokens of packed (padding-free) micro-batches, and one PPO epoch over
-  mini-batches with gradient accumulation equal to the whole mini-batch.
+- `trajectory_logprobs`, `update_policy`: log-probabilities of the response tokens of
+  packed (padding-free) micro-batches (`codea1.trajectory`), and one PPO epoch over
+  mini-batches with gradient accumulation equal to the whole mini-batch;
+- `update_role`: one policy's update as the reference's actor runs it: old and reference
+  log-probs, the rollout engine's importance correction (`rollout_correction`), then
+  `update_policy`. Several ranks add their part through `RankHooks`; this module runs
+  nothing of another rank.
 
 Every number is a `GRPOConfig` field; the defaults are the reference implementation's.
 """

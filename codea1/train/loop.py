@@ -1,5 +1,9 @@
 """The Code-A1 training loop: one step is rollouts, judge, rewards, Mistake Book, GRPO.
 
+`Trainer.run_step` is the step, one timed phase per line (docs/ARCHITECTURE.md, "One
+training step, top to bottom", walks it function by function); what the phases hand each
+other is typed in `codea1.train.records`, the update is `codea1.grpo`'s.
+
 `train(config, run_dir)` runs a new run; `train(None, run_dir, resume=True)` continues
 the run in `run_dir` from its latest checkpoint, exactly where it stopped (same weights,
 optimiser moments, schedule, random streams, data position, Mistake Book rolled back to
