@@ -19,7 +19,6 @@ class OneProcess:
     enabled = False   # no collectives
     main = True       # writes the run directory
     comm_s = 0.0      # seconds spent in collectives
-    hooks = None      # what several ranks add to an update (`grpo.RankHooks`)
 
     # ---------------------------------------------------------------- collectives
 
