@@ -140,7 +140,10 @@ class StepBatches:
         return {"code": self.code, "test": self.test}
 
     def __getitem__(self, key: str) -> RoleBatch:
-        return self.updates()[key] if key == "shared" else getattr(self, key)
+        """"code", "test", or self-play's "shared" batch."""
+        if key in ("code", "test"):
+            return getattr(self, key)
+        return self.updates()[key]
 
     def group_metrics(self) -> dict[str, int]:
         """`ROLE/groups_total` and `ROLE/groups_kept` of each batch (self-play: of both parts too)."""
