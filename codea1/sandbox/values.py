@@ -702,7 +702,13 @@ def _pair_equal(p: Value, q: Value, depth: int, tol: tuple = (FLOAT_REL_TOL, FLO
 
 
 def _match_unordered(xs: list, ys: list, eq) -> bool:
-    """Each element of ``xs`` pairs with a distinct equal element of ``ys`` (a bijection)."""
+    """Each element of ``xs`` pairs with a distinct equal element of ``ys`` (a bijection).
+
+    With a float tolerance "equal" is not transitive, so a first-fit pairing can miss a
+    bijection that exists (1.0 takes 1.0000008, and 1.0000015 is left with 1.0): when it
+    fails, an exact matching decides, up to `MATCH_EXACT_LIMIT` elements (it needs every
+    pair compared, and a candidate's set may be large: past the limit, first-fit's answer).
+    """
     if len(xs) != len(ys):
         return False
     # Fast path: identical canonical orderings (the child sorts set items).
@@ -715,8 +721,28 @@ def _match_unordered(xs: list, ys: list, eq) -> bool:
                 del remaining[i]
                 break
         else:
-            return False
+            return len(xs) <= MATCH_EXACT_LIMIT and _perfect_matching(xs, ys, eq)
     return True
+
+
+MATCH_EXACT_LIMIT = 64
+
+
+def _perfect_matching(xs: list, ys: list, eq) -> bool:
+    """Whether the "equal" pairs hold a perfect matching (Kuhn's augmenting paths)."""
+    partners = [[j for j, y in enumerate(ys) if eq(x, y)] for x in xs]
+    owner = [-1] * len(ys)
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in partners[i]:
+            if j not in seen:
+                seen.add(j)
+                if owner[j] < 0 or augment(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    return all(augment(i, set()) for i in range(len(xs)))
 
 
 def _float_source(h: str) -> str:
