@@ -390,12 +390,28 @@ class _Plan:
     cand_runs: list[RunResult | None] = field(default_factory=list)
 
 
+@dataclass
+class JudgeProgress:
+    """How far `Judge.judge_step` is in its step, for a live display (read from another
+    thread: plain counters, each written by the judging thread alone)."""
+
+    problems: int = 0      # the step's problems
+    judged: int = 0        # problems scored so far
+    runs_queued: int = 0   # sandbox runs queued so far (references, candidates, resumed runs)
+    runs_done: int = 0     # of which returned
+
+    def __str__(self) -> str:
+        return (f"{self.judged} of {self.problems} problems judged, "
+                f"{self.runs_done:,} of {self.runs_queued:,} sandbox runs back")
+
+
 class Judge:
     """Judges steps of Code-A1 on a sandboxed `Executor` (see module docstring)."""
 
     def __init__(self, executor: Executor, config: JudgeConfig | None = None) -> None:
         self.executor = executor
         self.config = config or JudgeConfig()
+        self.progress = JudgeProgress()  # the step being judged (`judge_step`)
 
     # -- comparing values -------------------------------------------------------------
     def _equal(self, candidate: list, reference: list) -> bool:
@@ -744,7 +760,8 @@ class Judge:
         that builds huge numbers) still starts early instead of last. A problem is scored
         as soon as its last run returns.
         """
-        runs = _Runs(self.executor, self.config.resume_rounds)
+        self.progress = JudgeProgress(problems=len(rollouts))
+        runs = _Runs(self.executor, self.config.resume_rounds, self.progress)
         results: list[ProblemJudgement | None] = [None] * len(rollouts)
         # (a step's own objects hold no reference cycles, only `ast.dump`'s helper closures
         # do, a few hundred, collected once when the collector resumes, in 15-18 ms with the
@@ -768,17 +785,21 @@ class Judge:
         finally:
             runs.cancel()
 
+    def _scored(self, results: list[ProblemJudgement | None], index: int, plan: _Plan) -> None:
+        results[index] = self._finish(plan)
+        self.progress.judged += 1
+
     def _reference_done(self, runs: "_Runs", plan: _Plan, index: int, run: RunResult,
                         results: list[ProblemJudgement | None]) -> None:
         """Read the reference's values and queue the problem's candidate runs."""
         self._absorb_reference(plan, run)
         plan.cand_runs = [None] * len(plan.rollout.codes)
         if run.status == "infra" or not run.program_ok:
-            results[index] = self._finish(plan)
+            self._scored(results, index, plan)
             return
         jobs = self._candidate_jobs(plan)
         if not jobs:
-            results[index] = self._finish(plan)
+            self._scored(results, index, plan)
             return
         outstanding = [len(jobs)]
         per_call = run.cpu_s / max(1, len(plan.ref_calls))
@@ -788,7 +809,7 @@ class Judge:
                 plan.cand_runs[i] = result
             outstanding[0] -= 1
             if outstanding[0] == 0:
-                results[index] = self._finish(plan)
+                self._scored(results, index, plan)
 
         queued_at = runs.elapsed()
         resume = self.config.per_call_timeouts  # (the reference's budget runs out once, for good)
@@ -845,8 +866,9 @@ class _Runs:
     result `infra`, never a failed call.
     """
 
-    def __init__(self, executor, rounds: int) -> None:
+    def __init__(self, executor, rounds: int, progress: JudgeProgress | None = None) -> None:
         self.executor, self.rounds = executor, rounds
+        self.progress = progress if progress is not None else JudgeProgress()
         self.started = time.monotonic()
         self.done: queue.SimpleQueue = queue.SimpleQueue()
         self.flight: dict = {}  # future -> _Track
@@ -861,6 +883,7 @@ class _Runs:
 
     def _send(self, track: "_Track", job: Job) -> None:
         future = self.executor.submit(job, priority=track.priority)
+        self.progress.runs_queued += 1
         self.flight[future] = track
         future.add_done_callback(self.done.put)
 
@@ -873,6 +896,7 @@ class _Runs:
                 return
             track = self.flight.pop(future, None)
             if track is not None:
+                self.progress.runs_done += 1
                 self._arrived(track, future.result())
 
     def cancel(self) -> None:

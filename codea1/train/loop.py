@@ -449,6 +449,9 @@ class Trainer:
         k = self.cfg.mistakes.top_k or self.cfg.judge.suite_size
         mistakes = (self.ranks.book_tops(self.book, r.step_problems, r.slots, k) if self.cfg.mistakes.enabled
                     else [[] for _ in r.problems])
+        if self.progress is not None and hasattr(self.judge, "progress"):  # (the Ray backend counts none)
+            judge = self.judge
+            self.progress.watch(lambda: str(judge.progress))
         code, test, metrics, judgements = self._judge_a1(r.problems, r.code_samples, r.suites, mistakes)
         return StepRewards(code, test, judgements, metrics)
 
