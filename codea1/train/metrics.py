@@ -20,7 +20,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from codea1.grpo import StepBatches
+    from codea1.train.records import StepRewards, StepRollout
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
@@ -304,7 +308,7 @@ class Progress:
 # --------------------------------------------------------------------------- a step's figures
 
 
-def step_metrics(rollout, rewards, book: Mapping[str, Any], update: Mapping[str, Any],
+def step_metrics(rollout: StepRollout, rewards: StepRewards, book: Mapping[str, Any], update: Mapping[str, Any],
                  times: Mapping[str, float], *, golden: bool, epoch: int,
                  dropped: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     """One step's row: the judge's, the Mistake Book's and the update's figures, the
@@ -374,7 +378,7 @@ def golden_judge_metrics(rates, results) -> dict[str, Any]:
     }
 
 
-def step_samples(rollout, rewards, batches, k: int) -> list[dict[str, Any]]:
+def step_samples(rollout: StepRollout, rewards: StepRewards, batches: StepBatches, k: int) -> list[dict[str, Any]]:
     """A few samples for samples.jsonl: per problem (the first `k`) its first code and a suite.
 
     The suite shown is the first of a candidate whose suites trained (the top-std
