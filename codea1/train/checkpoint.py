@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 STATE_FILE = "state.json"
+CONFIG_FILE = "config.yaml"        # a run directory's config (beside checkpoints/)
+BOOK_FILE = "mistakes.sqlite"      # a run directory's Mistake Book (and each checkpoint's copy)
 TMP_PREFIX = ".tmp-step-"      # a checkpoint being written
 TRASH_PREFIX = ".deleting-"    # a checkpoint being removed
 
@@ -253,7 +255,7 @@ def load_rng(path: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- verification
 
 
-def verify_checkpoint(checkpoint: Path, book_file: str = "mistakes.sqlite") -> dict[str, Any]:
+def verify_checkpoint(checkpoint: Path, book_file: str = BOOK_FILE) -> dict[str, Any]:
     """Read every file of a checkpoint before a model is loaded, so a broken one is named
     in seconds instead of after minutes of loading: `state.json` (its keys), `optim.pt` and
     `rng.pt` (loadable), the weights (`policies/policies.json` and each safetensors file it

@@ -30,7 +30,7 @@ def check_new_run(cfg, run_dir: Path) -> None:
     from codea1.engines import resolve_engine
     from codea1.models import model_unavailable, resolve_device
     from codea1.train.config import REQUIRED, ConfigError, missing_data
-    from codea1.train.loop import load_training_data
+    from codea1.train.training_data import load_training_data
 
     problems: list[str] = []
 
@@ -64,7 +64,7 @@ def check_run_dir_inputs(cfg, run_dir: Path) -> None:
     a RUN_DIR holding such files that no training run wrote (no config.yaml beside them),
     and a data file or model that is one of them."""
     from codea1.output_files import input_named_as_output
-    from codea1.train.loop import BOOK_FILE, CONFIG_FILE
+    from codea1.train.checkpoint import BOOK_FILE, CONFIG_FILE
     from codea1.train.metrics import METRICS_FILE, SAMPLES_FILE
 
     written = [run_dir / name for name in (METRICS_FILE, SAMPLES_FILE, BOOK_FILE, BOOK_FILE + "-wal",

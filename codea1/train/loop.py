@@ -63,6 +63,8 @@ from codea1.rollout import (
 from codea1.sandbox import Executor, Limits
 from codea1.train import distributed as D
 from codea1.train.checkpoint import (
+    BOOK_FILE,
+    CONFIG_FILE,
     CheckpointManager,
     capture_rng,
     load_rng,
@@ -101,8 +103,6 @@ from codea1.train.wandb_logger import open_wandb
 
 __all__ = ["RoleBatch", "StopRequested", "TrainResult", "Trainer", "load_training_data", "select_problems", "train"]
 
-CONFIG_FILE = "config.yaml"
-BOOK_FILE = "mistakes.sqlite"
 ROLES = ("code", "test")
 
 
