@@ -29,7 +29,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 
 import torch
 from peft.helpers import disable_input_dtype_casting
@@ -130,14 +130,16 @@ class StepBatches:
     test: RoleBatch
     selfplay: bool = False
 
+    @cached_property
+    def shared(self) -> RoleBatch:
+        """Self-play's one batch: the code part, then the test part."""
+        return RoleBatch("shared", self.code.trajectories + self.test.trajectories,
+                         self.code.problems + self.test.problems, self.code.groups_total + self.test.groups_total,
+                         self.code.groups_kept + self.test.groups_kept, parts=(self.code, self.test))
+
     def updates(self) -> dict[str, RoleBatch]:
         """Per set of weights ("code"/"test", or self-play's "shared"), its batch."""
-        if self.selfplay:
-            return {"shared": RoleBatch("shared", self.code.trajectories + self.test.trajectories,
-                                        self.code.problems + self.test.problems,
-                                        self.code.groups_total + self.test.groups_total,
-                                        self.code.groups_kept + self.test.groups_kept, parts=(self.code, self.test))}
-        return {"code": self.code, "test": self.test}
+        return {"shared": self.shared} if self.selfplay else {"code": self.code, "test": self.test}
 
     def __getitem__(self, key: str) -> RoleBatch:
         """"code", "test", or self-play's "shared" batch."""
@@ -468,6 +470,11 @@ STAT_NAMES = ("sequences", "tokens", "optimizer_steps", "loss", "pg_loss", "kl",
               "ratio_mean", "grad_norm", "forward_tokens", "update_skipped")
 
 
+def mini_batch_token_counts(layout: Sequence[Sequence[int]], seqs: Sequence[Trajectory]) -> list[int]:
+    """Each mini-batch's response-token count: the divisor of its token-mean loss."""
+    return [sum(len(seqs[i].completion_ids) for i in members) for members in layout]
+
+
 def split_mini_batches(n: int, mini_batches: int) -> list[list[int]]:
     """Contiguous split of n sequences into `mini_batches` near-equal parts (none empty)."""
     k = max(1, min(mini_batches, n))
@@ -504,7 +511,7 @@ def update_policy(
     """
     layout = [list(m) for m in layout] if layout is not None else split_mini_batches(len(seqs), cfg.mini_batches)
     if mini_batch_tokens is None:
-        mini_batch_tokens = [sum(len(seqs[i].completion_ids) for i in members) for members in layout]
+        mini_batch_tokens = mini_batch_token_counts(layout, seqs)
     stats = UpdateStats(sequences=len(seqs))
     old_logps = list(old_logps)  # entries left None are filled from the first forward pass
     params = [p for g in optimizer.param_groups for p in g["params"]]

@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import torch
 import torch.distributed as dist
 
-from codea1.grpo import RankHooks, RoleBatch, UpdateStats, sequence_logprobs, split_mini_batches
+from codea1.grpo import (
+    RankHooks,
+    RoleBatch,
+    UpdateStats,
+    mini_batch_token_counts,
+    sequence_logprobs,
+    split_mini_batches,
+)
 from codea1.rollout import sample_seeds  # noqa: F401  (its old home)
 from codea1.train.one_process import OneProcess, apply_book_updates
 from codea1.trajectory import Trajectory, pack_micro_batches
@@ -312,7 +319,6 @@ class GradSync:
     def __init__(self, ranks: Ranks, sharded: bool = False) -> None:
         self.ranks = ranks
         self.sharded = sharded
-        self.comm_s = 0.0
 
     def hooks(self, chunk_tokens: int) -> RankHooks:
         """The update's hooks; `chunk_tokens` (`grpo.logprob_chunk_tokens`) for the filler passes."""
@@ -322,8 +328,7 @@ class GradSync:
                          after_backward=self.gradients, reduce_stats=self.reduce_stats)
 
     def mini_batch_tokens(self, layout: Sequence[Sequence[int]], seqs: Sequence[Trajectory]) -> list[int]:
-        local = [sum(len(seqs[i].completion_ids) for i in members) for members in layout]
-        return [int(n) for n in self.ranks.sum(local)]
+        return [int(n) for n in self.ranks.sum(mini_batch_token_counts(layout, seqs))]
 
     def forwards(self, n: int) -> int:
         return int(self.ranks.max([n])[0]) if self.sharded else n

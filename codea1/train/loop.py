@@ -341,8 +341,8 @@ class Trainer:
             self._last_batches = batches  # kept for inspection (benchmarks/train_step.py)
             update_metrics = self._update(batches, rollout.slots)
         self.step = step
-        metrics = step_metrics(rollout, rewards, book_metrics, update_metrics, times, golden=cfg.mode == "golden",
-                               epoch=self.sampler.epoch, dropped=self.dropped)
+        metrics = step_metrics(rollout, rewards, book_metrics, update_metrics, times, epoch=self.sampler.epoch,
+                               dropped=self.dropped)
         samples = step_samples(rollout, rewards, batches, cfg.logging.samples_per_step)
         if self.ranks.enabled:
             metrics["time/comm_s"] = self.ranks.comm_s - comm_before

@@ -309,13 +309,13 @@ class Progress:
 
 
 def step_metrics(rollout: StepRollout, rewards: StepRewards, book: Mapping[str, Any], update: Mapping[str, Any],
-                 times: Mapping[str, float], *, golden: bool, epoch: int,
+                 times: Mapping[str, float], *, epoch: int,
                  dropped: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     """One step's row: the judge's, the Mistake Book's and the update's figures, the
     rollouts' counts, the data position, and each phase's seconds (`time/PHASE_s`)."""
     metrics: dict[str, Any] = {**rewards.metrics, **book, **update}
     metrics.update(generation_metrics("code", rollout.code_stats))
-    if not golden:
+    if rewards.test is not None:  # (golden mode writes no tests)
         metrics.update(generation_metrics("test", rollout.test_stats))
     stats = (rollout.code_stats, rollout.test_stats)
     total_tokens = sum(s.completion_tokens for s in stats)
