@@ -172,17 +172,41 @@ def test_resume_is_exact(tmp_path, tiny, scripted):
             assert torch.equal(st["exp_avg"], ob["optimizers"][role]["state"][pid]["exp_avg"])
 
 
-def test_time_limit_stops_with_a_checkpoint_and_resumes(tmp_path, tiny, scripted):
-    """A budget the first step overruns: stop after it, checkpointed; resume finishes the run.
-    A budget no step nears, or one ending at the last step, is not a stop."""
-    run = tmp_path / "run"
-    first = train(_config(tiny, "a1", 3), run, time_limit_s=1e-3)
-    assert first.stopped and first.step == 1
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
+def test_time_limit_stops_with_a_checkpoint_and_resumes(tmp_path, tiny, scripted, monkeypatch):
+    """A budget step 1 would overrun: the step is dropped when the budget ends (it had
+    changed nothing), step 0 is checkpointed, and the call ends within a second or two of
+    the budget; resume finishes the run as an uninterrupted one. A budget already spent
+    stops before the models load. Fault tried: the old rule (a first step always runs,
+    the budget is judged after each step) took the sleeping step's 60 s and failed."""
+    import time
+
+    import codea1.rollout as rollout
+
+    a, run = tmp_path / "a", tmp_path / "run"
+    train(_config(tiny, "a1", 3), a)
+    inner, calls = rollout.generate, {"test": 0}
+
+    def slow_step_one(policies, role, prompts, n=1, sampling=None, **kw):
+        if role == "test":
+            calls["test"] += 1
+            if calls["test"] == 2:  # step 0's validation, then step 1's test rollout: slow
+                time.sleep(60)
+        return inner(policies, role, prompts, n=n, sampling=sampling, **kw)
+
+    monkeypatch.setattr(rollout, "generate", slow_step_one)
+    t = time.monotonic()
+    first = train(_config(tiny, "a1", 3), run, time_limit_s=15)
+    took = time.monotonic() - t
+    assert first.stopped and first.step == 0 and calls["test"] == 2
+    assert 15 <= took < 18, took
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-0"]
+    assert [r["step"] for r in read_metrics(run)] == [0]
+    monkeypatch.setattr(rollout, "generate", inner)
     assert train(None, run, resume=True, time_limit_s=1e6).step == 3
-    assert [r["step"] for r in read_metrics(run)] == [0, 1, 2, 3]
-    last = train(_config(tiny, "a1", 1), tmp_path / "one", time_limit_s=1e-3)
-    assert last.step == 1 and not last.stopped
+    assert _stable(read_metrics(a)) == _stable(read_metrics(run))
+    spent = train(_config(tiny, "a1", 1), tmp_path / "spent", time_limit_s=1e-3)
+    assert spent.stopped and spent.step == 0 and not (tmp_path / "spent" / "checkpoints").exists()
+    assert train(None, tmp_path / "spent", resume=True).step == 1
 
 
 def test_parse_duration():

@@ -453,9 +453,36 @@ def save_config(cfg: TrainConfig, path: str | Path) -> None:
     atomic_write_text(path, config_to_yaml(cfg))
 
 
-# Keys a resumed run may change (`codea1 train --resume RUN --steps N`); any other
-# difference between a run's config.yaml and its checkpoint's config is refused.
+# Keys a resumed run may change: the total (`codea1 train --resume RUN --steps N`) and the
+# settings on which no figure of the run depends (how many threads and sandbox workers do
+# the work, what the display shows, where the figures are also sent, which checkpoints are
+# kept), through `--resume RUN --set KEY=VALUE`. Any other difference between a run's
+# config.yaml and its checkpoint's config is refused.
 RESUME_OVERRIDES = ("steps",)
+RESUME_CHANGEABLE = ("steps", "threads", "judge.workers", "logging.progress", "logging.tensorboard",
+                     "logging.wandb.project", "logging.wandb.entity", "logging.wandb.name", "logging.wandb.mode",
+                     "checkpoint.every", "checkpoint.keep", "distributed.timeout_s")
+
+
+def changeable_text() -> str:
+    """The keys a resume may change, as a refusal lists them."""
+    return "--steps, and with --set: " + ", ".join(k for k in RESUME_CHANGEABLE if k != "steps")
+
+
+def resume_changes(saved: dict[str, Any], new: dict[str, Any], where: str, what: str = "the run") -> list[str]:
+    """The keys whose values differ between two config mappings (a run's and what a resume
+    asks for); refuses, naming the first, any key a resume may not change."""
+    saved_flat, new_flat = _flatten(saved), _flatten(new)
+    changed = [k for k in dict.fromkeys([*saved_flat, *new_flat])
+               if saved_flat.get(k, "<absent>") != new_flat.get(k, "<absent>")]
+    refused = [k for k in changed if k not in RESUME_CHANGEABLE]
+    if refused:
+        k = refused[0]
+        more = f" (and {len(refused) - 1} more keys)" if len(refused) > 1 else ""
+        raise ConfigError(f"{where}: {k!r} is {new_flat.get(k, '<absent>')!r} but {what} was trained with "
+                          f"{saved_flat.get(k, '<absent>')!r}{more}; a resumed run keeps its config: only "
+                          f"{changeable_text()} may change")
+    return changed
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -510,16 +537,7 @@ def check_run_config(raw: dict[str, Any], path: str | Path, state: dict[str, Any
         return
     where = f"checkpoint {Path(checkpoint).name}" if checkpoint is not None else "the checkpoint"
     if "config" in state:
-        saved = _flatten(state["config"])
-        changed = [k for k in dict.fromkeys([*saved, *raw_flat])
-                   if k not in RESUME_OVERRIDES and saved.get(k, "<absent>") != raw_flat.get(k, "<absent>")]
-        if changed:
-            k = changed[0]
-            more = f" (and {len(changed) - 1} more keys)" if len(changed) > 1 else ""
-            raise ConfigError(
-                f"{path}: {k!r} is {raw_flat.get(k, '<absent>')!r} but {where} was trained with "
-                f"{saved.get(k, '<absent>')!r}{more}; a resumed run keeps its config "
-                f"(only {', '.join('--' + o for o in RESUME_OVERRIDES)} may change)")
+        resume_changes(state["config"], raw, str(path), where)
         return
     if raw_digest(raw) != state["config_sha256"]:
         raise ConfigError(f"{path}: changed since {where} was written (its sha256 does not match the "

@@ -28,10 +28,9 @@ checkpoint on disk stays intact).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
-import signal
-import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -84,19 +83,24 @@ from codea1.train.config import (
     raw_digest,
     read_run_config,
     require_data,
+    resume_changes,
     save_config,
 )
 from codea1.train.golden import golden_results
 from codea1.train.metrics import (
     MetricsLog,
     Progress,
+    _jsonable,
     a1_judge_metrics,
     golden_judge_metrics,
+    read_metrics,
     step_metrics,
     step_samples,
 )
 from codea1.train.one_process import OneProcess
 from codea1.train.records import StepRewards, StepRollout
+from codea1.train.run_lock import RunLock
+from codea1.train.stopping import StopFlag, StopRequested, TimeBudget
 from codea1.train.training_data import load_training_data, select_problems  # noqa: F401  (re-exported)
 from codea1.train.validation import validate
 from codea1.train.wandb_logger import open_wandb
@@ -104,35 +108,6 @@ from codea1.train.wandb_logger import open_wandb
 __all__ = ["RoleBatch", "StopRequested", "TrainResult", "Trainer", "load_training_data", "select_problems", "train"]
 
 ROLES = ("code", "test")
-
-
-class StopRequested(Exception):
-    """Raised inside a step when a stop was asked for before the step changed anything."""
-
-
-class StopFlag:
-    """Set by SIGINT/SIGTERM; a second SIGINT raises KeyboardInterrupt at once."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.reason = ""
-        self._old: dict[int, Any] = {}
-
-    def _handler(self, signum, _frame) -> None:
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = True
-        self.reason = signal.Signals(signum).name
-
-    def __enter__(self) -> "StopFlag":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._handler)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -152,26 +127,31 @@ class Trainer:
     progress: Progress | None = None  # the live display, where there is one
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, *, policies=None,
-                 progress: Progress | None = None, ranks=None) -> None:
+                 progress: Progress | None = None, ranks=None, stop: StopFlag | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.ranks = ranks if ranks is not None else OneProcess()
+        self.stop = stop if stop is not None else StopFlag(asynchronous=not self.ranks.enabled)
+        self.budget: TimeBudget | None = None  # the time limit (`train` sets it)
+        self.pending: dict[str, Any] | None = None  # a step's row waiting for its validation
+        self._committed = False  # the step under way is past its commit point
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         # seed before the models load: LoRA initialisation draws from torch's RNG
         random.seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
         torch.manual_seed(cfg.seed)
-        self.train_problems, self.heldout = load_training_data(cfg)
-        self._sampler()  # the batch must fit the data: refused here, before minutes of model loading
-        self.policies = policies if policies is not None else models.load_policies(self._model_config())
-        # both roles share one architecture: one context bounds every prompt
-        self.context = context_length(self.policies.module("code"))
-        self.dropped = self._drop_overlong(progress)
-        self.sampler = self._sampler()  # ... and again once the over-long prompts are gone
-        self.sharded, compute_dtype = self._distribute()
-        self.engine = make_engine(cfg.rollout.engine, self.policies, cfg.rollout.vllm, dtype=compute_dtype,
-                                  threads=cfg.threads)
+        with self.stop.abandonable():  # loading changes nothing of the run's: a stop ends it at once
+            self.train_problems, self.heldout = load_training_data(cfg)
+            self._sampler()  # the batch must fit the data: refused here, before minutes of model loading
+            self.policies = policies if policies is not None else models.load_policies(self._model_config())
+            # both roles share one architecture: one context bounds every prompt
+            self.context = context_length(self.policies.module("code"))
+            self.dropped = self._drop_overlong(progress)
+            self.sampler = self._sampler()  # ... and again once the over-long prompts are gone
+            self.sharded, compute_dtype = self._distribute()
+            self.engine = make_engine(cfg.rollout.engine, self.policies, cfg.rollout.vllm, dtype=compute_dtype,
+                                      threads=cfg.threads)
         if cfg.grpo.rollout_is != "none" and not self.engine.reports_logprobs:
             warnings.warn(f"grpo.rollout_is={cfg.grpo.rollout_is!r} has no effect with the "
                           f"{self.engine.name} rollout engine, which reports no log-probs", stacklevel=2)
@@ -192,7 +172,6 @@ class Trainer:
         self.book = MistakeBook(self.run_dir / BOOK_FILE) if self.ranks.main else None  # rank 0's alone
         self.step = 0
         self.progress = progress
-        self.stop = StopFlag()
 
     def _sampler(self) -> ProblemSampler:
         d = self.cfg.data
@@ -286,6 +265,7 @@ class Trainer:
                 "metrics_offsets": log.offsets(),
                 "config_sha256": config_digest(self.cfg),
                 "config": self.cfg.model_dump(mode="json"),  # a resume compares config.yaml with it
+                "pending": self.pending,  # a step's row whose validation a stop cut short
                 "mode": self.cfg.mode,
                 "saved_at": time.time(),
             })
@@ -354,12 +334,29 @@ class Trainer:
     def phase(self, name: str, times: dict[str, float], may_stop: bool = True) -> Iterator[None]:
         """Show and time one phase of the step (`time/NAME_s`); a stop asked for during a
         phase before the commit point abandons the step when the phase ends."""
+        if may_stop:
+            self._committed = False
+        elif not self._committed:  # the step's commit point: refused when the rest cannot finish in time
+            self._committed = True
+            self._before_commit(times)
         self._phase(name)
         started = time.perf_counter()
-        yield
+        # before the commit point a stop abandons the phase at once (`StopFlag.abandonable`)
+        with self.stop.abandonable() if may_stop else contextlib.nullcontext():
+            yield
         times[name.replace(" ", "_")] = time.perf_counter() - started
         if may_stop:
             self._check_stop()
+
+    def _before_commit(self, times: dict[str, float]) -> None:
+        """A stop asked for since the last phase, or a time limit the rest of the step
+        (Mistake Book, update, checkpoint) would overrun, abandons the step here, the last
+        point where it has changed nothing."""
+        self._check_stop()
+        refusal = self.budget.refuse_commit(self.step + 1, sum(times.values())) if self.budget else None
+        if self.ranks.any(refusal is not None):
+            self.stop.requested, self.stop.reason = True, refusal or "the time limit on another rank"
+            raise StopRequested(self.stop.reason)
 
     def _phase(self, name: str) -> None:
         if self.progress is not None:
@@ -368,7 +365,7 @@ class Trainer:
     def _check_stop(self, interrupted: bool = False) -> None:
         # every rank meets here at the same points of the step: a stop asked for on any
         # rank (or a rollout interrupted there) stops the step on all of them
-        if self.ranks.any(self.stop.requested or interrupted):
+        if self.ranks.any(self.stop.poll() or interrupted):
             raise StopRequested(self.stop.reason or "a stop on another rank")
 
     # ------------------------------------------------------------------ rollouts
@@ -417,7 +414,7 @@ class Trainer:
             with self._sampling_weights(role):
                 return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
                                             sampling=sampling, seeds=seeds, stats=gen_stats,
-                                            should_stop=lambda: self.stop.requested)
+                                            should_stop=self.stop.poll)
         except GenerationInterrupted:
             # nothing of this step is committed yet: abandon it like any stop before commit
             self._check_stop(interrupted=True)
@@ -536,12 +533,13 @@ def config_digest(cfg: TrainConfig, ignore_steps: bool = False) -> str:
 
 
 def _resume_config(config: TrainConfig | None, run_dir: Path,
-                   steps: int | None) -> tuple[TrainConfig, Path | None, bool]:
+                   steps: int | None) -> tuple[TrainConfig, Path | None, bool, list[str]]:
     """The config a resumed run continues with, its latest checkpoint (None: none yet),
-    and whether config.yaml must be rewritten to record an override.
+    whether config.yaml must be rewritten to record a change, and the keys changed.
 
     The run's config.yaml must be whole and the one its latest checkpoint was trained
-    with; only the keys of `RESUME_OVERRIDES` (`steps`) may change, through `steps`.
+    with; a `config` given differs from it only in keys of `RESUME_CHANGEABLE` (threads,
+    the display, logging sinks...), and `steps` is a new total.
     """
     cfg_path = run_dir / CONFIG_FILE
     if not cfg_path.is_file():
@@ -551,16 +549,17 @@ def _resume_config(config: TrainConfig | None, run_dir: Path,
     # every file of the checkpoint readable before minutes of model loading
     state = verify_checkpoint(latest, BOOK_FILE) if latest is not None else None
     check_run_config(raw, cfg_path, state, latest)
-    if config is not None and config_digest(config, True) != config_digest(saved, True):
-        raise ConfigError(f"{run_dir}: resuming needs the run's own config ({cfg_path}); "
-                          "give no config (or only --steps)")
+    changed = [] if config is None else resume_changes(saved.model_dump(mode="json"), config.model_dump(mode="json"),
+                                                       f"resuming {run_dir}", str(cfg_path))
     at = int(state["step"]) if state is not None else 0
     if steps is not None and steps <= at:
         raise ConfigError(f"--steps {steps}: {run_dir} is already at step {at} (of {saved.steps}); "
                           f"give a total above {at}, or no --steps to run to {saved.steps}")
-    if steps is None or steps == saved.steps:
-        return saved, latest, False
-    return saved.model_copy(update={"steps": steps}), latest, True
+    cfg = config if config is not None else saved
+    if steps is not None and steps != saved.steps:
+        cfg = cfg.model_copy(update={"steps": steps})
+        changed = [k for k in changed if k != "steps"] + ["steps"]
+    return cfg, latest, bool(changed), changed
 
 
 def extended_message(cfg: TrainConfig, at: int, previous_steps: int, cfg_path: Path) -> str:
@@ -583,76 +582,104 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     """Train (or, with `resume`, continue) the run in `run_dir`.
 
     - `config`: the run's config; with `resume` it may be None (the run's own
-      `config.yaml` is used).
+      `config.yaml` is used), or differ from it in keys of `RESUME_CHANGEABLE` only
+      (recorded in config.yaml).
     - `steps`: overrides `config.steps` (the total, which the LR schedule spans).
     - `stop_after`: stop (with a checkpoint) after this many steps of this call, as if
       interrupted; used to test resuming.
-    - `time_limit_s`: a wall-clock budget for this call: after each step, stop (with a
-      checkpoint, resumable) when the next step would end past it, judged by the slowest
-      step so far, so "train for two hours" ends near two hours, not one step later. The
-      LR schedule still spans `steps`.
+    - `time_limit_s`: a wall-clock budget for this call, counted from the call: no part
+      of the run starts that would end past it (a step, the rest of a step after its
+      commit point, a validation; estimated from the longest measured so far), and at the
+      budget's end the part under way is dropped if it has changed nothing (a step's
+      rollouts and judge, a validation, the loading of the models); then a checkpoint
+      (resumable). The LR schedule still spans `steps`.
     - `policies`: already loaded `codea1.models.Policies` (else loaded from the config).
     - `on_step(step, metrics)`: called after each step (and its checkpoint).
 
-    Under torchrun (WORLD_SIZE > 1) every rank calls this with the same arguments; rank 0's
-    run directory is the run's, and rank 0 alone writes to it (`codea1.train.distributed`).
+    The run directory is locked (`codea1.train.run_lock`) while this runs: a second
+    trainer is refused. Under torchrun (WORLD_SIZE > 1) every rank calls this with the
+    same arguments; rank 0's run directory is the run's, and rank 0 alone writes to it
+    (`codea1.train.distributed`).
     """
+    started = time.monotonic()
     run_dir = Path(run_dir)
     cfg_path = run_dir / CONFIG_FILE
-    if resume:
-        previous = read_run_config(cfg_path)[0].steps if steps is not None and cfg_path.is_file() else None
-        config, latest, record = _resume_config(config, run_dir, steps)
-    elif config is None:
+    if not resume and config is None:
         raise ValueError("train: a config is needed for a new run")
-    elif cfg_path.exists() and (run_dir / "checkpoints").exists():
+    if not resume and cfg_path.exists() and (run_dir / "checkpoints").exists():
         raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or a new --run-dir")
-    else:
-        latest, record = None, True
-        if steps is not None:
-            config = config.model_copy(update={"steps": steps})
-    cfg = config
-    require_data(cfg)
-    ranks = D.init_ranks(cfg)
-    try:
-        return _train(cfg, ranks, run_dir, resume, latest, record, stop_after, time_limit_s,
-                      policies, progress, on_step, previous_steps=previous if resume and record else None)
-    finally:
-        ranks.close()
+    if resume and not cfg_path.is_file():
+        raise FileNotFoundError(f"{cfg_path}: missing; {run_dir} is not a run directory to resume")
+    lock = RunLock(run_dir, enabled=os.environ.get("RANK", "0") == "0")
+    with lock:  # before the run's config is read: a trainer in the directory may be rewriting it
+        previous, changed = None, []
+        if resume:
+            previous = read_run_config(cfg_path)[0].steps if steps is not None else None
+            config, latest, record, changed = _resume_config(config, run_dir, steps)
+        else:
+            latest, record = None, True
+            if steps is not None:
+                config = config.model_copy(update={"steps": steps})
+        cfg = config
+        require_data(cfg)
+        ranks = D.init_ranks(cfg)
+        try:
+            return _train(cfg, ranks, run_dir, resume, latest, record, started, stop_after, time_limit_s,
+                          policies, progress, on_step,
+                          previous_steps=previous if "steps" in changed else None,
+                          changed=[k for k in changed if k != "steps"])
+        finally:
+            ranks.close()
 
 
 def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | None, record: bool,
-           stop_after: int | None, time_limit_s: float | None, policies, progress: str | None,
-           on_step, previous_steps: int | None = None) -> TrainResult:
-    started = time.monotonic()
+           started: float, stop_after: int | None, time_limit_s: float | None, policies, progress: str | None,
+           on_step, previous_steps: int | None = None, changed: Sequence[str] = ()) -> TrainResult:
     run_dir = Path(ranks.broadcast(str(run_dir)))  # rank 0's (a default name holds the time)
     latest = ranks.broadcast(latest)  # one answer for every rank
     manager = _prepare_run_dir(cfg, ranks, run_dir, latest, record)
     show = Progress(cfg.steps, style=(progress or cfg.logging.progress) if ranks.main else "none")
-    show.set_phase("loading the models")
-    trainer = Trainer(cfg, run_dir, policies=policies, progress=show, ranks=ranks)
-    log = None
+    stop = StopFlag(started + time_limit_s if time_limit_s is not None else None,
+                    asynchronous=not ranks.enabled, say=show.message)
+    trainer = log = None
+    rows: list[dict[str, Any]] = []
+    stopped, why = False, ""
     try:
-        offsets = _start(trainer, show, run_dir, latest, resume, previous_steps)
-        if ranks.main:
-            log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=offsets,
-                             purge_step=trainer.step + 1 if trainer.step else (0 if resume else None),
-                             wandb=open_wandb(cfg, run_dir, resume))
-        show.start_step = show.step = trainer.step
-        show.current = trainer.step + 1
-        if cfg.validation.every and cfg.validation.at_start and trainer.step == 0 and trainer.heldout:
-            show.set_phase("validation", 0)
-            metrics = trainer.validate()   # every rank validates its share; rank 0 logs
-            if ranks.main and metrics:
-                log.log(0, metrics)
-        rows, stopped, why = _run_steps(trainer, manager, log, show, started, stop_after, time_limit_s, on_step)
+        with stop:  # from here on a stop ends the run with a message (and, once loaded, a checkpoint)
+            show.set_phase("loading the models")
+            try:
+                trainer = Trainer(cfg, run_dir, policies=policies, progress=show, ranks=ranks, stop=stop)
+            except StopRequested:
+                stopped, why = True, stop.reason
+            if trainer is not None:
+                trainer.budget = TimeBudget(stop.deadline)
+                pending = _start(trainer, show, run_dir, latest, resume, previous_steps, changed)
+                if ranks.main:
+                    log = MetricsLog(run_dir, tensorboard=cfg.logging.tensorboard, offsets=trainer.offsets,
+                                     purge_step=(pending["step"] if pending else trainer.step + 1) if resume else None,
+                                     wandb=open_wandb(cfg, run_dir, resume))
+                    trainer.budget.learn(read_metrics(run_dir))  # the run's earlier steps' times
+                show.start_step = show.step = trainer.step
+                show.current = trainer.step + 1
+                rows, stopped, why = _run_steps(trainer, manager, log, show, pending, stop_after, on_step)
         if stopped:
-            show.message(f"stopped at step {trainer.step} ({why}); resume with: codea1 train --resume {run_dir}")
+            show.message(_stopped_message(trainer, run_dir, why))
     finally:
         if log is not None:
             log.close()
         show.close()
-        trainer.close()
-    return TrainResult(run_dir, trainer.step, stopped, rows)
+        if trainer is not None:
+            trainer.close()
+    return TrainResult(run_dir, trainer.step if trainer is not None else 0, stopped, rows)
+
+
+def _stopped_message(trainer: Trainer | None, run_dir: Path, why: str) -> str:
+    resume = f"codea1 train --resume {run_dir}"
+    if trainer is None:
+        return f"stopped while loading the models ({why}); nothing trained yet; start it again with: {resume}"
+    where = "during the start-up validation" if trainer.pending and trainer.pending["step"] == 0 else \
+        f"at step {trainer.step}"
+    return f"stopped {where} ({why}); checkpoint saved; resume with: {resume}"
 
 
 def _prepare_run_dir(cfg: TrainConfig, ranks, run_dir: Path, latest: Path | None, record: bool) -> CheckpointManager:
@@ -670,77 +697,133 @@ def _prepare_run_dir(cfg: TrainConfig, ranks, run_dir: Path, latest: Path | None
             # empty Mistake Book (a crashed first attempt may have committed steps to it)
             for name in (BOOK_FILE, BOOK_FILE + "-wal", BOOK_FILE + "-shm"):
                 (run_dir / name).unlink(missing_ok=True)
-        if record:  # a new run's config; on resume only to record an override (--steps)
+        if record:  # a new run's config; on resume only to record a change (--steps, --set threads=1)
             save_config(cfg, cfg_path)
     ranks.barrier()
     return manager
 
 
 def _start(trainer: Trainer, show: Progress, run_dir: Path, latest: Path | None, resume: bool,
-           previous_steps: int | None) -> dict[str, int]:
-    """Load the latest checkpoint, if any; the metrics files' offsets to continue from."""
-    offsets = {"metrics": 0, "samples": 0}
+           previous_steps: int | None, changed: Sequence[str] = ()) -> dict[str, Any] | None:
+    """Load the latest checkpoint, if any (`trainer.offsets`: where the metrics files
+    continue); returns the row waiting for its validation (step 0's at the start of a
+    run, or the row of a step whose validation a stop cut short), or None."""
+    cfg, state = trainer.cfg, None
+    trainer.offsets = {"metrics": 0, "samples": 0}
     if latest is not None:
         state = trainer.load_checkpoint(latest)
-        offsets = state["metrics_offsets"]
+        trainer.offsets = state["metrics_offsets"]
         show.message(f"resumed {run_dir} at step {trainer.step} from {latest.name}")
     elif resume:
         show.message(f"{run_dir}: no checkpoint yet; starting from step 0")
     if previous_steps is not None:
-        show.message(extended_message(trainer.cfg, trainer.step, previous_steps, run_dir / CONFIG_FILE))
-    return offsets
+        show.message(extended_message(cfg, trainer.step, previous_steps, run_dir / CONFIG_FILE))
+    if changed:
+        show.message(f"changed on resume (recorded in {run_dir / CONFIG_FILE}): " +
+                     ", ".join(f"{k}={_dotted(cfg.model_dump(mode='json'), k)!r}" for k in changed))
+    if state is not None and "pending" in state:
+        pending = state["pending"]
+    else:  # a new run, or a checkpoint of an older version (its step 0 row logged if validated)
+        at_start = bool(cfg.validation.every and cfg.validation.at_start and trainer.heldout)
+        pending = ({"step": 0, "metrics": {}, "samples": [], "validate": True}
+                   if trainer.step == 0 and at_start and not trainer.offsets.get("metrics") else None)
+    trainer.pending = pending
+    return pending
+
+
+def _dotted(data: dict[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
 
 
 def _run_steps(trainer: Trainer, manager: CheckpointManager, log: MetricsLog | None, show: Progress,
-               started: float, stop_after: int | None, time_limit_s: float | None,
+               pending: dict[str, Any] | None, stop_after: int | None,
                on_step) -> tuple[list[dict[str, Any]], bool, str]:
     """Steps until `steps`, a stop request, `stop_after` or the time limit; each step
     validated and checkpointed when due. Returns (rows, stopped, why it stopped)."""
-    cfg, ranks = trainer.cfg, trainer.ranks
+    cfg, ranks, stop, budget = trainer.cfg, trainer.ranks, trainer.stop, trainer.budget
     rows: list[dict[str, Any]] = []
-    done_here, slowest, out_of_time, stopped = 0, 0.0, False, False  # slowest: a step with its extras
-    with trainer.stop:
-        while trainer.step < cfg.steps:
-            step_started = time.monotonic()
-            rng_before = capture_rng(trainer.rng_generators())
-            data_before = trainer.sampler.state()
-            try:
-                metrics = trainer.run_step()
-            except StopRequested:
-                restore_rng(rng_before, trainer.rng_generators())
-                trainer.sampler.load_state(data_before)
-                stopped = True
-                break
-            step = trainer.step
-            last = step >= cfg.steps
-            if (cfg.validation.every and trainer.heldout
-                    and (step % cfg.validation.every == 0 or (last and cfg.validation.at_end))):
-                show.set_phase("validation", step)
-                figures = trainer.validate()   # every rank its share; the figures on rank 0
-                if ranks.main:
-                    metrics.update(figures)
-            if ranks.main:
-                log.log(step, metrics)
-                log.log_samples(step, trainer._last_samples)
-                rows.append({"step": step, **metrics})
-            done_here += 1
-            if time_limit_s is not None and not last:  # would the next step end past the budget?
-                slowest = max(slowest, time.monotonic() - step_started)
-                out_of_time = ranks.any(time.monotonic() - started + slowest > time_limit_s)
-            stop_now = (ranks.any(trainer.stop.requested) or out_of_time
-                        or (stop_after is not None and done_here >= stop_after))
-            if step % cfg.checkpoint.every == 0 or last or stop_now:
-                show.set_phase("checkpoint", step)
-                trainer.save_checkpoint(manager, log)
-            show.step_done(step, metrics or {})
-            if on_step is not None:
-                on_step(step, metrics or {})
-            if stop_now:
-                stopped = True
-                break
-        if stopped and ranks.broadcast(manager.latest() is None
-                                       or read_state(manager.latest())["step"] != trainer.step):
-            show.set_phase("checkpoint", trainer.step)
-            trainer.save_checkpoint(manager, log)
-    why = trainer.stop.reason or (f"time limit {time_limit_s:g} s" if out_of_time else "stop_after")
+    done_here, stopped, why = 0, False, ""
+    if pending is not None:  # step 0's validation, or one a stop cut short: first of all
+        why = _complete_row(trainer, log, show, pending, rows)
+        stopped = bool(why)
+    while not stopped and trainer.step < cfg.steps:
+        step = trainer.step + 1
+        refusal = budget.refuse_step(step, _validates(cfg, trainer, step)) if ranks.main else None
+        if ranks.any(stop.poll() or refusal is not None):
+            stopped, why = True, refusal or stop.reason or "a stop on another rank"
+            break
+        rng_before = capture_rng(trainer.rng_generators())
+        data_before = trainer.sampler.state()
+        try:
+            metrics = trainer.run_step()
+        except StopRequested:
+            restore_rng(rng_before, trainer.rng_generators())
+            trainer.sampler.load_state(data_before)
+            stopped, why = True, stop.reason
+            break
+        budget.record_step({"step": step, **metrics})
+        why = _complete_row(trainer, log, show, {"step": step, "metrics": metrics, "samples": trainer._last_samples,
+                                                 "validate": _validates(cfg, trainer, step)}, rows)
+        done_here += 1
+        stop_now = bool(why) or ranks.any(stop.poll()) or (stop_after is not None and done_here >= stop_after)
+        why = why or stop.reason or ("stop_after" if stop_after is not None and done_here >= stop_after else "")
+        if step % cfg.checkpoint.every == 0 or step >= cfg.steps or stop_now:
+            _save(trainer, manager, log, show)
+        show.step_done(step, metrics or {})
+        if on_step is not None:
+            on_step(step, metrics or {})
+        if stop_now:
+            stopped = True
+            break
+    if stopped and ranks.broadcast(manager.latest() is None
+                                   or read_state(manager.latest())["step"] != trainer.step):
+        _save(trainer, manager, log, show)
     return rows, stopped, why
+
+
+def _validates(cfg: TrainConfig, trainer: Trainer, step: int) -> bool:
+    """Whether step `step` ends with a validation."""
+    v = cfg.validation
+    return bool(v.every and trainer.heldout and (step % v.every == 0 or (step >= cfg.steps and v.at_end)))
+
+
+def _save(trainer: Trainer, manager: CheckpointManager, log: MetricsLog | None, show: Progress) -> None:
+    show.set_phase("checkpoint", trainer.step)
+    t = time.monotonic()
+    trainer.save_checkpoint(manager, log)
+    trainer.budget.record("checkpoint_s", time.monotonic() - t)
+
+
+def _complete_row(trainer: Trainer, log: MetricsLog | None, show: Progress, row: dict[str, Any],
+                  rows: list[dict[str, Any]]) -> str:
+    """Validate where `row` asks for it, then log the row (rank 0). A stop or the time
+    limit during the validation drops it (nothing of it is kept) and leaves the row in
+    `trainer.pending`, for the checkpoint: a resume validates and logs it first, so the
+    files end as an uninterrupted run's. Returns why it stopped, or ''."""
+    step, metrics = row["step"], dict(row["metrics"])
+    trainer.pending = _jsonable(row)
+    if row.get("validate"):
+        ranks = trainer.ranks
+        refusal = trainer.budget.refuse(f"the validation after step {step}", trainer.budget.validation_s) \
+            if step and ranks.main else None
+        if ranks.any(refusal is not None):
+            return refusal or "the time limit on another rank"
+        show.set_phase("validation", step)
+        rng = capture_rng(trainer.rng_generators())
+        try:
+            with trainer.stop.abandonable():
+                figures = trainer.validate()  # every rank its share; the figures on rank 0
+        except StopRequested:
+            restore_rng(rng, trainer.rng_generators())
+            return trainer.stop.reason
+        trainer.budget.record("validation_s", figures.get("time/validation_s", 0.0))
+        metrics.update(figures)
+    trainer.pending = None
+    if log is not None and (step or metrics):  # (step 0: a row only where a validation gave figures)
+        log.log(step, metrics)
+        if step:
+            log.log_samples(step, row["samples"])
+        rows.append({"step": step, **metrics})
+    return ""
