@@ -8,8 +8,11 @@ a project error such as `ConfigError` or `ProblemFormatError`, a missing or unre
 file, a file that is not UTF-8, JSON, YAML or parquet, a broken checkpoint given to
 `--resume`) prints one line `error: ...` on stderr and exits 2; a failure at run time (a
 model that does not load, a sandbox that fails, a full disk, no memory left) prints one
-line and exits 1. `--debug` (anywhere on the command line) or `CODEA1_DEBUG=1` shows the
-traceback instead. Any other exception is a bug and keeps its traceback.
+line and exits 1; a full disk prints the file it could not write and exits 3
+(`EXIT_DISK_FULL`; what was written before is whole: files are replaced through a rename,
+checkpoints are atomic, the Mistake Book's step is rolled back). `--debug` (anywhere on
+the command line) or `CODEA1_DEBUG=1` shows the traceback instead. Any other exception is
+a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from codea1.eval.cli import app as eval_app
 from codea1.export.cli import export_command
 from codea1.judge.cli import judge_command
 from codea1.mistakes.cli import app as mistakes_app
+from codea1.output_files import disk_full
 from codea1.plot import plot_command
 from codea1.sandbox.cli import app as sandbox_app
 from codea1.train.cli import train_command
 from codea1.train.config_cli import app as config_app
+from codea1.train.run_lock import RunLocked
 
 DEBUG_ENV = "CODEA1_DEBUG"
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
@@ -41,6 +46,7 @@ _PACKAGE_DIR = str(Path(__file__).resolve().parent)
 # OS errors that mean the user named a wrong path: bad input (exit 2). Other OS errors
 # (a full disk, an I/O error) are failures at run time (exit 1).
 _INPUT_OS_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError)
+EXIT_DISK_FULL = 3
 
 
 class CommandFailed(click_errors.ClickException):
@@ -100,6 +106,12 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
         return None  # `codea1 config keys | head`: typer ends quietly
     if isinstance(exc, _INPUT_OS_ERRORS):
         return 2, _os_message(exc)
+    if disk_full(exc):
+        where = exc.filename if isinstance(exc, OSError) and exc.filename else "a file"
+        return EXIT_DISK_FULL, (f"{where}: no space left on device (the disk is full); what was written "
+                                "before is whole: free some space and run the command again (a run: --resume)")
+    if isinstance(exc, RunLocked):
+        return 1, one_line(exc)
     if isinstance(exc, OSError):
         return 1, _os_message(exc)
     if isinstance(exc, json.JSONDecodeError):

@@ -7,15 +7,66 @@
 - `atomic_output(path)`: a temporary file next to `path`, renamed over it only once it is
   written whole; a failure (a crash, a full disk, an error while exporting) leaves `path`
   as it was and no temporary file behind.
+- `DiskFull`: the error of a write that found the file system full, naming the file
+  (`disk_full(exc, path)` tells one from another error; the command line gives it its own
+  exit code, `codea1.cli.EXIT_DISK_FULL`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import uuid
 from pathlib import Path
 from typing import Iterable, Iterator
+
+_FULL_ERRNOS = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+class DiskFull(OSError):
+    """A write found the file system full (or the user's quota spent); names the file."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(errno.ENOSPC, "no space left on device (the disk is full)", str(path))
+
+
+def _nearly_full(where: str | os.PathLike[str]) -> bool:
+    """The file system holding `where` has under 1 MiB left (its nearest existing folder)."""
+    path = Path(where)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bfree * st.f_frsize < 2**20
+
+
+def disk_full(exc: BaseException, where: str | os.PathLike[str] | None = None) -> bool:
+    """Whether `exc` is a write that failed on a full disk: ENOSPC/EDQUOT, SQLite's
+    "database or disk is full", or (libraries that report a failed write in their own
+    words: torch.save, safetensors) any error while the file system at `where` is full."""
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return True
+    if type(exc).__module__ == "sqlite3" and ("disk is full" in str(exc) or
+                                              getattr(exc, "sqlite_errorcode", None) == 13):  # SQLITE_FULL
+        return True
+    return where is not None and isinstance(exc, Exception) and _nearly_full(where)
+
+
+@contextlib.contextmanager
+def naming_full_disk(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn a full-disk error inside the block into `DiskFull(path)` (a write's own
+    ENOSPC names no file)."""
+    try:
+        yield
+    except DiskFull:
+        raise
+    except Exception as exc:
+        if disk_full(exc, Path(path).parent):
+            raise DiskFull(path) from exc
+        raise
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -63,10 +114,11 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp{path.suffix}")
     try:
-        yield tmp
-        with open(tmp, "rb+") as written:
-            os.fsync(written.fileno())
-        os.replace(tmp, path)
+        with naming_full_disk(path):
+            yield tmp
+            with open(tmp, "rb+") as written:
+                os.fsync(written.fileno())
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

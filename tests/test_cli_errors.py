@@ -213,8 +213,11 @@ def test_expected_errors_and_bugs_are_told_apart():
     assert explain(raised(CheckpointError("run/checkpoints/step-2/optimizer.pt: truncated"))) == (
         2, "run/checkpoints/step-2/optimizer.pt: truncated")
     assert explain(raised(MemoryError()))[0] == 1
-    assert explain(raised(OSError(28, "No space left on device", "out.jsonl"))) == (
-        1, "out.jsonl: No space left on device")
+    # a full disk has its own exit code, and names the file
+    assert explain(raised(OSError(28, "No space left on device", "out.jsonl")))[:1] == (3,)
+    assert explain(raised(OSError(28, "No space left on device", "out.jsonl")))[1].startswith(
+        "out.jsonl: no space left on device (the disk is full)")
+    assert explain(raised(OSError(5, "Input/output error", "out.jsonl"))) == (1, "out.jsonl: Input/output error")
     assert explain(raised(FileNotFoundError(2, "No such file or directory", "x.jsonl")))[0] == 2
     assert explain(raised(KeyError("a bug"))) is None
     assert explain(raised(json_error())) == (2, "not valid JSON: Expecting ',' delimiter at line 1, column 6")

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codea1.output_files import DiskFull, disk_full, naming_full_disk
+
 __all__ = ["BookStats", "MistakeBook", "MistakeEntry", "MistakeUpdate", "StepSummary", "resolve_book_path"]
 
 SCHEMA_VERSION = 1
@@ -152,6 +154,8 @@ class MistakeBook:
             self._setup()
         except sqlite3.DatabaseError as err:
             self._conn.close()
+            if disk_full(err):
+                raise DiskFull(self.path) from err
             raise ValueError(f"{self.path}: not a Mistake Book ({err})") from err
 
     def _setup(self) -> None:
@@ -174,7 +178,8 @@ class MistakeBook:
                     version = str(SCHEMA_VERSION)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # (a full disk can end the transaction itself)
+                    conn.execute("ROLLBACK")
                 raise
         if version != str(SCHEMA_VERSION):
             raise sqlite3.DatabaseError(f"schema version {version}, this code reads version {SCHEMA_VERSION}")
@@ -300,6 +305,10 @@ class MistakeBook:
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"step must be an int, got {step!r}")
         updates = _merged_updates(updates)
+        with naming_full_disk(self.path):  # the transaction is rolled back: the book stays as it was
+            return self._apply_step(step, updates, net)
+
+    def _apply_step(self, step: int, updates: dict[str, MistakeUpdate], net: bool) -> StepSummary:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -415,13 +424,18 @@ class MistakeBook:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
         tmp.unlink(missing_ok=True)
-        dst = sqlite3.connect(tmp)
         try:
-            self._conn.backup(dst)
-            dst.execute("PRAGMA journal_mode=DELETE")  # a self-contained single file
-        finally:
-            dst.close()
-        os.replace(tmp, target)
+            with naming_full_disk(target):
+                dst = sqlite3.connect(tmp)
+                try:
+                    self._conn.backup(dst)
+                    dst.execute("PRAGMA journal_mode=DELETE")  # a self-contained single file
+                finally:
+                    dst.close()
+                os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return target
 
     def restore(self, snapshot: str | os.PathLike[str]) -> None:
@@ -431,7 +445,7 @@ class MistakeBook:
         source = Path(snapshot)
         if not source.is_file():
             raise FileNotFoundError(f"{source}: no Mistake Book snapshot here")
-        with MistakeBook(source, readonly=True) as snap:  # validates the schema first
+        with MistakeBook(source, readonly=True) as snap, naming_full_disk(self.path):  # validates the schema first
             snap._conn.backup(self._conn)
         self._conn.execute("PRAGMA journal_mode=WAL")
 

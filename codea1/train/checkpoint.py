@@ -24,6 +24,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from codea1.output_files import naming_full_disk
+
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 STATE_FILE = "state.json"
 CONFIG_FILE = "config.yaml"        # a run directory's config (beside checkpoints/)
@@ -89,7 +91,8 @@ class CheckpointManager:
         tmp = self.root / f"{TMP_PREFIX}{step}-{os.getpid()}"
         tmp.mkdir()
         try:
-            write(tmp)
+            with naming_full_disk(self.root / f"step-{step}"):  # (the last good checkpoint stays)
+                write(tmp)
             if not (tmp / STATE_FILE).is_file():
                 raise CheckpointError(f"checkpoint writer left no {STATE_FILE} in {tmp}")
             _fsync_tree(tmp)
@@ -152,7 +155,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with naming_full_disk(path), open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

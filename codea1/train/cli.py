@@ -59,21 +59,26 @@ def check_new_run(cfg, run_dir: Path) -> None:
 
 
 def check_run_dir_inputs(cfg, run_dir: Path) -> None:
-    """A new run truncates RUN_DIR's metrics.jsonl and samples.jsonl and deletes its
+    """A new run fills RUN_DIR, truncates its metrics.jsonl and samples.jsonl, deletes its
     mistakes.sqlite (what a crashed first attempt left) and prunes its checkpoints/: refuse
-    a RUN_DIR holding such files that no training run wrote (no config.yaml beside them),
-    and a data file or model that is one of them."""
+    a RUN_DIR that is not empty and not a run (no config.yaml), leaving it untouched, and
+    a data file or model that is one of the files a run writes."""
     from codea1.output_files import input_named_as_output
     from codea1.train.checkpoint import BOOK_FILE, CONFIG_FILE
     from codea1.train.metrics import METRICS_FILE, SAMPLES_FILE
+    from codea1.train.run_lock import LOCK_FILE
 
     written = [run_dir / name for name in (METRICS_FILE, SAMPLES_FILE, BOOK_FILE, BOOK_FILE + "-wal",
                                            BOOK_FILE + "-shm")]
     if run_dir.is_dir() and not (run_dir / CONFIG_FILE).is_file():
-        found = [path.name for path in written if path.exists()]
+        # not a run: only an empty folder (or what a run's first instant leaves) is taken
+        found = sorted(p.name for p in run_dir.iterdir()
+                       if p.name != LOCK_FILE and not p.name.startswith(f".{CONFIG_FILE}.tmp-"))
         if found:
-            raise typer.BadParameter(f"{run_dir} holds {', '.join(found)} that no training run wrote; a new run "
-                                     "would overwrite them: use a new --run-dir", param_hint="--run-dir")
+            shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+            raise typer.BadParameter(f"{run_dir} is not empty and not a codea1 run (it holds {shown}); a new run "
+                                     "writes config.yaml, metrics.jsonl, mistakes.sqlite, checkpoints/... into its "
+                                     "directory: use a new or empty --run-dir", param_hint="--run-dir")
     inputs = {"data.train": cfg.data.train, "data.heldout": cfg.data.heldout, "model.name": cfg.model.name}
     for key, value in inputs.items():
         if value is None or not Path(value).expanduser().exists():
@@ -113,14 +118,18 @@ def train_command(
     run_dir: Optional[Path] = typer.Option(
         None, "--run-dir", help="Where the run writes (default: runs/NAME-YYYYmmdd-HHMMSS)."),
     resume: Optional[Path] = typer.Option(
-        None, "--resume", help="Continue the run in this directory from its latest checkpoint."),
+        None, "--resume", help="Continue the run in this directory from its latest checkpoint. With --set, "
+        "only settings no figure depends on may change (threads, judge.workers, logging.progress, "
+        "logging.tensorboard, logging.wandb.*, checkpoint.every/keep, distributed.timeout_s); they are "
+        "recorded in its config.yaml."),
     steps: Optional[int] = typer.Option(
         None, "--steps", min=1, help="Total training steps (overrides the config). With --resume: a new total, above the "
         "step the run is at, recorded in its config.yaml (the one key a resume may change); the LR "
         "schedule spans the new total from the next step on."),
     time_limit: Optional[str] = typer.Option(
-        None, "--time-limit", help="Wall-clock budget of this call, e.g. 2h, 90m, 1h30m or seconds: stop "
-        "with a checkpoint when the next step would end past it (resume with --resume).",
+        None, "--time-limit", help="Wall-clock budget of this call, e.g. 2h, 90m, 1h30m or seconds: no step "
+        "(or the update of one, or a validation) starts that would end past it, judged by the longest so "
+        "far; at the budget's end the rollouts under way are dropped; then a checkpoint (resume with --resume).",
         callback=parse_duration),
 ) -> None:
     """Train a code model and a test model against each other (Code-A1)."""
@@ -128,13 +137,18 @@ def train_command(
     from codea1.train.config import load_config
 
     if resume is not None:
-        if config is not None or preset is not None or set_:
-            raise typer.BadParameter("--resume continues a run with its own config.yaml; "
-                                     "only --steps may change", param_hint="--resume")
+        from codea1.train.checkpoint import CONFIG_FILE
+        from codea1.train.config import changeable_text
+
+        if config is not None or preset is not None:
+            raise typer.BadParameter("--resume continues a run with its own config.yaml; only "
+                                     f"{changeable_text()} may change", param_hint="--resume")
         if run_dir is not None and Path(run_dir) != Path(resume):
             raise typer.BadParameter("--resume RUN_DIR already names the run directory",
                                      param_hint="--run-dir")
-        cfg, target = None, Path(resume)
+        target = Path(resume)
+        # the run's config with the changes asked for (train refuses any key but the changeable)
+        cfg = load_config(path=target / CONFIG_FILE, overrides=set_) if set_ else None
     else:
         if config is None and preset is None:
             raise typer.BadParameter("give --preset NAME or --config FILE.yaml (or --resume RUN_DIR)",
@@ -146,6 +160,11 @@ def train_command(
 
     from codea1.train.loop import train
 
-    result = train(cfg, target, resume=resume is not None, steps=steps, time_limit_s=time_limit)
+    try:
+        result = train(cfg, target, resume=resume is not None, steps=steps, time_limit_s=time_limit)
+    except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint of the step under way
+        typer.echo(f"aborted (a second Ctrl-C): {target} keeps its last checkpoint; resume with: "
+                   f"codea1 train --resume {target}", err=True)
+        raise typer.Exit(130) from None
     if os.environ.get("RANK", "0") == "0":  # under torchrun: rank 0 speaks for the run
-        typer.echo(f"run directory: {result.run_dir} (step {result.step})")
+        typer.echo(f"run directory: {result.run_dir} (step {result.step}{', stopped' if result.stopped else ''})")

@@ -613,15 +613,19 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     lock = RunLock(run_dir, enabled=os.environ.get("RANK", "0") == "0")
     with lock:  # before the run's config is read: a trainer in the directory may be rewriting it
         previous, changed = None, []
-        if resume:
-            previous = read_run_config(cfg_path)[0].steps if steps is not None else None
-            config, latest, record, changed = _resume_config(config, run_dir, steps)
-        else:
-            latest, record = None, True
-            if steps is not None:
-                config = config.model_copy(update={"steps": steps})
-        cfg = config
-        require_data(cfg)
+        try:
+            if resume:
+                previous = read_run_config(cfg_path)[0].steps if steps is not None else None
+                config, latest, record, changed = _resume_config(config, run_dir, steps)
+            else:
+                latest, record = None, True
+                if steps is not None:
+                    config = config.model_copy(update={"steps": steps})
+            cfg = config
+            require_data(cfg)
+        except BaseException:
+            lock.discard()  # refused: the run directory as it was
+            raise
         ranks = D.init_ranks(cfg)
         try:
             return _train(cfg, ranks, run_dir, resume, latest, record, started, stop_after, time_limit_s,

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -21,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+from codea1.output_files import naming_full_disk
 
 if TYPE_CHECKING:
     from codea1.grpo import StepBatches
@@ -71,8 +74,9 @@ class MetricsLog:
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         """One line `{"step": N, ...}`; numeric values also go to TensorBoard."""
         row = {"step": step, **_jsonable(dict(metrics))}
-        self._metrics.write(json.dumps(row, sort_keys=True) + "\n")
-        self._metrics.flush()
+        with naming_full_disk(self.metrics_path):  # (a resume cuts a half-written line back)
+            self._metrics.write(json.dumps(row, sort_keys=True) + "\n")
+            self._metrics.flush()
         if self._tb is not None:
             for key, value in metrics.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
@@ -83,9 +87,10 @@ class MetricsLog:
 
     def log_samples(self, step: int, samples: Iterable[Mapping[str, Any]]) -> None:
         samples = list(samples)
-        for sample in samples:
-            self._samples.write(json.dumps({"step": step, **_jsonable(dict(sample))}) + "\n")
-        self._samples.flush()
+        with naming_full_disk(self.samples_path):
+            for sample in samples:
+                self._samples.write(json.dumps({"step": step, **_jsonable(dict(sample))}) + "\n")
+            self._samples.flush()
         if self._wandb is not None:
             self._wandb.log_samples(step, samples)
 
@@ -103,7 +108,8 @@ class MetricsLog:
     def close(self) -> None:
         for f in (self._metrics, self._samples):
             if not f.closed:
-                f.close()
+                with contextlib.suppress(OSError):  # (a full disk: the error that stopped the run is told)
+                    f.close()
         if self._tb is not None:
             self._tb.close()
             self._tb = None

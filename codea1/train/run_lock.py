@@ -9,6 +9,7 @@ can never go stale: a leftover `train.lock` file holds no lock.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -27,13 +28,17 @@ class RunLock:
         self.path = Path(run_dir) / LOCK_FILE
         self.enabled = enabled
         self._fd: int | None = None
+        self.created: Path | None = None
+        self.created_file = False
 
     def acquire(self) -> None:
         if not self.enabled or self._fd is not None:
             return
         import fcntl
 
+        self.created = None if self.path.parent.exists() else self.path.parent  # a folder made here
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.created_file = not self.path.exists()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -48,6 +53,17 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
+
+    def discard(self) -> None:
+        """Release, and remove what `acquire` created (a refused run leaves nothing behind)."""
+        if self._fd is None:
+            return
+        if self.created_file:
+            self.path.unlink(missing_ok=True)
+        self.release()
+        if self.created:
+            with contextlib.suppress(OSError):
+                self.created.rmdir()
 
     def release(self) -> None:
         if self._fd is not None:
