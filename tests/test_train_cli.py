@@ -41,7 +41,7 @@ def test_tiny_run_and_resume_from_the_command_line(tmp_path):
             "--set", "validation.every=0", "--set", "logging.progress=plain", "--set", "threads=1"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "step 1/1" in result.output
+    assert "step 1 of 1" in result.output
     again = runner.invoke(app, ["train", "--resume", str(run), "--steps", "2"])
     assert again.exit_code == 0, again.output
     assert "resumed" in again.output

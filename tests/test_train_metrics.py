@@ -55,8 +55,8 @@ def test_plain_progress_prints_one_line_per_step():
     p.step_done(1, {"code/reward_mean": 0.5, "judge/attack_rate": 0.25, "rollout/tokens_per_s": 80.0})
     p.close()
     first, line = out.getvalue().strip().splitlines()
-    assert first == "step 1/10: code rollout"
-    assert line.startswith("step 1/10") and "code reward 0.500" in line and "attack rate 25%" in line
+    assert first == "step 1 of 10: code rollout"
+    assert line.startswith("step 1 of 10 done |") and "code reward 0.500" in line and "attack rate 25%" in line
     assert "tok/s 80.0" in line and "eta" in line
 
 
@@ -67,7 +67,7 @@ def test_rich_progress_renders_step_phase_and_figures():
     p.step_done(2, {"code/reward_mean": 0.75, "mistakes/size": 12, "val/code_pass_rate": 0.5})
     p.close()
     text = out.getvalue()
-    assert "step 2/4 done" in text and "code reward" in text and "0.750" in text
+    assert "step 3 of 4 (2 done)" in text and "code reward" in text and "0.750" in text
     assert "mistake book" in text and "val/code_pass_rate" in text
 
 

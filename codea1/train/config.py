@@ -87,6 +87,10 @@ class DataConfig(_Strict):
         "(`a1/0*`), kept in file order; null = all. Each must match a problem",
     )
     problems_per_step: int = Field(256, ge=1, description="problems a training step samples")
+    check: Literal["refuse", "skip", "off"] = Field(
+        "refuse", description="before the models load, run each training problem's reference against its "
+        "golden tests in the sandbox, under the judge's limits (as `codea1 data check`): refuse a run whose "
+        "data has a broken row (each named), skip such rows (each named), or off")
     shuffle: bool = Field(True, description="a new order of the training problems every epoch (seeded)")
     cross_epochs: bool = Field(
         False, description="fill a step that the epoch cannot fill from the next epoch's order (a step "

@@ -94,6 +94,7 @@ from codea1.train.metrics import (
     a1_judge_metrics,
     golden_judge_metrics,
     read_metrics,
+    sampling_detail,
     step_metrics,
     step_samples,
 )
@@ -101,7 +102,11 @@ from codea1.train.one_process import OneProcess
 from codea1.train.records import StepRewards, StepRollout
 from codea1.train.run_lock import RunLock
 from codea1.train.stopping import StopFlag, StopRequested, TimeBudget
-from codea1.train.training_data import load_training_data, select_problems  # noqa: F401  (re-exported)
+from codea1.train.training_data import (  # noqa: F401  (select_problems: re-exported)
+    checked_training_data,
+    load_training_data,
+    select_problems,
+)
 from codea1.train.validation import validate
 from codea1.train.wandb_logger import open_wandb
 
@@ -127,7 +132,8 @@ class Trainer:
     progress: Progress | None = None  # the live display, where there is one
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, *, policies=None,
-                 progress: Progress | None = None, ranks=None, stop: StopFlag | None = None) -> None:
+                 progress: Progress | None = None, ranks=None, stop: StopFlag | None = None,
+                 skip_problems: Sequence[str] = ()) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.ranks = ranks if ranks is not None else OneProcess()
@@ -143,6 +149,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         with self.stop.abandonable():  # loading changes nothing of the run's: a stop ends it at once
             self.train_problems, self.heldout = load_training_data(cfg)
+            self.skipped_problems = list(skip_problems)  # broken references (`data.check=skip`)
+            self.train_problems = [p for p in self.train_problems if p.id not in set(skip_problems)]
             self._sampler()  # the batch must fit the data: refused here, before minutes of model loading
             self.policies = policies if policies is not None else models.load_policies(self._model_config())
             # both roles share one architecture: one context bounds every prompt
@@ -172,6 +180,14 @@ class Trainer:
         self.book = MistakeBook(self.run_dir / BOOK_FILE) if self.ranks.main else None  # rank 0's alone
         self.step = 0
         self.progress = progress
+
+    def describe(self) -> str:
+        """One line at start: the model file, its dtype and device, and the rollout engine."""
+        resolved = getattr(self.policies, "resolved", None)
+        model = resolved.describe() if resolved is not None else str(self.cfg.model.name)
+        dtype = str(getattr(self.policies, "dtype", "")).removeprefix("torch.")
+        return (f"model {model}, {dtype} on {getattr(self.policies, 'device', '?')} (model.dtype="
+                f"{self.cfg.model.dtype}), {self.cfg.model.mode}; rollout engine {self.engine.name}")
 
     def _sampler(self) -> ProblemSampler:
         d = self.cfg.data
@@ -266,6 +282,7 @@ class Trainer:
                 "config_sha256": config_digest(self.cfg),
                 "config": self.cfg.model_dump(mode="json"),  # a resume compares config.yaml with it
                 "pending": self.pending,  # a step's row whose validation a stop cut short
+                "skipped_problems": self.skipped_problems,
                 "mode": self.cfg.mode,
                 "saved_at": time.time(),
             })
@@ -409,7 +426,7 @@ class Trainer:
         seeds = sample_seeds(self.cfg.seed, self.step + 1, role, places)
         if self.progress is not None:
             rows = n * len(prompts)
-            self.progress.watch(lambda: f"{gen_stats.tokens_decoded:,} tokens sampled for {rows} completions")
+            self.progress.watch(lambda: sampling_detail(gen_stats.tokens_decoded, rows, len(prompts)))
         try:
             with self._sampling_weights(role):
                 return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
@@ -623,6 +640,7 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
                     config = config.model_copy(update={"steps": steps})
             cfg = config
             require_data(cfg)
+            skip, skip_lines = _data_skips(cfg, latest)  # (seconds, before minutes of model loading)
         except BaseException:
             lock.discard()  # refused: the run directory as it was
             raise
@@ -631,14 +649,24 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
             return _train(cfg, ranks, run_dir, resume, latest, record, started, stop_after, time_limit_s,
                           policies, progress, on_step,
                           previous_steps=previous if "steps" in changed else None,
-                          changed=[k for k in changed if k != "steps"])
+                          changed=[k for k in changed if k != "steps"], skip=(skip, skip_lines))
         finally:
             ranks.close()
 
 
+def _data_skips(cfg: TrainConfig, latest: Path | None) -> tuple[list[str], list[str]]:
+    """The training problems left out (`data.check`), and a line for each: as the run's
+    checkpoint recorded them (a resume trains on the same problems, whatever a recheck
+    would say), else checked now (`checked_training_data`)."""
+    if latest is not None:
+        return list(read_state(latest).get("skipped_problems", [])), []
+    return checked_training_data(cfg)
+
+
 def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | None, record: bool,
            started: float, stop_after: int | None, time_limit_s: float | None, policies, progress: str | None,
-           on_step, previous_steps: int | None = None, changed: Sequence[str] = ()) -> TrainResult:
+           on_step, previous_steps: int | None = None, changed: Sequence[str] = (),
+           skip: tuple[Sequence[str], Sequence[str]] = ((), ())) -> TrainResult:
     run_dir = Path(ranks.broadcast(str(run_dir)))  # rank 0's (a default name holds the time)
     latest = ranks.broadcast(latest)  # one answer for every rank
     manager = _prepare_run_dir(cfg, ranks, run_dir, latest, record)
@@ -650,12 +678,16 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
     stopped, why = False, ""
     try:
         with stop:  # from here on a stop ends the run with a message (and, once loaded, a checkpoint)
+            for line in skip[1]:
+                show.message(line)
             show.set_phase("loading the models")
             try:
-                trainer = Trainer(cfg, run_dir, policies=policies, progress=show, ranks=ranks, stop=stop)
+                trainer = Trainer(cfg, run_dir, policies=policies, progress=show, ranks=ranks, stop=stop,
+                                  skip_problems=skip[0])
             except StopRequested:
                 stopped, why = True, stop.reason
             if trainer is not None:
+                show.message(trainer.describe())
                 trainer.budget = TimeBudget(stop.deadline)
                 pending = _start(trainer, show, run_dir, latest, resume, previous_steps, changed)
                 if ranks.main:

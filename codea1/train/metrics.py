@@ -223,10 +223,10 @@ class Progress:
             if self.steps_started is None and step > self.start_step:
                 self.steps_started = self.clock()
                 self.last_step_done = self.steps_started
-        if self.style == "plain" and phase != self.phase:
+        changed, self.phase = phase != self.phase, phase
+        if self.style == "plain" and changed:
             # a log file still shows that a long step is moving
-            print(f"step {self.current}/{self.total}: {phase}", file=self.stream, flush=True)
-        self.phase = phase
+            print(f"{self.where()}: {phase}", file=self.stream, flush=True)
         self.phase_started = self.clock()
         self.detail = None
         self._refresh()
@@ -246,7 +246,7 @@ class Progress:
         self.phase_started = self.last_step_done
         self.detail = None
         if self.style == "plain":
-            parts = [f"step {step}/{self.total}"]
+            parts = [f"step {step} of {self.total} done"]
             for key, label, fmt in HEADLINE:
                 if isinstance(self.last.get(key), (int, float)):
                     parts.append(f"{label} {fmt.format(self.last[key])}")
@@ -264,8 +264,17 @@ class Progress:
         if self._live is not None:
             self._live.refresh()
 
+    def where(self) -> str:
+        """"start-up" (loading), "before step N of T" (the start-up validation), "step N of
+        T" (its phases, its validation and checkpoint)."""
+        if self.phase in ("starting", "loading the models"):
+            return "start-up"
+        if self.current <= self.step:
+            return f"before step {self.step + 1} of {self.total}"
+        return f"step {min(self.current, self.total)} of {self.total}"
+
     def steps_text(self) -> str:
-        return f"step {self.step}/{self.total} done, on {min(self.current, self.total)}"
+        return f"{self.where()} ({self.step} done)"
 
     def time_text(self) -> str:
         """Elapsed time and ETA."""
@@ -309,6 +318,14 @@ class Progress:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+def sampling_detail(tokens: int, completions: int, prompts: int) -> str:
+    """A rollout's progress beside its phase: before its first token the model reads the
+    prompts (a long prefill on a CPU), which is said, so the display never sits at 0."""
+    if tokens == 0:
+        return f"reading {prompts} prompts before sampling {completions} completions"
+    return f"{tokens:,} tokens sampled for {completions} completions"
 
 
 # --------------------------------------------------------------------------- a step's figures

@@ -52,3 +52,35 @@ def select_problems(problems: list, include: list[str], source: str = "data.trai
             + "; --set data.include=null trains on all"
         )
     return chosen
+
+
+def broken_training_rows(cfg: TrainConfig, problems: list) -> list[tuple[str, str]]:
+    """(id, reason) for each training problem whose reference does not run and pass its
+    golden tests in the sandbox under the judge's limits (`codea1 data check`'s check):
+    the judge validates every test against the reference, so a broken one spoils every
+    reward of its problem. Seconds for the bundled sets (a sandbox run per problem)."""
+    from codea1.data.check import check_problems
+    from codea1.sandbox import Limits
+
+    limits = Limits(timeout_s=cfg.judge.timeout_s, call_timeout_s=cfg.judge.call_timeout_s,
+                    memory_mb=cfg.judge.memory_mb)
+    return [(row.id, "; ".join(row.reasons))
+            for row in check_problems(problems, limits=limits, workers=cfg.judge.workers) if row.status == "broken"]
+
+
+def checked_training_data(cfg: TrainConfig) -> tuple[list[str], list[str]]:
+    """(ids of the training problems to leave out, a line for each) as `data.check` says:
+    refuse (a ValueError naming every broken row), skip, or off (nothing checked)."""
+    if cfg.data.check == "off":
+        return [], []
+    train, _heldout = load_training_data(cfg)
+    broken = broken_training_rows(cfg, train)
+    if not broken:
+        return [], []
+    named = [f"{pid}: {reason}" for pid, reason in broken]
+    if cfg.data.check == "refuse" or len(broken) == len(train):
+        raise ValueError(f"data.train {cfg.data.train}: {len(broken)} of {len(train)} problems have a broken "
+                         "reference (`codea1 data check` shows each); fix or remove them"
+                         + (", or --set data.check=skip to train without them" if len(broken) < len(train) else "")
+                         + ":\n" + "\n".join(named))
+    return [pid for pid, _ in broken], [f"data.train: skipped {line}" for line in named]

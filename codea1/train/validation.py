@@ -17,7 +17,7 @@ from codea1.judge import ProblemRollout, extract_code
 from codea1.rollout import GenerationStats, code_messages, encode_prompts, sample_seeds
 from codea1.sandbox import Limits
 from codea1.train.golden import golden_results, has_golden
-from codea1.train.metrics import mean
+from codea1.train.metrics import mean, sampling_detail
 
 
 def validate(trainer) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def _validation_generate(trainer, role: str, prompts, n: int, places) -> list[li
     stats = GenerationStats()
     if trainer.progress is not None:
         rows = n * len(prompts)
-        trainer.progress.watch(lambda: f"{stats.tokens_decoded:,} {role} tokens sampled for {rows} completions")
+        trainer.progress.watch(lambda: f"{role} model: " + sampling_detail(stats.tokens_decoded, rows, len(prompts)))
     return trainer.engine.generate(role, encode_prompts(trainer.policies.tokenizer, prompts), n=n,
                                 sampling=trainer.cfg.validation.sampling, seeds=seeds, stats=stats)
 
