@@ -1,0 +1,218 @@
+"""The run directory's promises: a foreign folder is refused untouched, a full disk is
+named with its own exit code and loses nothing, broken training rows are caught before the
+models load, a resume may change the settings no figure depends on, and the time limit's
+arithmetic."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_run import make_tiny, tiny_overrides
+from typer.testing import CliRunner
+
+from codea1.cli import EXIT_DISK_FULL, app, explain
+from codea1.train.config import ConfigError, load_config
+from codea1.train.loop import train
+from codea1.train.metrics import read_metrics
+
+torch.set_num_threads(1)
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return make_tiny(tmp_path_factory.mktemp("tiny"))
+
+
+def _config(tiny, steps=2, *extra):
+    return load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny, "a1", steps), "validation.every=0",
+                                                     "logging.tensorboard=false", *extra])
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs of 2 MiB (root only): a disk that fills."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    """Fill the disk to its last byte (a file of what is left)."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        for size in (65536, 1):
+            try:
+                while f.write(b"\0" * size):
+                    pass
+            except OSError:
+                pass
+    return filler
+
+
+def test_a_foreign_non_empty_folder_is_refused_and_left_untouched(tiny, tmp_path):
+    """Fault tried: the old check (only metrics.jsonl, samples.jsonl, mistakes.sqlite
+    counted) accepted this folder and filled it."""
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "notes.txt").write_text("my own notes\n")
+    (mine / "sub" / "data.csv").write_text("a,b\n")
+    before = _snapshot(mine)
+    sets = [x for o in tiny_overrides(tiny) for x in ("--set", o)]
+    result = runner.invoke(app, ["train", "--preset", "cpu-demo", "--run-dir", str(mine), *sets])
+    assert result.exit_code == 2, result.output
+    assert "is not empty and not a codea1 run" in result.output and "notes.txt" in result.output
+    assert _snapshot(mine) == before
+
+
+def test_resume_takes_settings_no_figure_depends_on_and_names_them_when_refusing(tiny, tmp_path):
+    """`--resume RUN --set threads=2 --set logging.progress=none` is taken and recorded in
+    config.yaml, and the run goes on as if nothing changed; `--set grpo.lr=...` is refused
+    with the list of keys that may change. Fault tried: the old rule (only --steps) refused
+    threads."""
+    run, straight = tmp_path / "run", tmp_path / "straight"
+    train(_config(tiny, 2), straight)
+    train(_config(tiny, 2), run, stop_after=1)
+    cfg_path = run / "config.yaml"
+    changed = load_config(path=cfg_path, overrides=["threads=2", "logging.progress=none", "judge.workers=1"])
+    assert train(changed, run, resume=True).step == 2
+    saved = load_config(path=cfg_path)
+    assert saved.threads == 2 and saved.judge.workers == 1 and saved.logging.progress == "none"
+
+    def stable(rows):
+        return [{k: v for k, v in r.items() if not k.startswith("time/") and "per_s" not in k} for r in rows]
+    assert stable(read_metrics(run)) == stable(read_metrics(straight))
+    with pytest.raises(ConfigError, match=r"'grpo.lr' .* only --steps, and with --set: threads, judge.workers"):
+        train(load_config(path=cfg_path, overrides=["grpo.lr=0.5"]), run, resume=True, steps=3)
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.lr=0.5"])
+    assert result.exit_code == 2 and "threads" in result.output and "logging.progress" in result.output
+    result = runner.invoke(app, ["train", "--resume", str(run), "--preset", "cpu-demo"])
+    assert result.exit_code == 2 and "threads" in result.output
+
+
+def _broken_data(tiny, tmp_path) -> Path:
+    rows = [json.loads(line) for line in Path(tiny["train"]).read_text().splitlines()]
+    rows[1]["reference"] = "def is_even(n:\n    return n % 2 == 0\n"   # does not even parse
+    path = tmp_path / "broken.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_broken_reference_is_refused_before_the_models_load(tiny, tmp_path, monkeypatch):
+    """data.check=refuse (the default): one error naming the row, in about a second, before
+    any model loads and before the run directory exists; data.check=skip trains without it,
+    saying so, and a resume keeps it out. Fault tried: no check (the run started, as the
+    issue found)."""
+    import time
+
+    import codea1.models as models
+
+    data = _broken_data(tiny, tmp_path)
+    real_load = models.load_policies
+
+    def no_loading(*a, **k):
+        raise AssertionError("a model was loaded before the data was checked")
+
+    monkeypatch.setattr(models, "load_policies", no_loading)
+    t = time.monotonic()
+    with pytest.raises(ValueError, match=r"1 of 5 problems have a broken reference.*\nT/even: .*SyntaxError"):
+        train(_config(tiny, 1, f"data.train={data}"), tmp_path / "refused")
+    assert time.monotonic() - t < 30
+    assert not (tmp_path / "refused").exists()
+    monkeypatch.setattr(models, "load_policies", real_load)
+    run = tmp_path / "skip"
+    result = runner.invoke(app, ["train", "--preset", "cpu-demo", "--run-dir", str(run), *[
+        x for o in [*tiny_overrides(tiny, "a1", 2), f"data.train={data}", "data.check=skip", "validation.every=0",
+                    "logging.progress=plain"] for x in ("--set", o)]], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "data.train: skipped T/even: " in result.output
+    from codea1.train.checkpoint import read_state
+
+    assert read_state(run / "checkpoints" / "step-2")["skipped_problems"] == ["T/even"]
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and all(s.get("problem_id") != "T/even" for s in samples)
+
+
+def test_a_full_disk_mid_run_names_the_file_and_loses_nothing(tiny, tmp_path, small_disk):
+    """The disk fills after step 1: step 2's Mistake Book commit fails with DiskFull naming
+    mistakes.sqlite (exit code 3 on the command line, not the bad-input code), step 1's
+    checkpoint and metrics are whole, and once space is freed the resume ends as an
+    uninterrupted run. Fault tried: the old book (its rollback error hid the cause:
+    "not a Mistake Book (cannot rollback ...)")."""
+    from codea1.output_files import DiskFull
+    from codea1.train.checkpoint import verify_checkpoint
+
+    run, straight = small_disk / "run", tmp_path / "straight"
+    train(_config(tiny, 2, "checkpoint.keep=1"), straight)
+    fill = {}
+
+    def fill_after_step_1(step, _metrics):
+        if step == 1:
+            fill["file"] = _fill(small_disk)
+
+    with pytest.raises(DiskFull) as caught:
+        train(_config(tiny, 2, "checkpoint.keep=1"), run, on_step=fill_after_step_1)
+    assert caught.value.filename == str(run / "mistakes.sqlite")
+    code, message = explain(caught.value)
+    assert code == EXIT_DISK_FULL == 3 and "no space left on device (the disk is full)" in message
+    assert verify_checkpoint(run / "checkpoints" / "step-1")["step"] == 1
+    assert [r["step"] for r in read_metrics(run)] == [1]
+    assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]
+    fill["file"].unlink()
+    assert train(None, run, resume=True).step == 2
+
+    def stable(rows):
+        return [{k: v for k, v in r.items() if not k.startswith("time/") and "per_s" not in k} for r in rows]
+    assert stable(read_metrics(run)) == stable(read_metrics(straight))
+
+
+def test_data_convert_on_a_full_disk_names_the_file_and_keeps_the_old_one(small_disk):
+    """Fault tried: the old message, "[Errno 28] No space left on device" naming no file."""
+    out = small_disk / "demo.jsonl"
+    out.write_text("the old file\n")
+    filler = _fill(small_disk)
+    result = runner.invoke(app, ["data", "convert", "bundled:all", str(out)])
+    assert result.exit_code == 3, result.output
+    assert f"{out}: no space left on device (the disk is full)" in result.output
+    assert out.read_text() == "the old file\n"
+    assert sorted(p.name for p in small_disk.iterdir()) == ["demo.jsonl", "filler"]
+    filler.unlink()
+
+
+def test_the_time_budget_refuses_what_cannot_finish():
+    """The arithmetic of --time-limit: a step or the rest of one that would end past the
+    deadline is refused with what it needs and what is left; nothing is refused without a
+    limit, and a new run's first step (nothing measured) is judged at its commit point by
+    its own first half."""
+    from codea1.train.stopping import TimeBudget
+
+    now = [100.0]
+    budget = TimeBudget(deadline=160.0, clock=lambda: now[0])
+    assert budget.refuse_step(1, validates=False) is None   # nothing measured: the step starts
+    assert budget.refuse_commit(1, before_commit_s=50.0) is None   # 50 s more fits in 60
+    assert "needs about 1 min 10 s and 1 min 0 s are left" in budget.refuse_commit(1, before_commit_s=70.0)
+    budget.learn([{"step": 0, "time/validation_s": 30.0},
+                  {"step": 1, "time/step_s": 40.0, "time/update_s": 15.0, "time/mistake_book_s": 1.0}])
+    assert budget.refuse_step(2, validates=False) is None
+    assert budget.refuse_step(2, validates=True).startswith("time limit: step 2 needs about 1 min 10 s")
+    assert budget.refuse_commit(2, before_commit_s=500.0) is None   # measured: 16 s after the commit
+    now[0] = 150.0
+    assert budget.refuse_step(2, validates=False) is not None
+    assert TimeBudget(None).refuse_step(5, validates=True) is None
