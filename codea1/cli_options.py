@@ -35,8 +35,8 @@ WORKERS_OPTION = typer.Option(
 
 # --- problem sets ----------------------------------------------------------------------------
 
-PROBLEMS_HELP = ("Problem file in any supported format, or 'bundled' ('bundled:train', 'bundled:heldout') "
-                 "for the problems shipped with codea1.")
+PROBLEMS_HELP = ("Problem file in any supported format, or 'bundled' for the problems shipped with codea1 "
+                 "('bundled:train', 'bundled:heldout', 'bundled:demo', 'bundled:all').")
 LIMIT_OPTION = typer.Option(None, "--limit", min=1, help="Use only the first N problems.")
 
 # --- output ----------------------------------------------------------------------------------

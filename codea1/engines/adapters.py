@@ -33,9 +33,15 @@ def export_adapter(peft_model, adapter_name: str, directory: str | os.PathLike[s
                          f"{sorted(getattr(peft_model, 'peft_config', {}))}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    state = get_peft_model_state_dict(peft_model, adapter_name=adapter_name)
-    tensors = {name: t.detach().to(device="cpu", dtype=dtype).contiguous() for name, t in state.items()}
     config = peft_model.peft_config[adapter_name].to_dict()
+    targets = config.get("target_modules") or ()
+    targets = {targets} if isinstance(targets, str) else set(targets)
+    # codea1 never resizes the vocabulary: the embeddings are saved only where the adapter
+    # trains them (peft's "auto" asks the base's config, the hub for a hub id, and warns
+    # when it finds none, as for a GGUF base)
+    state = get_peft_model_state_dict(peft_model, adapter_name=adapter_name,
+                                      save_embedding_layers=bool(targets & {"embed_tokens", "lm_head"}))
+    tensors = {name: t.detach().to(device="cpu", dtype=dtype).contiguous() for name, t in state.items()}
     # target_modules may be a set after peft resolved "all-linear": JSON wants a list
     if isinstance(config.get("target_modules"), (set, frozenset)):
         config["target_modules"] = sorted(config["target_modules"])

@@ -124,6 +124,15 @@ def _checkpoint_dir(path: Path) -> Path | None:
     return None
 
 
+def require_model(cfg: ModelConfig) -> None:
+    """A model neither on disk, in the Hugging Face cache nor answered by the hub within
+    `hub_probe_timeout_s` (3 s) is one line (`ModelNotFound`), as `codea1 train` says it,
+    instead of a minute of the hub client's retries."""
+    why = models.model_unavailable(cfg.name, cfg.hub_probe_timeout_s)
+    if why is not None:
+        raise models.ModelNotFound(why)
+
+
 def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto",
                        step: int | None = None) -> tuple[Policies, dict[str, Any]]:
     """The policies to evaluate and a description of where they came from (`step`: that
@@ -144,11 +153,13 @@ def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto",
         manifest = json.loads((ckpt / "policies.json").read_text())
         cfg = ModelConfig(**{**manifest.get("config", {}), "device": device, "dtype": dtype,
                              "gradient_checkpointing": False})
+        require_model(cfg)
         policies = models.load_policies(cfg)
         policies.load(ckpt)
         return policies, {"model": str(model), "checkpoint": str(ckpt), "base": cfg.name, "mode": cfg.mode}
     cfg = ModelConfig(name=str(model), mode="selfplay", selfplay_weights="lora", lora_r=1,
                       device=device, dtype=dtype)
+    require_model(cfg)
     policies = models.load_policies(cfg)
     resolved = policies.resolved.describe() if policies.resolved is not None else str(model)
     return policies, {"model": str(model), "resolved": resolved}

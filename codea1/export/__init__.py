@@ -282,6 +282,17 @@ class ExportResult:
     files: list[str]
 
 
+def _readable(directory: Path) -> None:
+    """Give every file written the mode a plain new file gets (0644 under the usual umask):
+    some writers (safetensors) leave 0600, which other users of a shared model folder
+    cannot read."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in directory.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(0o666 & ~umask)
+
+
 def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], role: str = "code", *,
                step: int | None = None, fmt: str = "merged", dtype: str | None = None,
                max_shard_size: str | int = "5GB") -> ExportResult:
@@ -315,6 +326,7 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], rol
                                                 loaded.resolved.describe(), str(out), command),
                                      encoding="utf-8")
         files = sorted({*files, CARD_FILE})
+        _readable(tmp)
         if out.exists():
             out.rmdir()  # empty (check_out): the rename needs the name free
         os.replace(tmp, out)

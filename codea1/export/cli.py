@@ -30,7 +30,11 @@ def export_command(
 
     check_output_dir(out, "OUT")
     check_out(out)
-    result = export_run(run_dir, out, role, step=step, fmt=fmt, dtype=dtype, max_shard_size=max_shard_size)
+    try:
+        result = export_run(run_dir, out, role, step=step, fmt=fmt, dtype=dtype, max_shard_size=max_shard_size)
+    except KeyboardInterrupt:  # export_run removes what it had written
+        typer.echo(f"interrupted: nothing exported, {out} not written", err=True)
+        raise typer.Exit(130) from None
     Console(soft_wrap=True).print(
         f"wrote {result.out} ({result.format}, {result.dtype}, step {result.step}): {', '.join(result.files)}",
         markup=False)
