@@ -100,3 +100,30 @@ def test_git_ignores_what_the_readme_commands_create():
     ignored = (ROOT / ".gitignore").read_text().splitlines()
     for entry in ("runs/", "evals/", "mistakes.jsonl"):
         assert entry in ignored, entry
+
+
+def test_judge_given_a_run_judges_with_its_suite_size(tmp_path):
+    """A cpu-demo sample's reward reproduces with `--run` (suite size 4, not the default 8).
+    Fault tried: no --run (the reward of the default G=8 differs)."""
+    import json
+
+    from test_judge import ADD, BAD, SUITE
+
+    from codea1.train.config import load_config, save_config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    save_config(load_config(preset="cpu-demo"), run / "config.yaml")
+    (tmp_path / "p.json").write_text(json.dumps(ADD.to_dict()))
+    (tmp_path / "code.txt").write_text(BAD)
+    (tmp_path / "tests.txt").write_text(SUITE)
+    args = ["judge", "--problem", str(tmp_path / "p.json"), "--code", str(tmp_path / "code.txt"),
+            "--tests", str(tmp_path / "tests.txt"), "--json"]
+    default = json.loads(runner.invoke(app, args).output)
+    as_run = json.loads(runner.invoke(app, [*args, "--run", str(run)]).output)
+    explicit = json.loads(runner.invoke(app, [*args, "--suite-size", "4"]).output)
+    assert default["valid_ratio"] == pytest.approx(3 / 8)
+    assert as_run["valid_ratio"] == explicit["valid_ratio"] != default["valid_ratio"]
+    assert as_run["test_reward"] == explicit["test_reward"]
+    missing = runner.invoke(app, [*args, "--run", str(tmp_path)])
+    assert missing.exit_code == 2 and "no config.yaml" in missing.output

@@ -155,6 +155,20 @@ def _print_table(record: dict[str, Any], suite_size: int) -> None:
         console.print(f"[red]not judged:[/red] {record['error']}")
 
 
+def run_judge_settings(run: Path) -> dict[str, Any]:
+    """The judge settings of a training run, from its config.yaml (`JudgeConfig`'s keywords)."""
+    from codea1.judge.judge import REFERENCE_SWITCHES
+    from codea1.train.checkpoint import CONFIG_FILE
+    from codea1.train.config import read_run_config
+
+    path = Path(run) / CONFIG_FILE
+    if not path.is_file():
+        raise typer.BadParameter(f"{run}: no {CONFIG_FILE}; expected a training run directory", param_hint="--run")
+    j = read_run_config(path)[0].judge
+    return {"alpha": j.alpha, "suite_size": j.suite_size, "nonprintable_penalty": j.nonprintable_penalty,
+            **j.model_dump(include=set(REFERENCE_SWITCHES))}
+
+
 def judge_command(
     problem: Annotated[Path, typer.Option("--problem", help="One problem in the project's JSONL schema (a JSON object).")],
     code: Annotated[Path, typer.Option("--code", help="Raw code completion (with or without ``` fences).")],
@@ -163,14 +177,26 @@ def judge_command(
         Path | None, typer.Option("--mistakes", help="Mistake Book tests, one `assert ...` a line "
                                   "(lines not replayed are listed, with why).")
     ] = None,
-    alpha: Annotated[float, typer.Option(help="Weight of validity in the test reward.", min=0.0, max=1.0)] = 0.5,
-    suite_size: Annotated[int, typer.Option(help="Nominal suite size G.", min=1)] = 8,
+    alpha: Annotated[float | None, typer.Option(
+        help="Weight of validity in the test reward (default 0.5, or the --run's).", min=0.0, max=1.0)] = None,
+    suite_size: Annotated[int | None, typer.Option(
+        help="Nominal suite size G (default 8, the paper's, or the --run's: the cpu-demo trains with 4).",
+        min=1)] = None,
+    run: Annotated[Path | None, typer.Option(
+        "--run", help="A training run directory: judge as it does (its judge.alpha, judge.suite_size and "
+        "judge switches, from its config.yaml), so a sample of its samples.jsonl gets its reward.")] = None,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Judge one code completion against one test completion, showing every step of the reward."""
     require_sandbox("codea1 judge")
     from codea1.judge.judge import Judge, JudgeConfig, ProblemRollout
     from codea1.sandbox import Executor
+
+    settings: dict[str, Any] = {"alpha": 0.5, "suite_size": 8}
+    if run is not None:
+        settings = run_judge_settings(run)
+    settings.update({k: v for k, v in (("alpha", alpha), ("suite_size", suite_size)) if v is not None})
+    suite_size = settings["suite_size"]
 
     prob = load_problem_file(problem)
     code_text = _read(code, "--code")
@@ -182,7 +208,7 @@ def judge_command(
             for number, line in enumerate(_read(mistakes, "--mistakes").splitlines(), 1)
             if line.strip() and not line.lstrip().startswith("#")
         ]
-    config = JudgeConfig(alpha=alpha, suite_size=suite_size)
+    config = JudgeConfig(**settings)
     mb_tests = [test for _, test in mb_lines]
     with Executor(workers=1) as executor:
         judgement = Judge(executor, config).judge(ProblemRollout(prob, [code_text], [[test_text]], mb_tests))
