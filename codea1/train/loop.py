@@ -706,7 +706,8 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
         show.close()
         if trainer is not None:
             trainer.close()
-    return TrainResult(run_dir, trainer.step if trainer is not None else 0, stopped, rows)
+    at = trainer.step if trainer is not None else (int(read_state(latest)["step"]) if latest is not None else 0)
+    return TrainResult(run_dir, at, stopped, rows)
 
 
 def _stopped_message(trainer: Trainer | None, run_dir: Path, why: str) -> str:
