@@ -103,7 +103,8 @@ def test_mistakes_export_writes_through_a_temporary_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(MistakeBook, "export_jsonl", failing)
     result = runner.invoke(app, ["mistakes", "export", str(run), str(out)])
-    assert result.exit_code == 1 and "No space left on device" in result.stderr
+    # a full disk: its own exit code, and the file named (issue 45)
+    assert result.exit_code == 3 and f"{out}: no space left on device (the disk is full)" in result.stderr
     assert out.read_text() == "an older export\n" and _no_temps(tmp_path)
     monkeypatch.setattr(MistakeBook, "export_jsonl", real)
     result = runner.invoke(app, ["mistakes", "export", str(run), str(run / "mistakes.jsonl")])  # a new file: fine
@@ -200,7 +201,7 @@ def test_plot_into_the_run_directory_keeps_its_files_and_a_failed_figure_keeps_t
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", failing)
     result = CliRunner().invoke(app, ["plot", str(run), "--out", str(run)])
-    assert result.exit_code == 1 and "No space left" in result.stderr
+    assert result.exit_code == 3 and "rewards.png: no space left on device" in result.stderr
     assert (run / "rewards.png").read_bytes() == old and _no_temps(tmp_path)
 
 
@@ -224,8 +225,8 @@ def test_train_into_a_directory_of_inputs_is_refused(inputs, monkeypatch):  # no
     (inputs / "run" / "config.yaml").write_text("steps: 1\n")    # a run's own (crashed) directory
     save_problems(bundled_problems("train")[:2], inputs / "run" / "metrics.jsonl")
     cases = [
-        (TRAIN + ["--run-dir", "evaluation"], "evaluation holds samples.jsonl that no training run wrote"),
-        (TRAIN + ["--run-dir", "data", "--set", "data.train=data/samples.jsonl"], "no training run wrote"),
+        (TRAIN + ["--run-dir", "evaluation"], "evaluation is not empty and not a codea1 run (it holds samples.jsonl)"),
+        (TRAIN + ["--run-dir", "data", "--set", "data.train=data/samples.jsonl"], "data is not empty and not a codea1 run"),
         (TRAIN + ["--run-dir", "run", "--set", "data.train=run/metrics.jsonl"],
          "data.train=run/metrics.jsonl is a file the new run in run writes or deletes"),
         (TRAIN + ["--run-dir", "run", "--set", "data.heldout=./run/../run/metrics.jsonl"], "data.heldout="),

@@ -40,6 +40,8 @@ class RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.created_file = not self.path.exists()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        st = os.fstat(fd)
+        self._before = (os.pread(fd, 64, 0), st.st_atime_ns, st.st_mtime_ns)  # for `discard`
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -60,6 +62,11 @@ class RunLock:
             return
         if self.created_file:
             self.path.unlink(missing_ok=True)
+        else:  # a run's old lock file: as it was (its content and times)
+            content, atime, mtime = self._before
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, content, 0)
+            os.utime(self._fd, ns=(atime, mtime))
         self.release()
         if self.created:
             with contextlib.suppress(OSError):
