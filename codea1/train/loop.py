@@ -800,7 +800,7 @@ def _run_steps(trainer: Trainer, manager: CheckpointManager, log: MetricsLog | N
             trainer.sampler.load_state(data_before)
             stopped, why = True, stop.reason
             break
-        budget.record_step({"step": step, **metrics})
+        budget.record_step({"step": step, **(metrics or {})})  # (rank 0's: the others have none)
         why = _complete_row(trainer, log, show, {"step": step, "metrics": metrics, "samples": trainer._last_samples,
                                                  "validate": _validates(cfg, trainer, step)}, rows)
         done_here += 1
@@ -839,7 +839,7 @@ def _complete_row(trainer: Trainer, log: MetricsLog | None, show: Progress, row:
     limit during the validation drops it (nothing of it is kept) and leaves the row in
     `trainer.pending`, for the checkpoint: a resume validates and logs it first, so the
     files end as an uninterrupted run's. Returns why it stopped, or ''."""
-    step, metrics = row["step"], dict(row["metrics"])
+    step, metrics = row["step"], dict(row["metrics"] or {})
     trainer.pending = _jsonable(row)
     if row.get("validate"):
         ranks = trainer.ranks
