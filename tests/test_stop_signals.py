@@ -91,7 +91,7 @@ def test_ctrl_c_during_the_start_up_validation_checkpoints_and_resume_logs_step_
     from codea1.train.loop import train
 
     run = tmp_path / "run"
-    t = Trainer("generate:code:1:60", _args(tiny, run))
+    t = Trainer("generate:code:1:300", _args(tiny, run))
     t.wait_for("harness: slow code rollout")
     time.sleep(1.0)
     sent = time.monotonic()
@@ -101,7 +101,7 @@ def test_ctrl_c_during_the_start_up_validation_checkpoints_and_resume_logs_step_
     ended = time.monotonic()
     assert code == 0, t.text()
     assert said - sent < 3.0, t.text()
-    assert ended - sent < 30.0, t.text()
+    assert ended - sent < 60.0, t.text()  # (the slow part alone is 300 s)
     assert "stopped during the start-up validation (SIGINT); checkpoint saved" in t.text()
     state = read_state(run / "checkpoints" / "step-0")
     assert state["step"] == 0 and state["pending"]["step"] == 0 and state["pending"]["validate"]
@@ -116,14 +116,14 @@ def test_ctrl_c_during_the_start_up_validation_checkpoints_and_resume_logs_step_
 
 
 def test_ctrl_c_mid_rollout_is_answered_at_once_and_a_second_trainer_is_refused(tiny, tmp_path):
-    """SIGINT in step 1's test rollout (60 s of torch work): the stop is on screen within
+    """SIGINT in step 1's test rollout (300 s of torch work): the stop is on screen within
     seconds and the process ends soon after, step 0 checkpointed with its validation row;
     meanwhile a second `train --resume` of the run is refused naming the first's pid; the
     resume logs step 0 once."""
     from codea1.train.loop import train
 
     run = tmp_path / "run"
-    t = Trainer("generate:test:2:60", _args(tiny, run))
+    t = Trainer("generate:test:2:300", _args(tiny, run))
     t.wait_for("harness: slow test rollout")
     config_before = (run / "config.yaml").read_bytes()
     second = subprocess.run([sys.executable, "-c", "from codea1.cli import main; main()", "train", "--resume", str(run)],
@@ -139,7 +139,7 @@ def test_ctrl_c_mid_rollout_is_answered_at_once_and_a_second_trainer_is_refused(
     code = t.finish()
     ended = time.monotonic()
     assert code == 0, t.text()
-    assert said - sent < 3.0 and ended - sent < 30.0, (said - sent, ended - sent, t.text())
+    assert said - sent < 3.0 and ended - sent < 60.0, (said - sent, ended - sent, t.text())
     assert "stopped at step 0 (SIGINT); checkpoint saved" in t.text()
     assert [r["step"] for r in read_metrics(run)] == [0]
     print(f"mid-rollout Ctrl-C: said after {said - sent:.2f} s, exited after {ended - sent:.2f} s")
@@ -155,7 +155,7 @@ def test_a_second_ctrl_c_during_the_book_commit_aborts_and_keeps_the_last_checkp
     from codea1.train.checkpoint import verify_checkpoint
 
     run = tmp_path / "run"
-    t = Trainer("book:2:60", _args(tiny, run))
+    t = Trainer("book:2:300", _args(tiny, run))
     t.wait_for("harness: slow book commit")
     time.sleep(0.5)
     t.proc.send_signal(signal.SIGINT)
@@ -165,7 +165,7 @@ def test_a_second_ctrl_c_during_the_book_commit_aborts_and_keeps_the_last_checkp
     t.proc.send_signal(signal.SIGINT)
     code = t.finish()
     assert code == 130, t.text()
-    assert time.monotonic() - sent < 20.0
+    assert time.monotonic() - sent < 60.0  # (the commit alone would take 300 s)
     assert "aborted (a second Ctrl-C)" in t.text() and f"codea1 train --resume {run}" in t.text()
     assert verify_checkpoint(run / "checkpoints" / "step-1")["step"] == 1
     assert json.loads((run / "train.lock").read_text() or "0") == t.proc.pid  # the lock file stays, unheld
