@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from codea1.models import Policies
 
 from codea1.configs import SamplingConfig  # torch-free settings, re-exported here
+from codea1.data.stdin_io import is_stdin, stdin_code_messages, stdin_test_messages
 
 Message = Mapping[str, str]
 Prompt = Union[Sequence[Message], str, Sequence[int]]  # chat messages, raw text or token ids
@@ -74,6 +75,8 @@ def code_messages(problem: Any, own_prompt: bool = True) -> list[dict[str, str]]
         if messages is not None:
             return messages
     question = _get(problem, "question").strip()
+    if is_stdin(problem):  # a complete program that reads standard input (codea1.data.stdin_io)
+        return stdin_code_messages(question)
     return [
         {"role": "system", "content": CODE_SYSTEM},
         {"role": "user", "content": f"{CODE_INSTRUCTION}\n\nQuestion:\n{question}"},
@@ -100,7 +103,16 @@ def test_messages(problem: Any, code: str | None = None, white_box: bool = True,
     """
     if white_box and code is None:
         raise ValueError("test_messages: white_box=True needs the candidate code")
-    return _test_prompt(_test_question(problem), _get(problem, "entry_point").strip(), code, white_box, n_tests)
+    return _kind_test_prompt(problem, _test_question(problem), code, white_box, n_tests)
+
+
+def _kind_test_prompt(problem: Any, question: str, code: str | None, white_box: bool,
+                      n_tests: int) -> list[dict[str, str]]:
+    """The test prompt for the problem's kind: asserts on its function, or input/output
+    pairs for a stdin problem (codea1.data.stdin_io)."""
+    if is_stdin(problem):
+        return stdin_test_messages(question, code, white_box, n_tests)
+    return _test_prompt(question, _get(problem, "entry_point").strip(), code, white_box, n_tests)
 
 
 def _test_prompt(question: str, fn: str, code: str | None, white_box: bool, n_tests: int) -> list[dict[str, str]]:
@@ -300,13 +312,13 @@ def fit_test_prompt(tokenizer, problem: Any, code: str | None, limit: int | None
     if that is not enough, the tail of the question. Only a limit too small for the fixed
     parts alone is an error.
     """
-    fn = _get(problem, "entry_point").strip()
     if white_box and code is None:
         raise ValueError("fit_test_prompt: white_box=True needs the candidate code")
     parts = {"question": _test_question(problem), "code": code if white_box else None}
 
     def encode() -> list[int]:
-        return encode_prompts(tokenizer, [_test_prompt(parts["question"], fn, parts["code"], white_box, n_tests)])[0]
+        return encode_prompts(tokenizer, [_kind_test_prompt(problem, parts["question"], parts["code"], white_box,
+                                                            n_tests)])[0]
 
     ids = encode()
     if limit is None or len(ids) <= limit:

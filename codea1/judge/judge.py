@@ -72,6 +72,18 @@ DUPLICATE = "duplicate"
 INVALID_KINDS = (UNPARSABLE, REFERENCE_RAISED, WRONG_EXPECTATION, DUPLICATE)
 
 
+#: Judges of the other problem kinds (`Problem.kind`), by kind: a class built as
+#: `cls(executor, config)` with `judge_step`, `infra_failures` and `evaluate_golden_many`.
+#: `codea1.judge.stdin` registers "stdin" (the package imports it). `Judge` hands each
+#: problem of such a kind to its judge and keeps the function-level ones.
+KIND_JUDGES: dict[str, type] = {}
+
+
+def _kind(rollout_or_problem) -> str:
+    problem = getattr(rollout_or_problem, "problem", rollout_or_problem)
+    return getattr(problem, "kind", "function")
+
+
 #: The `JudgeConfig` fields that choose between the reference's semantics and the project's
 #: alternatives; the trainer's `judge.*` keys of the same names set them.
 REFERENCE_SWITCHES = ("strict_validity", "strict_lines", "strict_operator", "strict_tests", "exact_types",
@@ -760,6 +772,8 @@ class Judge:
         that builds huge numbers) still starts early instead of last. A problem is scored
         as soon as its last run returns.
         """
+        if any(_kind(r) != "function" for r in rollouts):
+            return self._by_kind(rollouts, lambda judge, part: judge.judge_step(part))
         self.progress = JudgeProgress(problems=len(rollouts))
         runs = _Runs(self.executor, self.config.resume_rounds, self.progress)
         results: list[ProblemJudgement | None] = [None] * len(rollouts)
@@ -838,6 +852,8 @@ class Judge:
         validation during training and evaluation afterwards agree: the code (after the
         problem's imports) runs with the golden test program, then every golden assert.
         """
+        if any(_kind(p) != "function" for p, _ in items):
+            return self._by_kind(items, lambda judge, part: judge.evaluate_golden_many(part))
         jobs = []
         for problem, code in items:
             if not problem.tests and not problem.test_program:
@@ -849,6 +865,23 @@ class Judge:
             GoldenResult(v.passed, None if v.passed else f"{v.status}: {v.detail}", infra=v.status == "infra")
             for v in verdicts
         ]
+
+    def _by_kind(self, items: Sequence, work) -> list:
+        """`work(judge, items of one kind)` for each problem kind among `items` (rollouts or
+        (problem, code) pairs), this judge doing the function-level ones; results in order."""
+        kinds = [_kind(item[0] if isinstance(item, tuple) else item) for item in items]
+        results: list = [None] * len(items)
+        for kind in dict.fromkeys(kinds):
+            if kind == "function":
+                judge = self
+            elif kind in KIND_JUDGES:
+                judge = KIND_JUDGES[kind](self.executor, self.config)
+            else:
+                raise ValueError(f"no judge for problems of kind {kind!r} (known: function, {', '.join(KIND_JUDGES)})")
+            places = [k for k, item_kind in enumerate(kinds) if item_kind == kind]
+            for k, result in zip(places, work(judge, [items[k] for k in places])):
+                results[k] = result
+        return results
 
 
 #: Reference runs go before every candidate run: each one unblocks eight candidates.
