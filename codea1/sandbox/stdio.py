@@ -138,7 +138,10 @@ def _one(call: CallResult | None, run: RunResult) -> ProgramOutput:
         return ProgramOutput("timeout", error="timed out")
     if call.status == "error":
         error = call.error or "error"
-        status = "memory" if "MemoryError" in error else "error"
+        # a fork killed by SIGKILL inside its call: the run's memory cgroup's OOM killer (time
+        # limits end the whole run and read as `timeout`)
+        killed = error.startswith("IsolatedCallFailed") and error.endswith("(wait status 9)")
+        status = "memory" if "MemoryError" in error or killed else "error"
         return ProgramOutput(status, error=error)
     value = call.value
     # ["list", [["str", S], ["str", OUT], ["str", ERR] | ["NoneType"]]]: anything else is forged
