@@ -86,8 +86,11 @@ class Problem:
         if kind not in ("function", "stdin"):
             raise ProblemFormatError(where, "kind", '"function" or "stdin"', kind)
         values["kind"] = kind
+        meta = row.get("meta", {})
+        # (a problem without a reference, `meta.no_reference`, serves evaluation only)
+        empty = {"entry_point": kind == "stdin", "reference": isinstance(meta, dict) and meta.get("no_reference") is True}
         for name in ("id", "question", "entry_point", "reference"):
-            values[name] = require_str(row, name, where, allow_empty=kind == "stdin" and name == "entry_point")
+            values[name] = require_str(row, name, where, allow_empty=empty.get(name, False))
         values["tests"] = require_str_list(row, "tests", where, default=[])
         program = row.get("test_program")
         if program is not None and not isinstance(program, str):

@@ -314,6 +314,8 @@ class StdinJudge:
         assert ref is not None
         if ref.status == "infra":
             return self._unjudged(plan, f"reference run: {ref.infra_error}", None)
+        if not plan.rollout.problem.reference.strip():
+            return self._unjudged(plan, None, "the problem has no reference solution (meta.no_reference)")
         if not ref.program_ok:
             return self._unjudged(plan, None, f"the reference solution does not run: {ref.program_error or ref.status}")
         if plan.infra is not None:
