@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from codea1.configs import GRPOConfig, ModelConfig, SamplingConfig, VLLMConfig, check_vllm_lora_targets
 from codea1.train.key_hints import key_hint
 
-PRESETS = ("cpu-demo", "paper-1.5b", "paper-3b", "paper-7b")
+PRESETS = ("cpu-demo", "cpu-demo-stdin", "paper-1.5b", "paper-3b", "paper-7b")
 
 
 class ConfigError(ValueError):
