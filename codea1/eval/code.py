@@ -111,9 +111,11 @@ def skip_reason(problem: Problem) -> str | None:
 
 def reference_times(executor, problems: Sequence[Problem], limits) -> dict[str, tuple[float | None, str | None]]:
     """Per problem: the reference's time through its golden tests, or why it failed them."""
-    verdicts = golden_verdicts(executor, [(p, p.program(p.reference)) for p in problems], limits)
-    out = {}
-    for p, (v, wall_s) in zip(problems, verdicts):
+    # (a problem without a reference, as LiveCodeBench ships them, is timed by the minimum)
+    out: dict[str, tuple[float | None, str | None]] = {p.id: (0.0, None) for p in problems if not p.reference.strip()}
+    timed = [p for p in problems if p.reference.strip()]
+    verdicts = golden_verdicts(executor, [(p, p.program(p.reference)) for p in timed], limits)
+    for p, (v, wall_s) in zip(timed, verdicts):
         out[p.id] = (wall_s, None) if v.passed else (None, f"the reference fails its golden tests ({v.status}: {v.detail})")
     return out
 
