@@ -11,7 +11,7 @@ import zlib
 
 import pytest
 
-from codea1.data import ProblemFormatError, load_problems, save_problems
+from codea1.data import Problem, ProblemFormatError, load_problems, save_problems
 from codea1.data.check import check_problems
 from codea1.data.stdin_io import golden_io_tests
 from codea1.sandbox import Executor
@@ -186,3 +186,22 @@ def test_data_check_runs_the_loaded_references_on_their_tests(tmp_path):
         checks = check_problems(problems, ex)
     assert [c.status for c in checks] == ["ok", "broken", "broken", "ok"]
     assert "golden test 0 fails" in checks[1].reasons[0] and "no reference" in checks[2].reasons[0]
+
+
+def test_bundled_stdin_problems_pass_their_tests_and_their_naive_programs_do_not():
+    """The 25 team-written stdin problems: each reference passes its golden tests, each
+    `meta.naive` program fails at least one (the edge case it misses); splits 20/5, a demo
+    subset of training problems, one tolerance and one checker problem."""
+    from codea1.data import bundled_problems, bundled_split
+
+    problems = bundled_problems(bundled_split("bundled-stdin"))
+    assert len(problems) == 25 and all(p.kind == "stdin" and len(p.tests) >= 3 for p in problems)
+    assert len(bundled_problems("stdin:train")) == 20 and len(bundled_problems("stdin:heldout")) == 5
+    assert all(p.meta["split"] == "train" for p in bundled_problems(bundled_split("bundled-stdin:demo")))
+    assert sum("float_tolerance" in p.meta for p in problems) == 1 and sum("checker" in p.meta for p in problems) == 1
+    naive = [Problem(**{**p.__dict__, "reference": p.meta["naive"]}) for p in problems]
+    with Executor(workers=2) as ex:
+        assert [c.status for c in check_problems(problems, ex)] == ["ok"] * 25
+        assert [c.status for c in check_problems(naive, ex)] == ["broken"] * 25
+    with pytest.raises(ValueError, match="bundled-stdin:train"):
+        bundled_split("bundled-stdin:nope")
