@@ -184,7 +184,7 @@ def test_limits_fail_the_input_alone(ex):
               "if n == 2:\n    print('x' * 3_000_000)\n"
               "if n == 3:\n    b = bytearray(2 ** 34)\n"
               "print(n)")
-    run = ex.run(stdin_job(source, ["1\n", "2\n", "3\n", "4\n"], Limits(call_timeout_s=1.0, memory_mb=256)))
+    run = ex.run(stdin_job(source, ["1\n", "2\n", "3\n", "4\n"], Limits(call_timeout_s=2.5, memory_mb=256)))
     out = program_outputs(run, 4)
     assert [o.status for o in out] == ["timeout", "output-limit", "memory", "ok"]
     assert out[3].stdout == "4\n"
@@ -289,3 +289,24 @@ def test_golden_verdicts_and_an_unrunnable_reference(ex):
     [r] = judge.judge_step([ProblemRollout(_problem("print(("), [RIGHT], [["```input\n1\n```\n```output\n2\n```"]])])
     assert not r.usable and "reference solution does not run" in r.reference_error
     assert r.mistake_update().failed == {}
+
+
+def test_a_program_that_hangs_on_every_input_costs_one_budget(ex):
+    """As for functions, a candidate program has one budget (`limits.timeout_s`, plus one
+    input's limit): 12 inputs at 0.5 s each would take 6 s; with a 1 s budget the run ends
+    after about 1.5 s and every test fails (timed out, or not run). `per_call_timeouts`
+    gives every input its own limit. Tried: a budget covering every input: the run took
+    over 6 s and this failed."""
+    import time
+
+    suite = "\n".join(f"```input\n{n}\n```\n```output\n{2 * n}\n```" for n in range(12))
+    hang = "```python\nwhile True:\n    pass\n```"
+    judge = Judge(ex, JudgeConfig(suite_size=12, limits=Limits(timeout_s=1.0, call_timeout_s=3.0)))
+    start = time.perf_counter()
+    [r] = judge.judge_step([ProblemRollout(_problem(DOUBLE), [hang], [[suite]])])
+    assert time.perf_counter() - start < 4.5
+    outcomes = r.suites[0][0].tests
+    assert r.code_valid == [True] and r.code_rewards == [0.0] and len(outcomes) == 12
+    assert all(t.passed is False for t in outcomes)
+    assert {t.failure.split(":")[0] for t in outcomes} <= {"timeout", "not-run"}
+    assert r.suites[0][0].gen_fail_rate == 1.0

@@ -876,6 +876,7 @@ class Judge:
                 judge = self
             elif kind in KIND_JUDGES:
                 judge = KIND_JUDGES[kind](self.executor, self.config)
+                judge.progress = self.progress  # (the training display reads this judge's)
             else:
                 raise ValueError(f"no judge for problems of kind {kind!r} (known: function, {', '.join(KIND_JUDGES)})")
             places = [k for k, item_kind in enumerate(kinds) if item_kind == kind]

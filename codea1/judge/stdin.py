@@ -166,8 +166,19 @@ class StdinJudge:
         plan.codes = [extract_code(text, lenient=self.config.lenient_code_fences) for text in rollout.codes]
         return plan
 
-    def _job(self, plan: _Plan, source: str, inputs: Sequence[str]) -> Job:
-        return stdin_job(source, inputs, plan.limits, self.settings.max_output_bytes)
+    def _job(self, plan: _Plan, source: str, inputs: Sequence[str], reference: bool = False) -> Job:
+        """A program's run on `inputs`. As for functions, a program has one time budget
+        (`limits.timeout_s`, the reference `reference_limits`' plus one input's limit): once
+        it is spent, the input running and every later one fail, so a program that hangs on
+        every input costs seconds, not inputs x limit. `per_call_timeouts`: every input
+        gets its own limit and the run lasts as long as they need."""
+        if self.config.per_call_timeouts:
+            budget = None
+        elif reference:
+            budget = self.config.effective_reference_limits.timeout_s + plan.limits.call_timeout_s
+        else:
+            budget = self.config.limits.timeout_s + plan.limits.call_timeout_s
+        return stdin_job(source, inputs, plan.limits, self.settings.max_output_bytes, budget_s=budget)
 
     def _absorb_reference(self, plan: _Plan, run: RunResult) -> None:
         plan.ref_run = run
@@ -353,7 +364,8 @@ class StdinJudge:
     def judge_step(self, rollouts: Sequence[ProblemRollout]) -> list[ProblemJudgement]:
         """Judge every problem: reference runs first, each problem's candidates queued as
         soon as its reference run is back, checkers last; one judgement per rollout."""
-        self.progress = JudgeProgress(problems=len(rollouts))
+        progress = self.progress  # (reset in place: a `Judge` handing this kind over shows the same object)
+        progress.problems, progress.judged, progress.runs_queued, progress.runs_done = len(rollouts), 0, 0, 0
         plans = [self._plan(r) for r in rollouts]
         done: queue.SimpleQueue = queue.SimpleQueue()
         pending = 0
@@ -366,7 +378,7 @@ class StdinJudge:
             future.add_done_callback(lambda f, then=then: done.put((then, f)))
 
         for plan in plans:
-            submit(self._job(plan, plan.rollout.problem.reference, plan.inputs), 1e9,
+            submit(self._job(plan, plan.rollout.problem.reference, plan.inputs, reference=True), 1e9,
                    lambda run, plan=plan: self._reference_back(plan, run, submit))
         while pending:
             then, future = done.get()

@@ -96,18 +96,19 @@ def harness(source: str, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> st
 
 
 def stdin_job(source: str, inputs: Sequence[str], limits: Limits,
-              max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> Job:
+              max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, budget_s: float | None = None) -> Job:
     """One run of `source` on each input, each in a fork of its own with `limits.call_timeout_s`.
 
-    The run's budget (`limits.timeout_s`) is raised to cover every input at its limit, and
-    the encoded-value cap to hold the largest output allowed (JSON escapes make text up
-    to six times longer)."""
+    The run's budget is `budget_s` (the inputs it leaves unrun are `not-run`, failures), or
+    with None enough for every input at its limit; the encoded-value cap is raised to hold
+    the largest output allowed (JSON escapes make text up to six times longer)."""
     inputs = list(inputs)
     for i, text in enumerate(inputs):
         if not isinstance(text, str):
             raise TypeError(f"stdin_job: input {i} must be str, got {type(text).__name__}")
-    budget = limits.call_timeout_s * max(1, len(inputs)) + 5.0
-    limits = replace(limits, timeout_s=max(limits.timeout_s, budget),
+    if budget_s is None:
+        budget_s = max(limits.timeout_s, limits.call_timeout_s * max(1, len(inputs)) + 5.0)
+    limits = replace(limits, timeout_s=budget_s,
                      max_value_bytes=max(limits.max_value_bytes, 6 * max_output_bytes + 4096))
     calls = [f"{RUN_NAME}({text!r})" for text in inputs]
     return Job(program=harness(source, max_output_bytes), calls=calls, limits=limits,
