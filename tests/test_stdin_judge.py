@@ -310,3 +310,13 @@ def test_a_program_that_hangs_on_every_input_costs_one_budget(ex):
     assert all(t.passed is False for t in outcomes)
     assert {t.failure.split(":")[0] for t in outcomes} <= {"timeout", "not-run"}
     assert r.suites[0][0].gen_fail_rate == 1.0
+
+
+def test_infra_failures_of_stdin_problems_are_unusable_and_name_their_tests():
+    """What the Ray backend reports for a batch whose actor died: unusable judgements, the
+    stdin suites read by the stdin reader (no executor needed). Tried: without the
+    dispatch, the function-level reader found no test in the suite (0 outcomes)."""
+    judge = Judge(None, JudgeConfig())
+    [r] = judge.infra_failures([ProblemRollout(_problem(DOUBLE), [RIGHT], [[SUITE]])], "node lost")
+    assert not r.usable and r.infra_error == "infra: node lost" and r.code_rewards == [0.0]
+    assert len(r.suites[0][0].tests) == 7 and r.mistake_update().failed == {}

@@ -835,6 +835,8 @@ class Judge:
     def infra_failures(self, rollouts: Sequence[ProblemRollout], why: str) -> list[ProblemJudgement]:
         """Judgements of problems whose runs were lost (a sandbox node died): unusable, so
         they never train, and no pass/fail is claimed for them. Needs no executor."""
+        if any(_kind(r) != "function" for r in rollouts):
+            return self._by_kind(rollouts, lambda judge, part: judge.infra_failures(part, why))
         return [self._unjudged(self._plan(r), f"infra: {why}", None) for r in rollouts]
 
     def judge(self, rollout: ProblemRollout) -> ProblemJudgement:
