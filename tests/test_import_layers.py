@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("data", ("codea1.data",)),
     ("mistakes", ("codea1.mistakes",)),        # the store the judge's MistakeUpdate goes into
     ("models", ("codea1.models",)),
-    ("rollout", ("codea1.rollout",)),
+    ("rollout", ("codea1.rollout", "codea1.lean_forward")),
     ("engines", ("codea1.engines",)),
     ("judge", ("codea1.judge",)),
     ("update", ("codea1.grpo", "codea1.logprobs", "codea1.trajectory")),
