@@ -7,7 +7,7 @@ width), and peft two extra matmuls and a dtype cast per adapted layer. While sam
 weights do not change, so `LeanModel` takes them once per rollout: each active LoRA
 adapter merged into its base weight (`W + scale * B @ A`, peft's `get_delta_weight`,
 summed in float32 and rounded once to the model's dtype), q/k/v fused into one matrix and
-gate/up into another, and runs the decoder as a handful of large ops per layer:
+gate/up into another, each laid out once for oneDNN (`codea1.packed_linear`), and runs the decoder as a handful of large ops per layer:
 
 - prefill: one prompt at a time (no padding work), causal attention by `sdpa`, its keys
   and values written straight into the rows of all its samples;
@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from codea1.packed_linear import Linear
 
 FAMILIES = ("qwen2", "llama", "mistral")
 
@@ -75,43 +77,6 @@ def _effective(linear, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor |
         if deltas:
             weight = weight.float() + sum(d.float() for d in deltas)
     return weight.to(dtype), (base.bias.to(dtype) if base.bias is not None else None)
-
-
-class Linear:
-    """`x @ weight.T + bias` with the weight laid out once for oneDNN where it can be.
-
-    On a CPU, `F.linear` hands oneDNN a plain weight that its AMX/AVX-512 kernels reorder
-    into their blocked layout on every call: for the small batches of decoding that is a
-    third of the matmul's time (benchmarks/generation.py). The reordered weight gives the
-    same numbers (checked here once on a probe input; any difference, or a torch without
-    oneDNN, keeps the plain path).
-    """
-
-    PACK_ROWS = 32  # the batch size oneDNN lays the weight out for (any batch works)
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
-        self.weight, self.bias, self.packed = weight, bias, None
-        if weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16) and _onednn():
-            try:
-                packed = torch.ops.mkldnn._reorder_linear_weight(weight, self.PACK_ROWS)
-                probe = torch.randn(3, weight.shape[1], generator=torch.Generator().manual_seed(0)).to(weight.dtype)
-                got = torch.ops.mkldnn._linear_pointwise(probe, packed, bias, "none", [], "")
-                want = F.linear(probe, weight, bias)
-                if torch.allclose(got.float(), want.float(), rtol=1e-2, atol=1e-2):
-                    self.packed, self.weight = packed, None
-            except (RuntimeError, AttributeError):  # no oneDNN build or op: the plain path
-                self.packed = None
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.packed is None:
-            return F.linear(x, self.weight, self.bias)
-        flat = x.reshape(-1, x.shape[-1])
-        out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, "none", [], "")
-        return out.view(*x.shape[:-1], out.shape[-1])
-
-
-def _onednn() -> bool:
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
 
 @dataclass

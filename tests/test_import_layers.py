@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "codea1.eval.passk")),
     ("data", ("codea1.data",)),
     ("mistakes", ("codea1.mistakes",)),        # the store the judge's MistakeUpdate goes into
-    ("models", ("codea1.models",)),
+    ("models", ("codea1.models", "codea1.packed_linear")),
     ("rollout", ("codea1.rollout", "codea1.lean_forward")),
     ("engines", ("codea1.engines",)),
     ("judge", ("codea1.judge",)),

@@ -14,7 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from codea1.lean_forward import KVCache, LeanModel, Linear, unsupported  # noqa: E402
+from codea1.lean_forward import KVCache, LeanModel, unsupported
+from codea1.packed_linear import Linear  # noqa: E402
 from codea1.models import ModelConfig, load_policies, tiny_test_model  # noqa: E402
 from codea1.rollout import SamplingConfig, generate, lean_model, release_lean  # noqa: E402
 
