@@ -180,6 +180,8 @@ class GenerationStats:
     prompt_tokens_dropped: int = 0
     prompts_shortened: int = 0  # test prompts whose candidate code was cut to fit (`fit_test_prompt`)
     tokens_decoded: int = 0  # grows as decoding goes (the live display reads it mid-call)
+    prefill_tokens: int = 0  # prompt tokens run through the model (each prompt once a chunk)
+    decode_passes: int = 0   # one-token forward passes (each reads every weight once)
 
     @property
     def tokens_per_s(self) -> float:
@@ -575,6 +577,7 @@ class _TransformersForward:
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
                          use_cache=True, logits_to_keep=1)
         self.stats.forward_passes += 1
+        self.stats.prefill_tokens += sum(len(self.prompt_ids[p]) for p in unique)
         # share each prompt's prefill among its samples
         repeat = torch.tensor([k for _, k in self.pieces], device=self.device)
         expand = torch.repeat_interleave(torch.arange(len(unique), device=self.device), repeat)
@@ -592,6 +595,7 @@ class _TransformersForward:
         out = self.model(input_ids=tokens[:, None], attention_mask=self.mask, position_ids=self.next_pos[:, None],
                          cache=self.cache, use_cache=True)
         self.stats.forward_passes += 1
+        self.stats.decode_passes += 1
         self.next_pos = self.next_pos + 1
         return out.logits[:, -1, :]
 
@@ -614,6 +618,7 @@ class _LeanForward:
             last = self.lean.prefill(self.prompt_ids[p], self.cache, rows)
             logits.append(last.expand(k, -1))
             row += k
+            self.stats.prefill_tokens += len(self.prompt_ids[p])
         self.stats.forward_passes += 1
         self.positions = torch.tensor(lengths, dtype=torch.long, device=self.lean.embed.device)
         return torch.cat(logits)
@@ -624,6 +629,7 @@ class _LeanForward:
             tokens, self.positions = tokens[keep], self.positions[keep]
         logits = self.lean.decode(tokens, self.positions, self.cache)
         self.stats.forward_passes += 1
+        self.stats.decode_passes += 1
         self.positions = self.positions + 1
         return logits
 
