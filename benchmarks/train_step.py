@@ -153,18 +153,32 @@ def update_flops(policies, role: str, trajectories, grpo) -> float:
 
 
 def memory_bandwidth(dtype, gib: float = 0.5, reps: int = 5) -> float:
-    """Bytes/s this machine reads a large tensor at (a sum over `gib` GiB, best of `reps`):
-    what bounds a decoding step, which reads every weight once."""
+    """Bytes/s this machine reads a large tensor at, the best of two probes (a sum over
+    `gib` GiB, and a one-row product with a `gib` GiB weight laid out for oneDNN, the
+    sampler's own kind of read), best of `reps` each: what bounds a decoding step, which
+    reads every weight once."""
     import torch
 
-    x = torch.ones(int(gib * 2**30) // torch.finfo(dtype).bits * 8, dtype=dtype)
-    x.sum()
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        x.sum()
-        best = min(best, time.perf_counter() - t)
-    return x.numel() * x.element_size() / best
+    from codea1.packed_linear import Linear
+
+    def best(fn) -> float:
+        fn()
+        t_best = float("inf")
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            t_best = min(t_best, time.perf_counter() - t)
+        return t_best
+
+    elt = torch.tensor([], dtype=dtype).element_size()
+    x = torch.ones(int(gib * 2**30) // elt, dtype=dtype)
+    speeds = [x.numel() * elt / best(x.sum)]
+    del x
+    cols = 4096
+    weight = torch.randn(int(gib * 2**30) // elt // cols, cols).to(dtype)
+    layer, row = Linear(weight, None), torch.randn(1, cols).to(dtype)
+    speeds.append(weight.numel() * elt / best(lambda: layer(row)))
+    return max(speeds)
 
 
 def rollout_limits(policies, m: dict, role: str, peak: float, bandwidth: float) -> dict[str, float]:
