@@ -68,6 +68,8 @@ def _codea1_stdin(data):
     except SystemExit as e:
         if e.code is not None and e.code != 0:
             status, error = "error", "SystemExit: " + str(e.code)[:200]
+    except MemoryError as e:
+        status, error = "memory", ("MemoryError: " + str(e))[:500]
     except BaseException as e:
         status, error = "error", (type(e).__name__ + ": " + str(e))[:500]
     for stream in (sys.stdout, stdout):
@@ -152,7 +154,7 @@ def _one(call: CallResult | None, run: RunResult) -> ProgramOutput:
             raise ValueError
         status, out = items[0][1], items[1][1]
         error = items[2][1] if items[2][0] == "str" else None
-        if status not in ("ok", "error", "output-limit") or not isinstance(out, str):
+        if status not in ("ok", "error", "memory", "output-limit") or not isinstance(out, str):
             raise ValueError
     except (ValueError, TypeError, IndexError, KeyError):
         return ProgramOutput("error", error="the run handed back something that is not a program's output")
