@@ -39,6 +39,7 @@ from codea1.interpreter import HANDOFF_INTERVAL_S, gc_paused, quick_handoff
 from codea1.judge.extract import extract_code
 from codea1.judge.golden import golden_job, verdict_of
 from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, parse_completion, parse_tests
+from codea1.judge import program_scoring as programs
 from codea1.judge.programs import HoistedModule, candidate_program, hoist_imports, reference_program
 from codea1.judge.reading import read_reference_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
@@ -76,7 +77,8 @@ INVALID_KINDS = (UNPARSABLE, REFERENCE_RAISED, WRONG_EXPECTATION, DUPLICATE)
 #: alternatives; the trainer's `judge.*` keys of the same names set them.
 REFERENCE_SWITCHES = ("strict_validity", "strict_lines", "strict_operator", "strict_tests", "exact_types",
                       "float_rtol", "float_atol", "unicode_printable", "require_entry_point", "statement_reading",
-                      "lenient_code_fences", "own_namespace", "require_definition", "per_call_timeouts")
+                      "lenient_code_fences", "own_namespace", "require_definition", "per_call_timeouts",
+                      "isolate_calls")
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,13 @@ class JudgeConfig:
     the call running and every later one fail; a reference call that uses the whole budget
     makes the candidates whose suites hold it invalid (their program ran out of time before
     the candidate ran).
+    `isolate_calls` (the project's older execution): each distinct CALL runs once per
+    candidate and is shared by its suites and the Mistake Book, a call that exits or
+    crashes fails alone, and the references run apart from the candidates. By default (the
+    reference) each candidate is one program (`codea1.judge.one_program`): the reference's
+    checks of its suites, then its module, the Mistake Book's tests and every kept test in
+    order, under one budget; an exit or crash ends it. `own_namespace` and
+    `per_call_timeouts` need the older execution and imply it.
     `strict_tests`: a test may only build data (see `parse_tests(strict=True)`). Without it
     (the reference: any name of the program, its classes, imports and helpers), every
     expression that uses more than that is evaluated in a fork of its own (`Job.isolated`),
@@ -134,6 +143,7 @@ class JudgeConfig:
     own_namespace: bool = False
     require_definition: bool = False
     per_call_timeouts: bool = False
+    isolate_calls: bool = False
     strict_tests: bool = False
     strict_validity: bool = False
     strict_lines: bool = False
@@ -165,6 +175,12 @@ class JudgeConfig:
                 and 0 < self.switch_interval_s <= 1):
             raise ValueError("JudgeConfig.switch_interval_s must be None or seconds in (0, 1], "
                              f"got {self.switch_interval_s!r}")
+
+    @property
+    def one_program(self) -> bool:
+        """Whether candidates run as the reference's one program each (module docstring of
+        `codea1.judge.one_program`)."""
+        return not (self.isolate_calls or self.per_call_timeouts or self.own_namespace)
 
     @property
     def effective_reference_limits(self) -> Limits:
@@ -388,6 +404,10 @@ class _Plan:
     right_expectations: dict[tuple[str, str | None], bool] = field(default_factory=dict)  # (call, EXPECTED) -> right?
     cand_calls: list[list[str]] = field(default_factory=list)
     cand_runs: list[RunResult | None] = field(default_factory=list)
+    # one program per candidate (`JudgeConfig.one_program`): each candidate's layout, and
+    # the replayed Mistake Book tests as (CALL, EXPECTED text or None, its encoding or None)
+    layouts: list = field(default_factory=list)
+    mb_tests: list[tuple[str, str | None, list | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -778,6 +798,10 @@ class Judge:
         try:
             for index, rollout in enumerate(rollouts):
                 plan = self._plan(rollout)
+                if self.config.one_program:
+                    self._submit_programs(runs, plan, index, results)
+                    runs.drain(block=False)
+                    continue
                 runs.submit(self._reference_job(plan), _REFERENCE_PRIORITY,
                             lambda run, plan=plan, index=index: self._reference_done(runs, plan, index, run, results))
                 runs.drain(block=False)  # queue the candidates of references already back
@@ -817,6 +841,40 @@ class Judge:
             # higher first: earlier queued first, a run expected to take t seconds t seconds earlier
             runs.submit(job, per_call * len(job.calls) - queued_at,
                         lambda result, members=members: candidate_done(result, members), resume=resume)
+
+    # -- one program per candidate (the reference's execution) ------------------------------
+    def _submit_programs(self, runs: "_Runs", plan: _Plan, index: int,
+                         results: list[ProblemJudgement | None]) -> None:
+        """Queue each candidate's one program (candidates whose jobs are identical share a
+        run); score the problem when the last returns."""
+        programs.plan_programs(self, plan)
+        plan.ref_run = RunResult(status="ok", program_ok=True)  # (no reference run of its own)
+        plan.cand_runs = [None] * len(plan.rollout.codes)
+        jobs: dict[Job, list[int]] = {}
+        for i, layout in enumerate(plan.layouts):
+            if layout.job is None:
+                plan.cand_runs[i] = RunResult(status="error", program_error=layout.whole_program_error)
+            else:
+                jobs.setdefault(layout.job, []).append(i)
+        if not jobs:
+            self._scored_programs(results, index, plan)
+            return
+        outstanding = [len(jobs)]
+
+        def done(result: RunResult, members: list[int]) -> None:
+            for i in members:
+                plan.cand_runs[i] = result
+            outstanding[0] -= 1
+            if outstanding[0] == 0:
+                self._scored_programs(results, index, plan)
+
+        queued_at = runs.elapsed()
+        for job, members in jobs.items():  # (first queued, first run: each problem's runs together)
+            runs.submit(job, -queued_at, lambda result, members=members: done(result, members), resume=False)
+
+    def _scored_programs(self, results: list[ProblemJudgement | None], index: int, plan: _Plan) -> None:
+        results[index] = programs.finish_programs(self, plan)
+        self.progress.judged += 1
 
     def infra_failures(self, rollouts: Sequence[ProblemRollout], why: str) -> list[ProblemJudgement]:
         """Judgements of problems whose runs were lost (a sandbox node died): unusable, so

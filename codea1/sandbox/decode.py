@@ -67,16 +67,17 @@ class Instance:
 
 
 class Member:
-    """A member of an `enum.Enum` class: equal to the member of the same type and name
-    (enum members are singletons, compared by identity in Python)."""
+    """A member of an `enum.Enum` class: equal to the member of the same name of the same
+    class object of the run (enum members are singletons, compared by identity in Python)."""
 
-    __slots__ = ("type_name", "name")
+    __slots__ = ("type_name", "name", "cls")
 
-    def __init__(self, type_name: str, name: str) -> None:
-        self.type_name, self.name = type_name, name
+    def __init__(self, type_name: str, name: str, cls: str) -> None:
+        self.type_name, self.name, self.cls = type_name, name, cls
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is Member and (self.type_name, self.name) == (other.type_name, other.name)  # type: ignore[union-attr]
+        return type(other) is Member and (self.type_name, self.name, self.cls) == (  # type: ignore[union-attr]
+            other.type_name, other.name, other.cls)  # type: ignore[union-attr]
 
     def __hash__(self) -> int:
         return hash((self.type_name, self.name))
@@ -174,7 +175,7 @@ def _decode(v: Value) -> Any:
     if tag == "object":
         return Instance(v[1], {name: _decode(x) for name, x in v[2]})
     if tag == "enum":
-        return Member(v[1], v[2])
+        return Member(v[1], v[2], v[4])
     if tag == "bytearray":
         return bytearray.fromhex(v[1])
     if tag == "digest":

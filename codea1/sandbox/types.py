@@ -35,7 +35,7 @@ class Limits:
     max_procs: int = 32
     max_output_bytes: int = 65536
     max_file_bytes: int = 16 * 1024 * 1024
-    max_value_bytes: int = 1024 * 1024
+    max_value_bytes: int = 16 * 1024 * 1024
     stop_on_output: bool = True
 
     def __post_init__(self) -> None:

@@ -242,8 +242,10 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
 
 
 def _encode_enum(value: Any, t: type, depth: int, budget: list, active: set) -> Value | None:
-    """``["enum", "TypeName", "MEMBER", value]`` for a member of an `enum.Enum` class (read
-    through `object`'s own accessors: no method of the class runs), else None."""
+    """``["enum", "TypeName", "MEMBER", value, class]`` for a member of an `enum.Enum` class
+    (read through `object`'s own accessors: no method of the class runs), else None. `class`
+    names the class object within the run (members compare by identity in Python: a
+    candidate's own `Color` is not the reference's, whatever its members)."""
     module = _modules.get("enum")
     if module is None:
         return None
@@ -257,7 +259,7 @@ def _encode_enum(value: Any, t: type, depth: int, budget: list, active: set) -> 
         return None
     if type(name) is not str:
         return None
-    return ["enum", _type_name(value), name, _encode(inner, depth + 1, budget, active)]
+    return ["enum", _type_name(value), name, _encode(inner, depth + 1, budget, active), int.__repr__(id(t))]
 
 
 def _encode_datetime(module: Any, value: Any, t: type) -> Value | None:
@@ -619,10 +621,10 @@ def _check_ndarray(v: list, n: int, depth: int) -> None:
 
 
 def _check_enum(v: list, n: int, depth: int) -> None:
-    if n != 3:
-        _wrong_fields("enum", 3, n)
-    if type(v[1]) is not str or type(v[2]) is not str:
-        raise ValueError("enum value must name its type and member")
+    if n != 4:
+        _wrong_fields("enum", 4, n)
+    if type(v[1]) is not str or type(v[2]) is not str or type(v[4]) is not str:
+        raise ValueError("enum value must name its type, member and class")
     _check_value(v[3], depth + 1)
 
 
@@ -749,7 +751,7 @@ def _extra_equal(a: Value, b: Value, depth: int, tol: tuple) -> bool:
     _check_value(b, depth)
     tag = a[0]
     if tag in ("enum", "digest", "bytearray"):  # (a member by its type and name; a digest by its text)
-        return a[1] == b[1] and a[2:3] == b[2:3] if tag != "digest" else a[1:] == b[1:]
+        return a[1:3] == b[1:3] and a[4:] == b[4:] if tag == "enum" else a[1:] == b[1:]
     if tag in ("counter", "defaultdict"):
         return _match_unordered(a[1], b[1], lambda p, q: _pair_equal(p, q, depth + 1, tol))
     if tag in ("ordereddict", "deque"):  # (two OrderedDicts compare in order)
