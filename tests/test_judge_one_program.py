@@ -282,3 +282,45 @@ def test_unreadable_tests_still_count_when_the_program_ends_early(judge):
     assert r.code_valid == [False] and (s.valid, s.invalid) == (1, 1)
     assert [t.kind for t in s.tests] == [None, UNPARSABLE, None, None]
     assert REFERENCE_RAISED not in s.invalid_kinds
+
+
+def test_reference_defects_of_issue_39_are_not_copied(judge):
+    """The reference defects issue 39 allows us not to copy (docs/ARCHITECTURE.md, fidelity
+    table), each on its example. Fault tried: a pass found by substring (`_1` in `_10`)
+    would make the second check below 11/11; it failed with 10/11."""
+    bad = py("def add(a, b):\n    return a - b if b > 5 else a + b")
+    eleven = py("assert add(0, 1) == 1\nassert add(1, 9) == 10\n"
+                + "\n".join(f"assert add({k}, 1) == {k + 1}" for k in range(2, 11)))
+    (r,) = judge.judge_step([ProblemRollout(ADD, [bad], [[eleven]])])
+    assert [t.passed for t in r.suites[0][0].tests].count(True) == 10  # the second test fails, honestly
+    # an empty test completion: no test, no crash (the reference divides by its length)
+    (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [[""]])])
+    assert r.usable and (r.suites[0][0].valid, r.suites[0][0].invalid) == (0, 0)
+    # a Mistake Book text that does not parse is skipped; the rest of the program runs
+    (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [[SUITE]], ["assert add(1, 1) == <object at 0x1>"])])
+    assert r.mistakes_skipped and r.code_rewards == [1.0]
+    # a candidate that redefines print: the verdicts do not read its output
+    (r,) = judge.judge_step([ProblemRollout(ADD, [py("print = None\ndef add(a, b):\n    return a + b")], [[SUITE]])])
+    assert r.code_rewards == [1.0]
+    # `pytest.approx` (undefined in the program): that test is a wrong expectation, the later ones keep their values
+    third = Problem(id="t/third", question="", entry_point="third", reference="def third(x):\n    return x / 3\n")
+    approx = py("assert third(1) == pytest.approx(0.3333)\nassert third(3) == 1.0\nassert third(6) == 2.0")
+    (r,) = judge.judge_step([ProblemRollout(third, [py(third.reference)], [[approx]])])
+    assert [t.kind for t in r.suites[0][0].tests] == [WRONG_EXPECTATION, None, None] and r.code_rewards == [1.0]
+    # a reference global named like the reference harness's bookkeeping (`seen`) changes nothing
+    seen = Problem(id="t/seen", question="", entry_point="add", reference="seen = 0\ndef add(a, b):\n    return a + b + seen\n")
+    (r,) = judge.judge_step([ProblemRollout(seen, [GOOD], [[SUITE]])])
+    assert r.suites[0][0].valid == 3 and r.code_rewards == [1.0]
+    # a returned generator cannot be compared: its test is invalid
+    gen = Problem(id="t/gen", question="", entry_point="evens", reference="def evens(n):\n    return (x for x in range(0, n, 2))\n")
+    (r,) = judge.judge_step([ProblemRollout(gen, [py(gen.reference)], [[py("assert evens(4) == [0, 2]")]])])
+    assert r.suites[0][0].tests[0].kind == REFERENCE_RAISED
+    # a numpy array compares by its items (the reference: an ambiguous truth value, an invalid test)
+    arr = Problem(id="t/arr", question="", entry_point="twice",
+                  reference="import numpy as np\ndef twice(x):\n    return np.array(x) * 2\n")
+    (r,) = judge.judge_step([ProblemRollout(arr, [py(arr.reference)], [[py("assert twice([1, 2]) == np.array([2, 4])")]])])
+    assert r.suites[0][0].valid == 1 and r.code_rewards == [1.0]
+    # two lists holding the same NaN object: values are rebuilt here, and NaN != NaN
+    nan = Problem(id="t/nan", question="", entry_point="nans", reference="import math\ndef nans():\n    return [math.nan]\n")
+    (r,) = judge.judge_step([ProblemRollout(nan, [py(nan.reference)], [[py("assert nans() == [math.nan]")]])])
+    assert r.suites[0][0].tests[0].kind == WRONG_EXPECTATION and r.code_rewards == [0.0]

@@ -17,13 +17,22 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from codea1.judge.outcomes import (
+    DUPLICATE,
+    REFERENCE_RAISED,
+    UNPARSABLE,
+    WRONG_EXPECTATION,
+    ProblemJudgement,
+    SuiteResult,
+    TestOutcome,
+)
 from codea1.judge.one_program import ProgramLayout, RunFacts, program_job, read_run, value_key
 from codea1.judge.parse import normalize_assert, parse_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.sandbox import CallResult, encode, to_source
 
 if TYPE_CHECKING:
-    from codea1.judge.judge import Judge, ProblemJudgement, SuiteResult, _Plan, _Suite
+    from codea1.judge.judge import Judge, _Plan, _Suite
 
 __all__ = ["plan_programs", "finish_programs"]
 
@@ -87,8 +96,6 @@ class _SuiteCount:
         self.judge, self.plan, self.facts, self.candidate_ok = judge, plan, facts, candidate_ok
 
     def run(self, suite: _Suite, refs: list, exps: list, cands: list) -> tuple[list, Counter, int, list[bool]]:
-        from codea1.judge.judge import DUPLICATE, REFERENCE_RAISED, UNPARSABLE, WRONG_EXPECTATION, TestOutcome
-
         facts = self.facts
         placed = [k for k in refs + exps if k is not None]
         complete = facts.reference_ok and (not placed or facts.alive_until > max(placed) + 1)
@@ -135,8 +142,6 @@ class _SuiteCount:
     def kept(self, t, ref: CallResult, exp: CallResult, cand: CallResult):
         """The outcome of a kept test (valid, or a wrong expectation) and whether its
         written EXPECTED was right."""
-        from codea1.judge.judge import WRONG_EXPECTATION, TestOutcome
-
         judge, plan = self.judge, self.plan
         expected = plan.expected_values.get(t.expected) if t.expected in plan.expected_values else (
             exp.value if exp.status == "ok" else None)
@@ -168,8 +173,6 @@ def _wrong_value(value: list) -> str:
 
 
 def _suite_result(judge: Judge, suite: _Suite, counted: tuple, candidate_ok: bool, mb_passed: list[bool]) -> SuiteResult:
-    from codea1.judge.judge import SuiteResult
-
     outcomes, kinds, valid, kept = counted
     config = judge.config
     invalid = sum(kinds.values())
@@ -205,8 +208,6 @@ def _candidate_ok(judge: Judge, layout: ProgramLayout, facts: RunFacts, entry: s
 
 def finish_programs(judge: Judge, plan: _Plan) -> ProblemJudgement:
     """The problem's judgement from its candidates' runs."""
-    from codea1.judge.judge import ProblemJudgement
-
     rollout = plan.rollout
     broken = [r for r in plan.cand_runs if r is not None and r.status == "infra"]
     if broken:

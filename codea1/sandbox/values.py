@@ -58,7 +58,7 @@ _DECIMAL_TEXT = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|Infini
 #: of a plain program (Python's default recursion limit, 1000, less the frames in use).
 _MAX_DEPTH = 990
 #: How many nodes one value may have (a 100,000-element list of pairs is 300,001).
-MAX_ITEMS = 4_000_000
+MAX_ITEMS = 1_000_000
 
 
 #: The recursion limit a process needs to check, decode and compare values `_MAX_DEPTH` deep.
