@@ -12,7 +12,13 @@ and the Mistake Book after the step.
 
 Cases where the reference's behaviour comes from a defect that destroys information are
 marked "reference defect" (codea1 deliberately does not copy them); both outcomes are
-shown. The script exits 1 when a case not so marked disagrees.
+shown. The script exits 1 when a case not so marked disagrees. The cases of issue 39
+(`--item 39`: exits and crashes in one program, stateful functions, output volume, large,
+deep and enum values, the shared time budget, re-read expectations, recursion headroom, a
+reference that raises on import, realistic rollouts) and its reference defects
+(`--item defect`) follow issue 27's. The time-budget cases (`--item 39.5`, `budget/`) sit
+half a second from the budget's edge on both sides: on a machine loaded far past its
+cores either side can fall over the edge (run them again alone).
 
     python benchmarks/reference_diff.py --reference /path/to/Code-A1/code/rl/reward.py
     python benchmarks/reference_diff.py --reference ... --only names   # cases whose name contains 'names'
@@ -143,7 +149,7 @@ class Step:
 @dataclass
 class Case:
     name: str
-    item: str  # which point of issue 27 it covers
+    item: str  # which point of issue 27 (1-8) or 39 (39.1-39.8, 39.x) it covers, or "defect"
     reference: str
     entry: str
     steps: list[Step]
