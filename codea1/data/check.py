@@ -112,6 +112,12 @@ def _check_stdin(problems: Sequence[Problem], ex: Executor, limits: Limits) -> l
     return results
 
 
+#: What a reference module that raises means for training (`codea1.judge.program_scoring`).
+CANNOT_CHECK_TESTS = ("its module raises when run: the judge (as the Code-A1 reference) swallows the error and "
+                      "checks none of the tests written for this row (no test is valid or invalid, the code "
+                      "is valid when its own module runs, and its reward comes from the Mistake Book alone)")
+
+
 def check_problems(
     problems: Sequence[Problem],
     executor: Executor | None = None,
@@ -153,6 +159,8 @@ def check_problems(
             for i, run in zip(retry, alone):
                 if run.status != "infra" and not run.program_ok:
                     results[i].reasons.insert(0, _status_reason(run, "the reference alone"))
+                    if run.status in ("error", "memory"):
+                        results[i].reasons.insert(1, "the reference cannot check its tests: " + CANNOT_CHECK_TESTS)
     return results
 
 
@@ -165,6 +173,8 @@ def _verdict(problem: Problem, run: RunResult) -> RowCheck:
     what = "reference + test program" if problem.test_program else "the reference"
     if not run.program_ok:
         check.reasons.append(_status_reason(run, what))
+        if not problem.test_program and run.status in ("error", "memory"):
+            check.reasons.append("the reference cannot check its tests: " + CANNOT_CHECK_TESTS)
     elif run.calls and (run.calls[0].status != "ok" or not values_equal(run.calls[0].value, encode(True))):
         check.reasons.append(f"the reference does not define function {problem.entry_point!r}")
     for index, (test, call) in enumerate(zip(problem.tests, run.calls[1:])):

@@ -30,6 +30,14 @@ def has_golden(problem: Problem) -> bool:
     return bool(problem.tests) or bool(problem.test_program)
 
 
+def golden_items(problems: Sequence[Problem], codes: Sequence[Sequence[str]]) -> list[tuple[Problem, str]]:
+    """The (problem, program) pairs of golden mode's training reward: each extracted code
+    after the problem's own imports (`Problem.program`), the one rule of validation and
+    `codea1 eval code` too (the reference's golden baseline runs a candidate after the
+    reference's imports)."""
+    return [(p, p.program(c)) for p, group in zip(problems, codes) for c in group]
+
+
 def golden_results(executor, items: Sequence[tuple[Problem, str]], limits=None) -> list[GoldenResult]:
     """Score each (problem, extracted code) pair; all jobs run in parallel. Stdin problems'
     (`Problem.kind`) go to `codea1.judge.stdin.golden_stdin`: the same figures, from the
