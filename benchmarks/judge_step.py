@@ -24,6 +24,7 @@ hold this step's calls (a training step's tests are new to it).
 
 Usage: python benchmarks/judge_step.py [--data ../shared/data/mbppplus.parquet] [--steps 5]
        [--tests light|all|both] [--light-ms 1.0] [--no-baseline] [--skip MBPP/84,...]
+       python benchmarks/judge_step.py --stdin [--steps 3]: the stdin problems' step (stdin_step.py)
 Targets (2 cores): <= 3 s a step, >= 4x faster than a process per run.
 """
 
@@ -336,7 +337,14 @@ def main() -> None:
                         help="test inputs: light (what a test model writes), all MBPP+ inputs, or both side by side")
     parser.add_argument("--light-ms", type=float, default=1.0,
                         help="a light test's call takes the reference at most this long (default 1 ms)")
+    parser.add_argument("--stdin", action="store_true",
+                        help="the step on the bundled standard-input problems instead (benchmarks/stdin_step.py)")
     args = parser.parse_args()
+    if args.stdin:
+        from stdin_step import main as stdin_main  # (this directory is on sys.path when run as a script)
+
+        stdin_main(args.steps, args.seed)
+        return
     if not args.data.is_file():
         sys.exit(f"{args.data}: MBPP+ parquet not found (pass --data)")
 

@@ -12,7 +12,13 @@ and the Mistake Book after the step.
 
 Cases where the reference's behaviour comes from a defect that destroys information are
 marked "reference defect" (codea1 deliberately does not copy them); both outcomes are
-shown. The script exits 1 when a case not so marked disagrees.
+shown. The script exits 1 when a case not so marked disagrees. The cases of issue 39
+(`--item 39`: exits and crashes in one program, stateful functions, output volume, large,
+deep and enum values, the shared time budget, re-read expectations, recursion headroom, a
+reference that raises on import, realistic rollouts) and its reference defects
+(`--item defect`) follow issue 27's. The time-budget cases (`--item 39.5`, `budget/`) sit
+half a second from the budget's edge on both sides: on a machine loaded far past its
+cores either side can fall over the edge (run them again alone).
 
     python benchmarks/reference_diff.py --reference /path/to/Code-A1/code/rl/reward.py
     python benchmarks/reference_diff.py --reference ... --only names   # cases whose name contains 'names'
@@ -143,7 +149,7 @@ class Step:
 @dataclass
 class Case:
     name: str
-    item: str  # which point of issue 27 it covers
+    item: str  # which point of issue 27 (1-8) or 39 (39.1-39.8, 39.x) it covers, or "defect"
     reference: str
     entry: str
     steps: list[Step]
@@ -184,14 +190,6 @@ def one(name: str, item: str, reference: str, entry: str, codes: list[str], suit
     """A one-step case; `suites` is one list shared by every candidate, or one list each."""
     rows = suites if suites and isinstance(suites[0], list) else [list(suites)] * len(codes)
     return Case(name, item, reference, entry, [Step(list(codes), [list(r) for r in rows])], book or [], defect)
-
-
-# The candidate is invalid on both sides and the rewards agree, but the reference's program
-# died before it finished validating the suites written against it (at the candidate's
-# hoisted import, or out of time on a reference call): the suites' counts are lost there.
-LOST_COUNTS = ("the candidate's program died (its import, or the time budget on a reference call) before the "
-               "suites written against it were all validated: their valid/invalid counts are lost "
-               "(rewards agree: an invalid candidate's suites earn 0)")
 
 
 def cases() -> list[Case]:
@@ -283,8 +281,7 @@ def cases() -> list[Case]:
     a(one("valid/main-block", "3", ADD, "add", [py(ADD + "if __name__ == '__main__':\n    print(add(1, 2))")],
           [ADD_SUITE]))
     a(one("valid/reads-stdin", "3", ADD, "add", [py(ADD + "n = int(input())"), ADD_OK], [ADD_SUITE]))
-    a(one("valid/bad-import", "3", ADD, "add", [py("import no_such_module_xyz\n" + ADD), ADD_OK], [ADD_SUITE],
-          defect=LOST_COUNTS))
+    a(one("valid/bad-import", "3", ADD, "add", [py("import no_such_module_xyz\n" + ADD), ADD_OK], [ADD_SUITE]))
     a(one("valid/not-callable", "3", ADD, "add", [py("add = 3"), ADD_OK], [ADD_SUITE]))
     a(one("valid/plain-text-code", "3", ADD, "add", [ADD, "The answer is simple."], [ADD_SUITE]))
     # item 4: namespace
@@ -318,7 +315,7 @@ def cases() -> list[Case]:
     a(one("budget/slow-candidate-test", "7", ADD, "add", [SLOW_BAD], [
         py("assert add(1, 2) == 3\nassert add(7, 1) == 8\nassert add(2, 2) == 4"), py("assert add(3, 3) == 6")]))
     a(one("budget/slow-reference-call", "7", SLOWREF, "add", [ADD_OK], [
-        py("assert add(1, 2) == 3\nassert add(9, 1) == 10"), py("assert add(3, 3) == 6")], defect=LOST_COUNTS))
+        py("assert add(1, 2) == 3\nassert add(9, 1) == 10"), py("assert add(3, 3) == 6")]))
     a(one("budget/slow-candidate-module", "7", ADD, "add", [py("import time\ntime.sleep(30)\n" + ADD), ADD_OK],
           [ADD_SUITE]))
     # item 8: the Mistake Book
@@ -367,7 +364,224 @@ def cases() -> list[Case]:
         Step([ADD_BAD], [[py("assert add(\"it's\", \"x\") == \"it'sx\"\nassert add(1, 9) == 10")]]),
         Step([ADD_OK], [[py("assert add(0, 0) == 0")]]),
     ], defect="a test holding both quote characters is stored through repr()[1:-1] with escaped quotes"))
+    return c + cases_39()
+
+
+# -- issue 39: realistic rollouts (exits, state, output, values, time, reading, recursion, imports)
+
+EXITS = "import os, sys\ndef add(a, b):\n    if b == 9:\n        {how}\n    return a + b"
+IDS = "_issued = [0]\ndef next_id():\n    _issued[0] += 1\n    return _issued[0]\n"
+IDS_OK = py("count = 0\ndef next_id():\n    global count\n    count += 1\n    return count")
+IDS_STUCK = py("def next_id():\n    return 1")
+IDS_SUITE = py("assert next_id() == 1\nassert next_id() == 2\nassert next_id() == 3")
+ACC = "def collect(x, acc=[]):\n    acc.append(x)\n    return list(acc)\n"
+FIB = "memo = {}\ndef fib(n):\n    if n < 2:\n        return n\n    if n not in memo:\n        memo[n] = fib(n - 1) + fib(n - 2)\n    return memo[n]\n"
+LOUD = ("def total(nums):\n    s = 0\n    for i, x in enumerate(nums):\n        print(f'step {{i}}: running sum {{s}}')\n"
+        "        s += x\n    return s")
+TOTAL = "def total(nums):\n    return sum(nums)\n"
+ENUM = "from enum import Enum\nclass Color(Enum):\n    RED = 1\n    GREEN = 2\ndef pick(n):\n    return Color.RED if n % 2 else Color.GREEN\n"
+NEST = "def nest(n):\n    v = []\n    for _ in range(n):\n        v = [v]\n    return v\n"
+REC = "def count_down(n):\n    return 0 if n == 0 else 1 + count_down(n - 1)\n"
+LOOP = "def count_down(n):\n    return n\n"
+STDIN_MAIN = ADD + "if __name__ == '__main__':\n    a, b = map(int, input().split())\n    print(add(a, b))\n"
+SLOW9 = "import time\ndef add(a, b):\n    if a == 9:\n        time.sleep({s})\n    return a + b\n"
+SUITE9 = py("assert add(1, 2) == 3\nassert add(1, 9) == 10\nassert add(2, 2) == 4")
+
+
+def _exit_cases() -> list[Case]:
+    """39.1: one program per candidate: an exit or crash in one call fails every later one."""
+    c = []
+    for name, how in (("sys-exit", "sys.exit(0)"), ("exit", "exit()"), ("quit", "quit(1)"), ("os-exit", "os._exit(0)"),
+                      ("sigkill", "os.kill(os.getpid(), 9)"), ("keyboard-interrupt", "raise KeyboardInterrupt"),
+                      ("system-exit-class", "raise SystemExit('bye')")):
+        c.append(one(f"exit/{name}", "39.1", ADD, "add", [py(EXITS.format(how=how)), ADD_OK],
+                     [SUITE9, py("assert add(3, 3) == 6\nassert add(1, 8) == 9")]))
+    c.append(one("exit/caught-by-candidate", "39.1", ADD, "add", [py(EXITS.format(
+        how="try:\n            sys.exit(1)\n        except SystemExit:\n            return a + b"))], [SUITE9]))
+    c.append(one("exit/recursion-error-is-an-exception", "39.1", ADD, "add", [py(
+        "def add(a, b):\n    if b == 9:\n        return add(a, b)\n    return a + b")], [SUITE9, py("assert add(4, 4) == 8")]))
+    c.append(Case("exit/in-a-mistake-book-test", "39.1", ADD, "add", [Step(
+        [py(EXITS.format(how="sys.exit()")), ADD_OK], [[ADD_SUITE], [ADD_SUITE]])],
+        book=[("assert add(2, 9) == 11", 2), ("assert add(5, 5) == 10", 1)]))
+    c.append(one("exit/module-level-exit", "39.1", ADD, "add", [py(ADD + "exit()"), ADD_OK], [ADD_SUITE]))
+    c.append(one("exit/reference-exits-on-an-input", "39.1",
+                 "import sys\ndef add(a, b):\n    if a < 0:\n        sys.exit('negative')\n    return a + b\n", "add",
+                 [ADD_OK], [py("assert add(1, 2) == 3"), py("assert add(-1, 2) == 1\nassert add(2, 2) == 4"),
+                            py("assert add(3, 3) == 6")]))
+    c.append(one("exit/second-candidate-unaffected", "39.1", ADD, "add",
+                 [py(EXITS.format(how="os._exit(3)")), MID, ADD_OK], [py("assert add(1, 9) == 10\nassert add(1, 1) == 2")]))
     return c
+
+
+def _state_cases() -> list[Case]:
+    """39.2: every test runs, in order, so stateful functions see each call."""
+    return [
+        one("state/counter", "39.2", IDS, "next_id", [IDS_OK, IDS_STUCK], [IDS_SUITE]),
+        one("state/counter-across-suites", "39.2", IDS, "next_id", [IDS_OK, IDS_STUCK], [IDS_SUITE, IDS_SUITE]),
+        one("state/counter-repeated-expectation", "39.2", IDS, "next_id", [IDS_OK], [py(
+            "assert next_id() == 1\nassert next_id() == 1\nassert next_id() == 3")]),
+        one("state/mutable-default", "39.2", ACC, "collect", [py(ACC), py("def collect(x, acc=None):\n    return [x]")],
+            [py("assert collect(1) == [1]\nassert collect(2) == [1, 2]\nassert collect(3) == [1, 2, 3]")]),
+        one("state/cache-is-pure", "39.2", FIB, "fib", [py(FIB), py("def fib(n):\n    return n")],
+            [py("assert fib(10) == 55\nassert fib(10) == 55\nassert fib(2) == 1"), py("assert fib(10) == 55")]),
+        one("state/same-test-two-suites", "39.2", ADD, "add", [ADD_OK, ADD_BAD],
+            [py("assert add(1, 9) == 10"), py("assert add(1, 9) == 10\nassert add(1, 9) == 10")]),
+        one("state/hidden-state-in-candidate", "39.2", ADD, "add", [py(
+            "calls = []\ndef add(a, b):\n    calls.append(1)\n    return a + b + (len(calls) > 3)"), ADD_OK],
+            [py("assert add(1, 1) == 2\nassert add(2, 2) == 4"), py("assert add(1, 1) == 2\nassert add(2, 2) == 4")]),
+        Case("state/book-runs-before-suites", "39.2", IDS, "next_id", [Step([IDS_OK, IDS_STUCK], [[IDS_SUITE], [IDS_SUITE]])],
+             book=[("assert next_id() == 1", 1)]),
+        one("state/duplicate-needs-same-value", "39.2", IDS, "next_id", [IDS_OK], [py(
+            "assert next_id() == 1\nassert next_id() == 2\nassert next_id() == 2")]),
+    ]
+
+
+def _output_cases() -> list[Case]:
+    """39.3: how much a program prints never decides its verdict."""
+    big = "[" + ", ".join(str(k % 97) for k in range(4500)) + "]"
+    return [
+        one("output/90kb-debug-prints", "39.3", TOTAL, "total", [py(LOUD), py(TOTAL)],
+            [py(f"nums = {big}\nassert total(nums) == {sum(k % 97 for k in range(4500))}\nassert total([1, 2]) == 3")]),
+        one("output/1mb-then-more-tests", "39.3", ADD, "add", [py(
+            "def add(a, b):\n    print('x' * 1_000_000)\n    return a + b")], [ADD_SUITE, py("assert add(5, 5) == 10")]),
+        one("output/stderr-flood", "39.3", ADD, "add", [py(
+            "import sys\ndef add(a, b):\n    sys.stderr.write('e' * 300_000)\n    return a + b")], [ADD_SUITE]),
+        one("output/reference-prints", "39.3", "def add(a, b):\n    print('checking', a, b)\n    return a + b\n"
+            "print('x' * 200_000)\n", "add", [ADD_OK, ADD_BAD], [ADD_SUITE]),
+        one("output/print-in-module", "39.3", ADD, "add", [py("print('y' * 500_000)\n" + ADD)], [ADD_SUITE]),
+    ]
+
+
+def _value_cases() -> list[Case]:
+    """39.4: values the reference compares cross, whatever their size, depth or type."""
+    return [
+        one("values/100k-stress-input", "39.4", SORT, "sort_list", [SORT_OK, SORT_BAD], [py(
+            "assert sort_list(list(range(100000, 0, -1))) == list(range(1, 100001))\nassert sort_list([2, 1]) == [1, 2]")]),
+        one("values/2mb-string", "39.4", "def rep(s, n):\n    return s * n\n", "rep",
+            [py("def rep(s, n):\n    return s * n"), py("def rep(s, n):\n    return s * (n - 1)")],
+            [py("assert rep('ab', 1_000_000) == 'ab' * 1_000_000\nassert rep('a', 2) == 'aa'")]),
+        one("values/nested-150", "39.4", NEST, "nest", [py(NEST), py("def nest(n):\n    return [] if n < 100 else [[]]")],
+            [py("assert nest(150) == nest(150)\nassert nest(2) == [[]]")]),
+        one("values/nested-600", "39.4", NEST, "nest", [py(NEST)], [py("assert nest(600) == []\nassert nest(1) == [[]]")]),
+        one("values/nested-too-deep-for-repr", "39.4", NEST, "nest", [py(NEST)],
+            [py("assert nest(1200) == []\nassert nest(1) == [[]]")]),
+        one("values/enum-member", "39.4", ENUM, "pick", [py("def pick(n):\n    return Color.RED if n % 2 else Color.GREEN"),
+                                                         py("def pick(n):\n    return Color.RED")],
+            [py("assert pick(1) == Color.RED\nassert pick(3) == Color.RED")]),
+        one("values/enum-wrong-value", "39.4", ENUM, "pick", [py("def pick(n):\n    return Color.RED")],
+            [py("assert pick(1) == Color.GREEN\nassert pick(1) == Color.RED")]),
+        one("values/bytearray", "39.4", "def up(b):\n    return bytearray(b).upper()\n", "up",
+            [py("def up(b):\n    return bytearray(b.upper())"), py("def up(b):\n    return b.upper()")],
+            [py("assert up(b'ab') == bytearray(b'AB')\nassert up(b'') == b''")]),
+        one("values/int-too-long-for-repr", "39.4", "def big(n):\n    return 7 ** n\n", "big",
+            [py("def big(n):\n    return 7 ** n")], [py("assert big(10000) == 0\nassert big(2) == 49")]),
+        one("values/tuple-keys-and-frozensets", "39.4", "def group(xs):\n    return {(x % 2, x % 3): frozenset([x]) for x in xs}\n",
+            "group", [py("def group(xs):\n    return {(x % 2, x % 3): frozenset({x}) for x in xs}")],
+            [py("assert group([1, 2]) == {(1, 1): frozenset({1}), (0, 2): frozenset({2})}")]),
+    ]
+
+
+def _time_cases() -> list[Case]:
+    """39.5: one budget per program: the reference's checks leave the candidate less time."""
+    return [
+        one("time/slow-reference-checks-leave-less", "39.5", SLOW9.format(s=4.5), "add",
+            [py("import time\ndef add(a, b):\n    time.sleep(1)\n    return a + b")],
+            [py("assert add(9, 1) == 10\nassert add(1, 1) == 2\nassert add(2, 2) == 4\nassert add(3, 3) == 6\n"
+                "assert add(4, 4) == 8\nassert add(5, 5) == 10\nassert add(6, 6) == 12\nassert add(7, 7) == 14\n"
+                "assert add(8, 8) == 16\nassert add(0, 0) == 0")]),
+        one("time/candidate-loops-on-one-input", "39.5", ADD, "add", [py(
+            "def add(a, b):\n    while b == 9:\n        pass\n    return a + b"), ADD_OK], [SUITE9, py("assert add(4, 4) == 8")]),
+    ]
+
+
+def _reading_cases() -> list[Case]:
+    """39.6: the reference rebuilds `assert CALL == EXPECTED` from its parts and parses it again."""
+    return [
+        one(f"reread/{name}", "39.6", ADD, "add", [ADD_OK, ADD_BAD], [py(f"assert add(1, 9) == {expected}\n"
+                                                                          "assert add(1, 2) == 3")])
+        for name, expected in (("not", "(not 0)"), ("and", "(True and 10)"), ("or", "(0 or 10)"),
+                               ("if-else", "(10 if True else 0)"), ("comparison", "(10 == 10)"),
+                               ("lambda", "(lambda: 10)"), ("not-in-list", "[not True][0] + 10"),
+                               ("walrus", "(y := 10)"), ("negative", "-(-10)"))
+    ]
+
+
+def _recursion_cases() -> list[Case]:
+    """39.7: the candidate has a plain program's recursion headroom."""
+    return [one(f"recursion/depth-{n}", "39.7", LOOP, "count_down", [py(REC), py(LOOP)],
+                [py(f"assert count_down({n}) == {n}\nassert count_down(3) == 3")]) for n in (990, 996, 997, 998, 999, 1005)]
+
+
+def _import_cases() -> list[Case]:
+    """39.8: a reference module that raises on import: valid code, no test checked."""
+    return [
+        one("ref-import/main-reads-stdin", "39.8", STDIN_MAIN, "add", [ADD_OK, ADD_BAD], [ADD_SUITE]),
+        Case("ref-import/with-book", "39.8", STDIN_MAIN, "add", [Step([ADD_OK, ADD_BAD], [[ADD_SUITE], [ADD_SUITE]])],
+             book=[("assert add(1, 9) == 10", 1), ("assert add(2, 2) == 4", 1)]),
+        one("ref-import/raises-after-def", "39.8", ADD + "raise RuntimeError('setup failed')\n", "add",
+            [ADD_OK, py("def add(a, b)\n    return 0")], [ADD_SUITE, py("print('none')")]),
+        one("ref-import/bad-import", "39.8", "import no_such_module_abc\n" + ADD, "add", [ADD_OK], [ADD_SUITE]),
+    ]
+
+
+def _realistic_cases() -> list[Case]:
+    """Shapes seen in 0.5B rollouts: prose around several fences, helpers in tests, debug prints."""
+    chatty = ("Sure! Here is my solution.\n\n```python\ndef add(a, b):\n    # add them\n    print('debug', a, b)\n"
+              "    return a + b\n```\n\nAnd a usage example:\n\n```python\nprint(add(1, 2))\n```\n")
+    tests = ("Here are the tests:\n```python\ndef helper(n):\n    return n * 2\n\nassert add(helper(1), 1) == 3\n"
+             "assert add(1, 9) == 10\n```\nMore edge cases:\n```python\nassert add(-1, 1) == 0\nassert add(0, 0) == 0\n```")
+    inv = "def inv(x):\n    return 1 / x if x else float('inf')\n"
+    return [
+        Case("realistic/book-holds-a-bare-inf", "39.x", inv, "inv", [Step([py(inv), py("def inv(x):\n    return 0")],
+                                                                          [[py("assert inv(2) == 0.5")]] * 2)],
+             book=[("assert inv(0) == inf", 1)]),
+        one("realistic/prose-and-fences", "39.x", ADD, "add", [chatty, ADD_BAD], [tests]),
+        one("realistic/test-defines-helper", "39.x", ADD, "add", [ADD_OK],
+            [py("def make(n):\n    return list(range(n))\nassert add(len(make(3)), 1) == 4\nassert add(2, 9) == 11")]),
+        one("realistic/pytest-functions-with-prints", "39.x", SORT, "sort_list", [SORT_OK, SORT_BAD], [py(
+            "def test_sort():\n    print('testing')\n    assert sort_list([3, 1, 2]) == [1, 2, 3]\n"
+            "    assert sort_list([]) == []\n\ntest_sort()")]),
+        Case("realistic/book-replay-and-state", "39.x", IDS, "next_id", [
+            Step([IDS_OK, IDS_STUCK], [[IDS_SUITE], [py("assert next_id() == 1\nassert next_id() == 2")]]),
+            Step([IDS_OK, IDS_STUCK], [[py("assert next_id() == 1")], [IDS_SUITE]])]),
+    ]
+
+
+def _defect_cases() -> list[Case]:
+    """Reference defects issue 39 lists as allowed deviations (not copied; docs/ARCHITECTURE.md)."""
+    # the second test fails (b > 5) and the eleventh passes: `__GEN_PASS__0_1` is found inside `__GEN_PASS__0_10`
+    eleven = py("assert add(0, 1) == 1\nassert add(1, 9) == 10\n"
+                + "\n".join(f"assert add({k}, 1) == {k + 1}" for k in range(2, 11)))
+    return [
+        one("defect/enum-in-book-text", "defect", ENUM, "pick", [py(ENUM), py("def pick(n):\n    return Color.RED")],
+            [py("assert pick(1) == Color.RED\nassert pick(2) == Color.GREEN")],
+            defect="a failed test enters the reference's Mistake Book as `assert pick(2) == <Color.GREEN: 2>` "
+                   "(a repr that does not parse when replayed); codea1 stores `Color.GREEN`. A candidate's own "
+                   "`Color` class fails on both sides (members compare by identity)"),
+        one("defect/eleven-tests-substring", "defect", ADD, "add", [ADD_BAD], [eleven],
+            defect="with more than ten tests the reference finds pass markers by substring: `_1` matches `_10`"),
+        Case("defect/book-text-does-not-parse", "defect", POINT, "make",
+             [Step([py(POINT)], [[py("assert make(2).x == 2\nassert make(3) is not None")]])],
+             book=[("assert make(1) == <__main__.Point object at 0x7f0000000000>", 1)],
+             defect="a Mistake Book test that does not parse (an `<object at 0x...>` repr) breaks the reference's "
+                    "whole program (a syntax error: the candidate is invalid); codea1 skips that test"),
+        one("defect/candidate-redefines-print", "defect", ADD, "add", [py("print = lambda *a, **k: None\n" + ADD)],
+            [ADD_SUITE], defect="a candidate that redefines `print` hides the reference's markers"),
+        one("defect/pytest-approx", "defect", "def half(x):\n    return x / 3\n", "half",
+            [py("def half(x):\n    return x / 3")],
+            [py("import pytest\nassert half(1) == pytest.approx(0.3333)\nassert half(3) == 1.0\nassert half(6) == 2.0")],
+            defect="`pytest.approx` is not imported in the reference's program: its NameError shifts the later verdicts"),
+        one("defect/returned-generator", "defect", "def evens(n):\n    return (x for x in range(0, n, 2))\n", "evens",
+            [py("def evens(n):\n    return (x for x in range(0, n, 2))")], [py("assert evens(4) == [0, 2]")],
+            defect="a returned generator equals nothing but itself in the reference (codea1: a value it cannot compare)"),
+        one("defect/bookkeeping-name", "defect", "seen = 0\ndef add(a, b):\n    return a + b + seen\n", "add",
+            [ADD_OK], [ADD_SUITE], defect="a reference global named like the reference's own bookkeeping (`seen`)"),
+    ]
+
+
+def cases_39() -> list[Case]:
+    return (_exit_cases() + _state_cases() + _output_cases() + _value_cases() + _time_cases() + _reading_cases()
+            + _recursion_cases() + _import_cases() + _realistic_cases() + _defect_cases())
 
 
 # -- running one case through each side -------------------------------------------------------
@@ -490,6 +704,7 @@ def main() -> int:
     ap.add_argument("--reference", type=Path, required=True, help="the Code-A1 reference's code/rl/reward.py")
     ap.add_argument("--trainer", type=Path, help="its trainer_a1.py (default: next to reward.py)")
     ap.add_argument("--only", default="", help="run only the cases whose name contains this text")
+    ap.add_argument("--item", default="", help="run only the cases whose item starts with this (e.g. 39)")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="a JudgeConfig field for codea1's side, NAME=VALUE (e.g. require_entry_point=true)")
     ap.add_argument("--net-book", action="store_true",
@@ -508,14 +723,18 @@ def main() -> int:
             sys.exit(f"--set {item}: JudgeConfig has no field {name!r}")
         fields[name] = json.loads(value.lower()) if value.lower() in ("true", "false") else json.loads(value)
     config = JudgeConfig(**fields)
-    selected = [c for c in cases() if args.only in c.name]
+    selected = [c for c in cases() if args.only in c.name and c.item.startswith(args.item)]
     agree = differ = defects = 0
     differing: list[str] = []
     started = time.monotonic()
     with Executor(workers=2, limits=config.limits) as executor:
         for case in selected:
-            with contextlib.redirect_stdout(io.StringIO()):  # the reference's own progress prints
-                ref_out = run_reference(ref, book_class, case)
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # the reference's own progress prints
+                    ref_out = run_reference(ref, book_class, case)
+            except Exception as err:  # noqa: BLE001 - a reference defect may crash its reward code
+                ref_out = Outcome([], [], [], [], [])
+                print(f"    (the reference's reward code raised {type(err).__name__}: {str(err)[:120]})")
             our_out = run_codea1(executor, config, case, args.net_book)
             checks = compare(ref_out, our_out)
             same = all(checks.values())

@@ -15,6 +15,14 @@ Measured side by side in one run, on this machine:
    rollout, test rollout, judge, update), rollout tokens/s, and the update phase's
    achieved FLOP/s, counted from the model's shapes (see `update_flops`).
 
+`--compare-forward ROUNDS` instead runs ROUNDS rounds of `--steps` real steps with the
+sampler's forward before (transformers') and after (`codea1.lean_forward`), alternating,
+each side from the same weights, seed and data, and prints each phase's seconds next to
+its compute limit (FLOPs at the measured matmul peak plus, for a rollout, its one-token
+decoding passes at the measured memory read speed) and their ratio:
+
+    python benchmarks/train_step.py --compare-forward 2 --steps 1
+
 Targets (printed with PASS/MISS): rollouts >= 2x plain generate tokens/s; update >= 40%
 of the matmul peak; judge < 10% of a step.
 """
@@ -142,6 +150,142 @@ def update_flops(policies, role: str, trajectories, grpo) -> float:
     reused = first_mini_batch(len(trajectories), grpo)
     old, _ = passes([s for i, s in enumerate(trajectories) if i not in reused])
     return forward + backward + old + (forward if grpo.kl_coef > 0 else 0.0)
+
+
+def memory_bandwidth(dtype, gib: float = 0.5, reps: int = 5) -> float:
+    """Bytes/s this machine reads a large tensor at, the best of two probes (a sum over
+    `gib` GiB, and a one-row product with a `gib` GiB weight laid out for oneDNN, the
+    sampler's own kind of read), best of `reps` each: what bounds a decoding step, which
+    reads every weight once."""
+    import torch
+
+    from codea1.packed_linear import Linear
+
+    def best(fn) -> float:
+        fn()
+        t_best = float("inf")
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            t_best = min(t_best, time.perf_counter() - t)
+        return t_best
+
+    elt = torch.tensor([], dtype=dtype).element_size()
+    x = torch.ones(int(gib * 2**30) // elt, dtype=dtype)
+    speeds = [x.numel() * elt / best(x.sum)]
+    del x
+    cols = 4096
+    weight = torch.randn(int(gib * 2**30) // elt // cols, cols).to(dtype)
+    layer, row = Linear(weight, None), torch.randn(1, cols).to(dtype)
+    speeds.append(weight.numel() * elt / best(lambda: layer(row)))
+    return max(speeds)
+
+
+def rollout_limits(policies, m: dict, role: str, peak: float, bandwidth: float) -> dict[str, float]:
+    """The least time a rollout phase could take on this machine: its FLOPs at the matmul
+    peak (prefill of each prompt once, then every decoded token, linear layers and output
+    head; attention left out, a few percent at these lengths) plus its decoding passes at
+    the memory's speed (each one-token pass reads every weight once, the bound of a small
+    batch)."""
+    with policies.role("code") as model:
+        frozen, trainable, head = _linear_params(model)
+        elt = next(p for p in model.parameters() if not p.requires_grad).element_size()
+    linear = frozen + trainable
+    prefill, decoded = m.get(f"rollout/{role}_prefill_tokens", 0), m.get(f"rollout/{role}_tokens", 0)
+    prompts = m.get(f"rollout/{role}_samples", 0)
+    flops = 2 * prefill * linear + 2 * decoded * (linear + head) + 2 * prompts * head
+    passes = m.get(f"rollout/{role}_decode_passes", 0)
+    memory_s = passes * (frozen + head) * elt / bandwidth
+    return {"flops": flops, "flop_s": flops / peak, "memory_s": memory_s, "limit_s": flops / peak + memory_s}
+
+
+def phase_limits(policies, m: dict, cfg, peak: float, bandwidth: float) -> dict[str, dict[str, float]]:
+    """Per phase of one step's metrics: seconds taken against the compute limit (see
+    `rollout_limits`, `update_flops`); the judge runs programs, it has no FLOP limit."""
+    out = {}
+    for role in ("code", "test"):
+        lim = rollout_limits(policies, m, role, peak, bandwidth)
+        out[f"{role}_rollout"] = {**lim, "seconds": m.get(f"time/{role}_rollout_s", 0.0)}
+    flops = m.get("bench/update_flops", 0.0)
+    out["update"] = {"flops": flops, "flop_s": flops / peak, "memory_s": 0.0, "limit_s": flops / peak,
+                     "seconds": m.get("time/update_s", 0.0)}
+    out["judge"] = {"flops": 0.0, "flop_s": 0.0, "memory_s": 0.0, "limit_s": 0.0, "seconds": m.get("time/judge_s", 0.0)}
+    return out
+
+
+FORWARD_SIDES = [
+    ("before: transformers' forward", False),
+    ("after: the lean forward", True),
+]
+
+
+def compare_forwards(cfg, policies, steps: int, rounds: int, peak: float, bandwidth: float) -> list[dict]:
+    """Real training steps with the sampler's forward off and on, side by side: each side
+    starts from the same weights, seed and data (a fresh Trainer), the sides alternate
+    within each round; returns one record per (side, round) with its steps' metrics."""
+    import torch
+
+    from codea1.train.loop import Trainer
+
+    start = {key: {k: v.clone() for k, v in policies.state_dict(key).items()} for key in policies.weight_keys}
+    records = []
+    for r in range(rounds):
+        for name, lean in FORWARD_SIDES:
+            with torch.no_grad():
+                for key, tensors in start.items():
+                    params = dict(policies.named_trainable_parameters("code" if key == "shared" else key))
+                    for pname, value in tensors.items():
+                        params[pname].copy_(value)
+            side_cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={
+                "code": cfg.rollout.code.model_copy(update={"lean_forward": lean}),
+                "test": cfg.rollout.test.model_copy(update={"lean_forward": lean})})})
+            with tempfile.TemporaryDirectory() as tmp:
+                trainer = Trainer(side_cfg, Path(tmp), policies=policies)
+                try:
+                    ms = []
+                    for _ in range(steps):
+                        m = trainer.run_step()
+                        m["bench/update_flops"] = sum(
+                            update_flops(policies, "code" if key == "shared" else key, b.trajectories, cfg.grpo)
+                            for key, b in trainer._last_batches.updates().items())
+                        m["bench/limits"] = phase_limits(policies, m, cfg, peak, bandwidth)
+                        ms.append(m)
+                        print(f"  round {r + 1} {name}, step {trainer.step}: " + ", ".join(
+                            f"{k[5:-2]} {m[k]:.1f}s" for k in ("time/code_rollout_s", "time/test_rollout_s",
+                                                              "time/judge_s", "time/update_s", "time/step_s")
+                            if k in m) + f" (load {__import__('os').getloadavg()[0]:.1f})", flush=True)
+                finally:
+                    trainer.close()
+            records.append({"side": name, "lean": lean, "round": r, "steps": ms})
+    return records
+
+
+def print_forward_comparison(records: list[dict]) -> None:
+    import statistics
+
+    phases = ("code_rollout", "test_rollout", "judge", "update")
+    print("\nper phase, median over rounds and steps: seconds, compute limit (FLOPs at the matmul "
+          "peak + decoding passes at the memory's speed), and their ratio:")
+    medians = {}
+    for name, _ in FORWARD_SIDES:
+        steps = [m for r in records if r["side"] == name for m in r["steps"]]
+        print(f"  {name}:")
+        for ph in phases:
+            secs = statistics.median(m["bench/limits"][ph]["seconds"] for m in steps)
+            lim = statistics.median(m["bench/limits"][ph]["limit_s"] for m in steps)
+            flop_s = statistics.median(m["bench/limits"][ph]["flop_s"] for m in steps)
+            mem_s = statistics.median(m["bench/limits"][ph]["memory_s"] for m in steps)
+            ratio = f"{secs / lim:5.1f}x" if lim > 0 else "    -"
+            print(f"    {ph:<13} {secs:7.1f}s   limit {lim:6.1f}s (FLOPs {flop_s:5.1f}s + memory {mem_s:5.1f}s)"
+                  f"   ratio {ratio}")
+            medians[(name, ph)] = secs
+        step = statistics.median(m["time/step_s"] for m in steps)
+        medians[(name, "step")] = step
+        print(f"    {'step':<13} {step:7.1f}s")
+    (before, _), (after, _) = FORWARD_SIDES
+    print("  after vs before: " + ", ".join(
+        f"{ph} {medians[(before, ph)] / medians[(after, ph)]:.2f}x" for ph in (*phases, "step")
+        if medians[(after, ph)] > 0))
 
 
 # The update's log-prob plumbing, one change at a time (the GRPO config switches);
@@ -308,6 +452,10 @@ def main() -> None:
     ap.add_argument("--compare-rounds", type=int, default=1,
                     help="rounds of the side-by-side update-path comparison on the last step's "
                          "trajectories (0: skip)")
+    ap.add_argument("--compare-forward", type=int, default=0, metavar="ROUNDS",
+                    help="ROUNDS rounds of --steps real steps with the sampler's forward before (transformers') "
+                         "and after (codea1.lean_forward), alternating, from the same weights and seed; per "
+                         "phase the seconds against the compute limit (0: skip)")
     ap.add_argument("--update-only", action="store_true",
                     help="no rollouts: compare the update paths on trajectories of the preset's "
                          "shape built from the bundled problems (see shaped_batches)")
@@ -369,6 +517,19 @@ def main() -> None:
             print("load average now " + ", ".join(f"{x:.1f}" for x in __import__("os").getloadavg()))
             if args.json:
                 args.json.write_text(json.dumps({"update_paths": runs}, indent=2, default=float) + "\n")
+            return
+        if args.compare_forward:
+            trainer.close()
+            bandwidth = memory_bandwidth(compute)
+            figures["memory_bytes_per_s"] = bandwidth
+            print(f"memory read speed {bandwidth / 1e9:.1f} GB/s; matmul peak {peak / 1e9:.0f} GFLOP/s ({dname})",
+                  flush=True)
+            records = compare_forwards(cfg, policies, args.steps, args.compare_forward, peak, bandwidth)
+            print_forward_comparison(records)
+            print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+            if args.json:
+                figures["forward_sides"] = records
+                args.json.write_text(json.dumps(figures, indent=2, default=float) + "\n")
             return
         try:
             plain = plain_generate(policies, trainer.train_problems, cfg.rollout.code.max_new_tokens, cfg.seed)

@@ -94,6 +94,10 @@ class SamplingConfig(BaseModel):
         False, description="cut a longer prompt from the left to fit, losing its system message and task "
         "(the project's older rule); off: as the reference, which never cuts a prompt")
     batch_size: int = Field(64, ge=1, description="rows (samples) decoded together")
+    lean_forward: bool = Field(
+        True, description="on a CPU, sample with codea1's lean forward (LoRA merged into a copy of the weights, "
+        "fused projections, its own KV cache: codea1.lean_forward) where the architecture allows (Qwen2, "
+        "Llama, Mistral); off: transformers' forward, as before")
     seed: int | None = Field(None, description="sampling seed when no generator is passed (training seeds from `seed`)")
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from codea1.models import Policies
 
 from codea1.configs import SamplingConfig  # torch-free settings, re-exported here
+from codea1.data.stdin_io import is_stdin, stdin_code_messages, stdin_test_messages
+from codea1.lean_forward import KVCache, LeanModel, unsupported
 
 Message = Mapping[str, str]
 Prompt = Union[Sequence[Message], str, Sequence[int]]  # chat messages, raw text or token ids
@@ -74,6 +76,8 @@ def code_messages(problem: Any, own_prompt: bool = True) -> list[dict[str, str]]
         if messages is not None:
             return messages
     question = _get(problem, "question").strip()
+    if is_stdin(problem):  # a complete program that reads standard input (codea1.data.stdin_io)
+        return stdin_code_messages(question)
     return [
         {"role": "system", "content": CODE_SYSTEM},
         {"role": "user", "content": f"{CODE_INSTRUCTION}\n\nQuestion:\n{question}"},
@@ -100,7 +104,16 @@ def test_messages(problem: Any, code: str | None = None, white_box: bool = True,
     """
     if white_box and code is None:
         raise ValueError("test_messages: white_box=True needs the candidate code")
-    return _test_prompt(_test_question(problem), _get(problem, "entry_point").strip(), code, white_box, n_tests)
+    return _kind_test_prompt(problem, _test_question(problem), code, white_box, n_tests)
+
+
+def _kind_test_prompt(problem: Any, question: str, code: str | None, white_box: bool,
+                      n_tests: int) -> list[dict[str, str]]:
+    """The test prompt for the problem's kind: asserts on its function, or input/output
+    pairs for a stdin problem (codea1.data.stdin_io)."""
+    if is_stdin(problem):
+        return stdin_test_messages(question, code, white_box, n_tests)
+    return _test_prompt(question, _get(problem, "entry_point").strip(), code, white_box, n_tests)
 
 
 def _test_prompt(question: str, fn: str, code: str | None, white_box: bool, n_tests: int) -> list[dict[str, str]]:
@@ -179,6 +192,8 @@ class GenerationStats:
     prompt_tokens_dropped: int = 0
     prompts_shortened: int = 0  # test prompts whose candidate code was cut to fit (`fit_test_prompt`)
     tokens_decoded: int = 0  # grows as decoding goes (the live display reads it mid-call)
+    prefill_tokens: int = 0  # prompt tokens run through the model (each prompt once a chunk)
+    decode_passes: int = 0   # one-token forward passes (each reads every weight once)
 
     @property
     def tokens_per_s(self) -> float:
@@ -300,13 +315,13 @@ def fit_test_prompt(tokenizer, problem: Any, code: str | None, limit: int | None
     if that is not enough, the tail of the question. Only a limit too small for the fixed
     parts alone is an error.
     """
-    fn = _get(problem, "entry_point").strip()
     if white_box and code is None:
         raise ValueError("fit_test_prompt: white_box=True needs the candidate code")
     parts = {"question": _test_question(problem), "code": code if white_box else None}
 
     def encode() -> list[int]:
-        return encode_prompts(tokenizer, [_test_prompt(parts["question"], fn, parts["code"], white_box, n_tests)])[0]
+        return encode_prompts(tokenizer, [_kind_test_prompt(problem, parts["question"], parts["code"], white_box,
+                                                            n_tests)])[0]
 
     ids = encode()
     if limit is None or len(ids) <= limit:
@@ -375,7 +390,10 @@ def sample_next(logits: "torch.Tensor", temperature: float, top_p: float,
 
     if temperature == 0.0:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if temperature == 1.0:  # the same numbers as below (x / 1.0 == x), one pass over the vocabulary fewer
+        probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+    else:
+        probs = torch.softmax(logits.float() / temperature, dim=-1)
     order = None
     if top_p < 1.0:
         probs, order = probs.sort(dim=-1, descending=True)
@@ -514,41 +532,132 @@ def _adapters_in_model_dtype(model, dtype) -> Iterator[None]:
             weight.data = original
 
 
+def _weights_state(model) -> tuple:
+    """What the merged weights depend on: the active adapters, whether they are on, and
+    every parameter's identity and in-place version (an optimiser step bumps it)."""
+    layers = [m for m in model.modules() if hasattr(m, "lora_A")]
+    flags = tuple((tuple(m.active_adapters), m.disable_adapters, m.merged) for m in layers[:1])
+    return (id(model), flags, tuple((p.data_ptr(), p._version) for p in model.parameters()))
+
+
+def lean_model(model, cfg: SamplingConfig, device) -> "LeanModel | None":
+    """The model's `LeanModel` for sampling as its weights are now, or None where the
+    transformers forward samples instead (`cfg.lean_forward` off, not a CPU, or an
+    architecture `codea1.lean_forward` does not cover). Kept on the model until its
+    weights change or `release_lean` drops it (before an update needs the memory)."""
+    if not cfg.lean_forward or torch.device(device).type != "cpu" or unsupported(model) is not None:
+        return None
+    key = _weights_state(model)
+    cached = getattr(model, "_codea1_lean", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    model._codea1_lean = None  # the old copy goes before the new one is built
+    with torch.no_grad():
+        lean = LeanModel(model)
+    model._codea1_lean = (key, lean)
+    return lean
+
+
+def release_lean(model) -> None:
+    """Drop the merged sampling weights kept on `model` (see `lean_model`)."""
+    if getattr(model, "_codea1_lean", None) is not None:
+        model._codea1_lean = None
+
+
 class GenerationInterrupted(Exception):
     """`generate` was asked to stop (its `should_stop` returned true) before it finished."""
 
 
-def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[int]],
-                  cfg: SamplingConfig, stops: "torch.Tensor", pad_id: int,
+class _TransformersForward:
+    """Sampling through the model's own forward (any architecture transformers runs)."""
+
+    def __init__(self, model, pieces: list[tuple[int, int]], prompt_ids: list[list[int]],
+                 cfg: SamplingConfig, pad_id: int, device, stats: GenerationStats) -> None:
+        self.model, self.pieces, self.prompt_ids, self.cfg = model, pieces, prompt_ids, cfg
+        self.pad_id, self.device, self.stats = pad_id, device, stats
+
+    def first(self) -> "torch.Tensor":
+        """Prefill every prompt of the chunk once; the logits of each row's first token [rows, V]."""
+        unique = [p for p, _ in self.pieces]
+        width = max(len(self.prompt_ids[p]) for p in unique)
+        ids = torch.full((len(unique), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(unique), width), dtype=torch.long)
+        for row, p in enumerate(unique):
+            seq = self.prompt_ids[p]
+            ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq):] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        self.cache = _growing_cache(self.model, capacity=width + self.cfg.max_new_tokens)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
+                         use_cache=True, logits_to_keep=1)
+        self.stats.forward_passes += 1
+        self.stats.prefill_tokens += sum(len(self.prompt_ids[p]) for p in unique)
+        # share each prompt's prefill among its samples
+        repeat = torch.tensor([k for _, k in self.pieces], device=self.device)
+        expand = torch.repeat_interleave(torch.arange(len(unique), device=self.device), repeat)
+        self.cache.batch_select_indices(expand)
+        self.mask, self.next_pos = mask[expand], positions[expand, -1] + 1
+        return out.logits[:, -1, :][expand]
+
+    def next(self, tokens: "torch.Tensor", keep: "torch.Tensor | None") -> "torch.Tensor":
+        """Feed each live row's token (rows not in `keep` dropped first); the next logits."""
+        if keep is not None:
+            self.cache.batch_select_indices(keep)
+            tokens, self.mask, self.next_pos = tokens[keep], self.mask[keep], self.next_pos[keep]
+        self.mask = torch.cat([self.mask, torch.ones((self.mask.shape[0], 1), dtype=self.mask.dtype,
+                                                     device=self.device)], dim=1)
+        out = self.model(input_ids=tokens[:, None], attention_mask=self.mask, position_ids=self.next_pos[:, None],
+                         cache=self.cache, use_cache=True)
+        self.stats.forward_passes += 1
+        self.stats.decode_passes += 1
+        self.next_pos = self.next_pos + 1
+        return out.logits[:, -1, :]
+
+
+class _LeanForward:
+    """Sampling through `codea1.lean_forward.LeanModel` (merged LoRA, fused projections)."""
+
+    def __init__(self, lean: "LeanModel", pieces: list[tuple[int, int]], prompt_ids: list[list[int]],
+                 cfg: SamplingConfig, stats: GenerationStats) -> None:
+        self.lean, self.pieces, self.prompt_ids, self.cfg, self.stats = lean, pieces, prompt_ids, cfg, stats
+
+    def first(self) -> "torch.Tensor":
+        """Prefill each prompt once, alone (no padding work), into the rows of its samples."""
+        lengths = [len(self.prompt_ids[p]) for p, k in self.pieces for _ in range(k)]
+        width = max(lengths)
+        self.cache = KVCache(self.lean, len(lengths), width, self.cfg.max_new_tokens, lengths)
+        logits, row = [], 0
+        for p, k in self.pieces:
+            rows = torch.arange(row, row + k, device=self.lean.embed.device)
+            last = self.lean.prefill(self.prompt_ids[p], self.cache, rows)
+            logits.append(last.expand(k, -1))
+            row += k
+            self.stats.prefill_tokens += len(self.prompt_ids[p])
+        self.stats.forward_passes += 1
+        self.positions = torch.tensor(lengths, dtype=torch.long, device=self.lean.embed.device)
+        return torch.cat(logits)
+
+    def next(self, tokens: "torch.Tensor", keep: "torch.Tensor | None") -> "torch.Tensor":
+        if keep is not None:
+            self.cache.keep_rows(keep)
+            tokens, self.positions = tokens[keep], self.positions[keep]
+        logits = self.lean.decode(tokens, self.positions, self.cache)
+        self.stats.forward_passes += 1
+        self.stats.decode_passes += 1
+        self.positions = self.positions + 1
+        return logits
+
+
+def _decode_chunk(forward: "_TransformersForward | _LeanForward", pieces: list[tuple[int, int]],
+                  cfg: SamplingConfig, stops: "torch.Tensor",
                   generator: "torch.Generator | list[torch.Generator] | None", stats: GenerationStats,
                   device, should_stop: "Callable[[], bool] | None" = None,
                   ) -> list[tuple[int, list[int], bool]]:
     """Sample the rows of one chunk; returns (prompt index, completion ids, finished) per row."""
 
-    unique = [p for p, _ in pieces]
-    width = max(len(prompt_ids[p]) for p in unique)
-    ids = torch.full((len(unique), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(unique), width), dtype=torch.long)
-    for row, p in enumerate(unique):
-        seq = prompt_ids[p]
-        ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
-        mask[row, width - len(seq):] = 1
-    ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-
-    cache = _growing_cache(model, capacity=width + cfg.max_new_tokens)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
-                use_cache=True, logits_to_keep=1)
-    stats.forward_passes += 1
-    # share each prompt's prefill among its samples
-    repeat = torch.tensor([k for _, k in pieces], device=device)
-    expand = torch.repeat_interleave(torch.arange(len(unique), device=device), repeat)
-    cache.batch_select_indices(expand)
-    logits = out.logits[:, -1, :][expand]
-    mask = mask[expand]
-    next_pos = positions[expand, -1] + 1
+    logits = forward.first()
     row_prompt = [p for p, k in pieces for _ in range(k)]
-
     rows = len(row_prompt)
     active = torch.arange(rows, device=device)           # original row of each live batch row
     row_gens = generator if isinstance(generator, list) else None  # one per row of the chunk
@@ -570,21 +679,15 @@ def _decode_chunk(model, pieces: list[tuple[int, int]], prompt_ids: list[list[in
                 finished[r] = True
         if step == step_limit - 1:
             break
-        keep = ~done
-        n_done = int(done.sum())
+        n_done = sum(done_list)
         if n_done == len(done_list):
             break
+        keep = None
         if n_done:
             # drop finished rows (and their cache) so later steps only pay for live ones
-            idx = keep.nonzero().squeeze(-1)
-            cache.batch_select_indices(idx)
-            active, nxt, mask, next_pos = active[idx], nxt[idx], mask[idx], next_pos[idx]
-        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=1)
-        out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                    cache=cache, use_cache=True)
-        stats.forward_passes += 1
-        logits = out.logits[:, -1, :]
-        next_pos = next_pos + 1
+            keep = (~done).nonzero().squeeze(-1)
+            active = active[keep]
+        logits = forward.next(nxt, keep)
     return [(row_prompt[r], tokens[r], finished[r]) for r in range(rows)]
 
 
@@ -636,7 +739,9 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
         model.eval()
         drawn = [0] * len(prompts)  # samples of each prompt given a stream so far
         try:
-            with torch.inference_mode(), _adapters_in_model_dtype(model, policies.dtype):
+            lean = lean_model(model, cfg, device)
+            swap = contextlib.nullcontext() if lean is not None else _adapters_in_model_dtype(model, policies.dtype)
+            with torch.inference_mode(), swap:
                 for pieces in chunks:
                     chunk_gen = generator
                     if seeds is not None:
@@ -645,9 +750,10 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
                             chunk_gen += [torch.Generator().manual_seed(derive_seed(seeds[p], drawn[p] + j))
                                           for j in range(k)]
                             drawn[p] += k
-                    for p, completion, done in _decode_chunk(model, pieces, prompt_ids, cfg, stops,
-                                                            pad_id, chunk_gen, stats, device,
-                                                            should_stop):
+                    forward = (_LeanForward(lean, pieces, prompt_ids, cfg, stats) if lean is not None else
+                               _TransformersForward(model, pieces, prompt_ids, cfg, pad_id, device, stats))
+                    for p, completion, done in _decode_chunk(forward, pieces, cfg, stops, chunk_gen, stats,
+                                                            device, should_stop):
                         results[p].append((completion, done))
         finally:
             model.train(was_training)

@@ -31,8 +31,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "codea1.eval.passk")),
     ("data", ("codea1.data",)),
     ("mistakes", ("codea1.mistakes",)),        # the store the judge's MistakeUpdate goes into
-    ("models", ("codea1.models",)),
-    ("rollout", ("codea1.rollout",)),
+    ("models", ("codea1.models", "codea1.packed_linear")),
+    ("rollout", ("codea1.rollout", "codea1.lean_forward")),
     ("engines", ("codea1.engines",)),
     ("judge", ("codea1.judge",)),
     ("update", ("codea1.grpo", "codea1.logprobs", "codea1.trajectory")),

@@ -116,8 +116,9 @@ def test_a_step_is_scored_exactly_per_the_spec(judge):
 
 
 def test_one_run_per_reference_and_per_candidate_with_deduplicated_calls(executor):
+    """judge.isolate_calls (the older execution); the default is tests/test_judge_one_program.py."""
     counting = CountingExecutor(executor)
-    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, isolate_calls=True))
     other = Problem(id="t/neg", question="", entry_point="neg", reference="def neg(x):\n    return -x\n")
     suites = ["assert add(1, 2) == 3\nassert add(2, 2) == 4", "assert add(2, 2) == 4\nassert add(5, 5) == 2 * 5"]
     judge.judge_step([
@@ -233,9 +234,10 @@ def test_a_reference_call_that_uses_the_whole_budget_makes_the_candidate_invalid
                    reference="def f(n):\n    while n < 0:\n        pass\n    return n\n")
     good = "def f(n):\n    return n\n"
     suites = [["assert f(1) == 1\nassert f(-1) == -1"], ["assert f(2) == 2"]]
-    (r,) = Judge(executor, JudgeConfig(limits=short, reference_limits=short)).judge_step(
-        [ProblemRollout(spin, [good, good], suites)])
-    assert r.code_valid == [False, True] and "time budget" in r.code_errors[0]
+    for isolate in (False, True):  # (one program per candidate, or the older execution: the same verdict)
+        (r,) = Judge(executor, JudgeConfig(limits=short, reference_limits=short, isolate_calls=isolate)).judge_step(
+            [ProblemRollout(spin, [good, good], suites)])
+        assert r.code_valid == [False, True] and "time budget" in r.code_errors[0]
     assert r.code_rewards == [0.0, 1.0] and r.test_rewards[0] == [0.0]
     per_call = Judge(executor, JudgeConfig(limits=short, reference_limits=short, per_call_timeouts=True))
     (r,) = per_call.judge_step([ProblemRollout(spin, [good, good], suites)])
@@ -308,8 +310,12 @@ def test_reference_values_that_cannot_be_compared_make_the_test_invalid(judge):
     assert t.kind == REFERENCE_RAISED and "cannot be compared" in t.reason
 
 
-def test_broken_reference_makes_the_problem_unusable(judge):
+def test_broken_reference_makes_the_problem_unusable(executor):
+    """judge.isolate_calls: a reference that does not run makes the problem unusable. (By
+    default the reference's rule: every candidate's program fails at the import, zero
+    rewards: tests/test_judge_one_program.py.)"""
     problem = Problem(id="t/broken", question="", entry_point="f", reference="import not_a_module_anywhere\ndef f(): return 1\n")
+    judge = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, isolate_calls=True))
     (r,) = judge.judge_step([ProblemRollout(problem, ["def f(): return 1"], [["assert f() == 1"]], ["assert f() == 1"])])
     assert not r.usable and "does not run" in r.reference_error and r.infra_error is None
     assert r.code_rewards == [0.0] and r.test_rewards == [[0.0]]
@@ -318,14 +324,15 @@ def test_broken_reference_makes_the_problem_unusable(judge):
 
 def test_sandbox_failures_are_never_scored(executor):
     def damage(job, result):
-        if job.calls and job.calls[0].startswith("callable("):
+        if job.one_process or (job.calls and job.calls[0].startswith("callable(")):  # a candidate's run
             return RunResult(status="infra", infra_error="worker died")
         return result
 
-    judge = Judge(CountingExecutor(executor, damage), JudgeConfig(limits=LIMITS))
-    (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [["assert add(1, 2) == 3"]])])
-    assert not r.usable and "worker died" in r.infra_error
-    assert r.code_rewards == [0.0] and not r.mistake_update()
+    for isolate in (False, True):
+        judge = Judge(CountingExecutor(executor, damage), JudgeConfig(limits=LIMITS, isolate_calls=isolate))
+        (r,) = judge.judge_step([ProblemRollout(ADD, [GOOD], [["assert add(1, 2) == 3"]])])
+        assert not r.usable and "worker died" in r.infra_error
+        assert r.code_rewards == [0.0] and not r.mistake_update()
 
 
 def test_strict_validity_pays_no_validity_for_a_wrong_expectation(executor):
@@ -370,7 +377,7 @@ def test_tests_may_use_the_programs_names_and_cannot_sabotage_each_other(executo
     sabotage = "assert size(Box([5]) if globals().update(size=lambda box: 0) is None else None) == 1\n"
     plain = "assert size(Box([7, 8])) == 2\n"
     code = BOXES.reference  # a correct candidate
-    judge = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    judge = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, isolate_calls=True))
     (r,) = judge.judge_step([ProblemRollout(BOXES, [code], [[uses_names, sabotage, plain]])])
     a, b, c = r.suites[0]
     assert (a.valid, a.invalid, b.valid, c.valid) == (2, 0, 1, 1)
@@ -452,8 +459,14 @@ def test_a_flooding_test_does_not_cost_other_tests_their_run(executor):
     loud_ref = Problem(id="t/loud", question="", entry_point="add", reference=loud)
     suite_a = "assert add(7, 0) == 7\nassert add(1, 1) == 2"
     suite_b = "assert add(2, 2) == 4\nassert add(3, 3) == 6"
+    # by default (the reference) printing never decides a verdict: the output is drained and dropped
+    plain = Judge(executor, JudgeConfig(limits=LIMITS))
+    for problem, code in ((loud_ref, GOOD), (ADD, loud)):
+        (r,) = plain.judge_step([ProblemRollout(problem, [code], [[suite_a, suite_b]])])
+        assert [t.passed for s in r.suites[0] for t in s.tests] == [True] * 4 and r.code_rewards == [1.0]
+    # judge.isolate_calls with its limits as given (a flood stops the run)
     counting = CountingExecutor(executor)
-    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, isolate_calls=True))
     (r,) = judge.judge_step([ProblemRollout(loud_ref, [GOOD], [[suite_a, suite_b]])])
     a, b = r.suites[0]
     assert a.tests[0].kind == REFERENCE_RAISED and "OutputLimit" in a.tests[0].reason
@@ -468,7 +481,7 @@ def test_a_flooding_test_does_not_cost_other_tests_their_run(executor):
     (r,) = resumed.judge_step([ProblemRollout(ADD, [loud], [[suite_a + "\n" + suite_b]])])
     assert [t.passed for t in r.suites[0][0].tests] == [False, True, True, True]
     assert "OutputLimit" in r.suites[0][0].tests[0].failure
-    no_resume = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, resume_rounds=0))
+    no_resume = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, resume_rounds=0, isolate_calls=True))
     (r,) = no_resume.judge_step([ProblemRollout(loud_ref, [GOOD], [[suite_a, suite_b]])])
     assert any(t.reason and "not run" in t.reason for s in r.suites[0] for t in s.tests)
 
@@ -483,12 +496,16 @@ def test_a_test_cannot_sabotage_the_candidate_for_other_tests(executor):
     assert r.code_rewards == [pytest.approx(0.5)]  # suite 2 passes; suite 1 has no test
     # the reference's rule: any name, and isolation instead. The rebinding breaks the
     # candidate within that test's own call only (the reference has no `_check`): suite 2 passes
-    isolated = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    isolated = Judge(executor, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, isolate_calls=True))
     (r,) = isolated.judge_step([ProblemRollout(ADD, [helper], [suites])])
     first = r.suites[0][0].tests[0]
     assert first.kind is None and first.passed is False and "not callable" in first.failure
     assert r.suites[0][1].tests[0].passed is True
     assert r.code_rewards == [pytest.approx(0.5)]
+    # the reference's own execution (the default): one program, so the rebinding stays and
+    # the later suite's test fails too
+    (r,) = Judge(executor, JudgeConfig(limits=LIMITS)).judge_step([ProblemRollout(ADD, [helper], [suites])])
+    assert [row.tests[0].passed for row in r.suites[0]] == [False, False] and r.code_rewards == [0.0]
 
 
 def test_a_sandbox_failure_while_resuming_makes_the_problem_unusable(executor):
@@ -524,8 +541,10 @@ def test_an_int_expectation_for_a_float_result_is_right_as_in_python(judge):
 
 
 def test_code_with_a_syntax_error_is_invalid_without_a_run(executor):
+    """judge.isolate_calls (by default the program still runs: the reference checks the
+    tests written against a candidate in the candidate's program, whatever its code)."""
     counting = CountingExecutor(executor)
-    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, isolate_calls=True))
     (r,) = judge.judge_step([ProblemRollout(ADD, ["def add(a, b)\n    return a", GOOD], [["assert add(1, 1) == 2"]] * 2)])
     assert r.code_valid == [False, True]
     assert "SyntaxError: expected ':' (line 1)" in r.code_errors[0]
@@ -577,8 +596,10 @@ def test_candidates_queued_earlier_start_earlier_unless_expected_to_be_long(exec
 
 
 def test_candidates_that_differ_only_in_comments_and_layout_share_a_run(executor):
+    """judge.isolate_calls (by default candidates share a run only when their whole
+    programs, suites included, are the same)."""
     counting = CountingExecutor(executor)
-    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS))
+    judge = Judge(counting, JudgeConfig(limits=LIMITS, reference_limits=LIMITS, isolate_calls=True))
     plain = "def add(a, b):\n    return a + b\n"
     commented = "# adds\ndef add(a,b):\n\n    return (a + b)  # the sum\n"
     other = "def add(a, b):\n    return b + a\n"

@@ -39,8 +39,8 @@ def test_progress_counts_problems_judged_and_runs_back():
         ])
     p = judge.progress
     assert (p.problems, p.judged) == (3, 3)
-    # three references, then the candidates of the two problems whose reference ran
-    assert p.runs_queued == len(watching.seen) == p.runs_done == 3 + 2 + 1
+    # one program per candidate (the reference's checks inside it), the broken reference's too
+    assert p.runs_queued == len(watching.seen) == p.runs_done == 2 + 1 + 1
     assert watching.seen[0] == "0 of 3 problems judged, 0 of 0 sandbox runs back"
-    assert str(p) == "3 of 3 problems judged, 6 of 6 sandbox runs back"
+    assert str(p) == "3 of 3 problems judged, 4 of 4 sandbox runs back"
     assert JudgeProgress(2, 1, 5, 4).judged == 1

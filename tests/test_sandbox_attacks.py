@@ -164,7 +164,7 @@ def f(kind):
     cycle, keys, huge = r.calls[7:]
     assert cycle.status == "error" and "cycle" in cycle.error
     assert keys.status == "ok" and keys.value[0] == "unsupported"
-    assert huge.status == "error" and "ValueTooLarge" in huge.error
+    assert huge.status == "error" and "ValueTooLarge" in huge.error  # (over the node budget)
 
 
 # 2 ------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def test_records_of_a_program_and_its_calls(tmp_path):
         '["S",0]\n["R",0,"ok",["int","4"]]\n["S",1]\n["R",1,"ok",["str","aa"]]\n'
         '["S",2]\n["R",2,"ok",["set",[["int","1"],["int","2"]]]]\n'
         '["S",3]\n["R",3,"error","ZeroDivisionError: division by zero"]\n'
-        '["S",4]\n["R",4,"error","ValueTooLarge: encoded value exceeds 4000 bytes"]\n'
+        '["S",4]\n["R",4,"ok",["digest","8e6b87bafbe68649be3e2d72d37b4fc6c769697fdfe5e48b068ab2fcb6414c9e",5010]]\n'  # (over 4000 bytes: its digest)
         '["E","' + NONCE + '"]\n')
 
 

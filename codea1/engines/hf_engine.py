@@ -36,3 +36,8 @@ class HFEngine(RolloutEngine):
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
         return rollout.generate(self.policies, role, [list(p) for p in prompt_ids], n=n, sampling=sampling,
                                 generator=generator, seeds=seeds, stats=stats, should_stop=should_stop)
+
+    def release_memory(self) -> None:
+        """Drop the merged sampling weights (`rollout.lean_model`) before the update needs the memory."""
+        for role in self.policies.roles:
+            rollout.release_lean(self.policies.module(role))

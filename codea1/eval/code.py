@@ -37,6 +37,7 @@ from codea1.eval.passk import aggregate, default_ks
 from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
 from codea1.judge import extract_code
 from codea1.judge.golden import Verdict, golden_job, verdict_of  # noqa: F401  (re-exported: their old home)
+from codea1.judge.stdin import golden_verdicts
 from codea1.models import check_model_name
 from codea1.rollout import code_messages
 from codea1.sandbox import Executor, Limits
@@ -110,11 +111,12 @@ def skip_reason(problem: Problem) -> str | None:
 
 def reference_times(executor, problems: Sequence[Problem], limits) -> dict[str, tuple[float | None, str | None]]:
     """Per problem: the reference's time through its golden tests, or why it failed them."""
-    runs = executor.run_many([golden_job(p, p.program(p.reference), limits) for p in problems])
-    out = {}
-    for p, run in zip(problems, runs):
-        v = verdict_of(run)
-        out[p.id] = (run.wall_s, None) if v.passed else (None, f"the reference fails its golden tests ({v.status}: {v.detail})")
+    # (a problem without a reference, as LiveCodeBench ships them, is timed by the minimum)
+    out: dict[str, tuple[float | None, str | None]] = {p.id: (0.0, None) for p in problems if not p.reference.strip()}
+    timed = [p for p in problems if p.reference.strip()]
+    verdicts = golden_verdicts(executor, [(p, p.program(p.reference)) for p in timed], limits)
+    for p, (v, wall_s) in zip(timed, verdicts):
+        out[p.id] = (wall_s, None) if v.passed else (None, f"the reference fails its golden tests ({v.status}: {v.detail})")
     return out
 
 
@@ -149,15 +151,16 @@ def summarize(problems: Sequence[Problem], done: dict[str, dict[int, dict[str, A
 def _golden_rows(ex, chunk, samples, ref, config: CodeEvalConfig) -> dict[str, list[dict[str, Any]]]:
     """Each sample of the chunk's problems run on its golden tests (time limit scaled from
     the reference solution's own time): samples.jsonl's rows, per problem."""
-    jobs, owners = [], []
+    jobs, owners, per_job = [], [], []
     for p, group in zip(chunk, samples):
         base_s = ref[p.id][0] or 0.0
         timeout = max(config.min_timeout_s, config.slowdown * base_s)
         limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
         for i, s in enumerate(group):
-            jobs.append(golden_job(p, p.program(extract_code(s.text)), limits))
+            jobs.append((p, p.program(extract_code(s.text))))
             owners.append((p, i, s))
-    verdicts = [verdict_of(r) for r in ex.run_many(jobs)]
+            per_job.append(limits)
+    verdicts = [v for v, _ in golden_verdicts(ex, jobs, per_job)]
     rows_by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (p, i, s), v in zip(owners, verdicts):
         rows_by_problem[p.id].append({

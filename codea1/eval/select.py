@@ -51,7 +51,8 @@ from codea1.eval.code import CodeEvalConfig, reference_times, skip_reason
 from codea1.eval.loading import load_eval_problems, run_checkpoint, set_threads
 from codea1.eval.store import append_rows, check_identity, iter_jsonl, read_samples, repair_tail, write_summary
 from codea1.judge import extract_code
-from codea1.judge.golden import golden_job, verdict_of
+from codea1.eval.stdin_tests import run_stdin_generated_tests, stdin_generated_tests
+from codea1.judge.stdin import golden_verdicts
 from codea1.judge.parse import parse_completion
 from codea1.models import check_model_name
 from codea1.rollout import code_messages, test_messages
@@ -378,14 +379,19 @@ def evaluate_selection(code: ModelSpec, test: ModelSpec, data: str | Path, out: 
                                  memory_mb=config.memory_mb)
             for count, p in enumerate(todo, 1):
                 texts = [codes[p.id][i]["completion"] for i in range(config.n_code)]
-                tests = generated_tests(p, [suites[p.id][j]["completion"] for j in range(config.n_test)])
-                outcomes = run_generated_tests(ex, p, texts, tests, test_limits)
+                written = [suites[p.id][j]["completion"] for j in range(config.n_test)]
+                if p.kind == "stdin":  # input/output tests on programs (codea1.eval.stdin_tests)
+                    tests = stdin_generated_tests(written)
+                    outcomes = run_stdin_generated_tests(ex, p, texts, tests, test_limits)
+                else:
+                    tests = generated_tests(p, written)
+                    outcomes = run_generated_tests(ex, p, texts, tests, test_limits)
                 pick = choose([o.passes for o in outcomes], [o.behaviour for o in outcomes])
                 timeout = max(CodeEvalConfig.min_timeout_s, CodeEvalConfig.slowdown * (ref[p.id][0] or 0.0))
                 golden_limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2),
                                        memory_mb=config.memory_mb)
-                runs = ex.run_many([golden_job(p, p.program(extract_code(t)), golden_limits) for t in texts])
-                verdicts = [verdict_of(r) for r in runs]
+                verdicts = [v for v, _ in golden_verdicts(ex, [(p, p.program(extract_code(t))) for t in texts],
+                                                          golden_limits)]
                 if any(v.status == "infra" for v in verdicts):
                     continue  # a sandbox failure is no verdict: left for a rerun
                 row = {"problem_id": p.id, "source": p.source, "tests": [t.text for t in tests],

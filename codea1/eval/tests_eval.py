@@ -42,6 +42,7 @@ from codea1.eval.line_coverage import line_coverage
 from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_problems, sample_problems, set_threads
 from codea1.eval.mutation import FAMILIES, STYLES, generate_mutants
 from codea1.eval.mutation_testing import MutationConfig, analyse
+from codea1.eval.stdin_tests import score_stdin_tests, select_stdin_tests
 from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
 from codea1.judge import extract_test_source, parse_tests
 from codea1.models import check_model_name
@@ -334,10 +335,16 @@ def evaluate_tests(
                                           config.seed)
                 for p, group in zip(chunk, samples):
                     text = group[0].text
-                    tests = select_tests(text, p.entry_point, config.k)
-                    score = score_tests(ex, p, tests, config.k, families=config.families, config=config.mutation,
-                                        style=config.mutation_style, dedupe=config.dedupe_mutants,
-                                        header=config.header_for(p))
+                    if p.kind == "stdin":  # input/output tests on a program (codea1.eval.stdin_tests)
+                        tests = select_stdin_tests(text, config.k)
+                        score = FunctionScore(**score_stdin_tests(
+                            ex, p, tests, config.k, families=config.families, config=config.mutation,
+                            style=config.mutation_style, dedupe=config.dedupe_mutants))
+                    else:
+                        tests = select_tests(text, p.entry_point, config.k)
+                        score = score_tests(ex, p, tests, config.k, families=config.families, config=config.mutation,
+                                            style=config.mutation_style, dedupe=config.dedupe_mutants,
+                                            header=config.header_for(p))
                     row = {"problem_id": p.id, "source": p.source, "sample": 0, "completion": text,
                            **asdict(score), "pass_at_k": score.pass_at_k, "baseline_passes": score.baseline_passes,
                            "mut_at_k": score.mut_at_k, "mut_at_k_all": score.mut_at_k_all}

@@ -21,6 +21,7 @@ from codea1.judge.judge import (
     TestOutcome,
 )
 from codea1.judge.parse import LineCache, ParsedTest, normalize_assert, parse_tests
+from codea1.judge.stdin import StdinJudge  # (registers the judge of "stdin" problems)
 
 __all__ = [
     "DUPLICATE",
@@ -35,6 +36,7 @@ __all__ = [
     "ParsedTest",
     "ProblemJudgement",
     "ProblemRollout",
+    "StdinJudge",
     "SuiteResult",
     "TestOutcome",
     "code_blocks",

@@ -39,10 +39,20 @@ from codea1.interpreter import HANDOFF_INTERVAL_S, gc_paused, quick_handoff
 from codea1.judge.extract import extract_code
 from codea1.judge.golden import golden_job, verdict_of
 from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, parse_completion, parse_tests
+from codea1.judge import program_scoring as programs
+from codea1.judge.outcomes import (
+    DUPLICATE,
+    INVALID_KINDS,
+    REFERENCE_RAISED,
+    UNPARSABLE,
+    WRONG_EXPECTATION,
+    ProblemJudgement,
+    SuiteResult,
+    TestOutcome,
+)
 from codea1.judge.programs import HoistedModule, candidate_program, hoist_imports, reference_program
 from codea1.judge.reading import read_reference_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
-from codea1.mistakes.book import MistakeUpdate
 from codea1.sandbox import CallResult, Job, Limits, RunResult, encode, to_source, values_equal
 from codea1.sandbox.decode import python_equal
 
@@ -64,19 +74,26 @@ __all__ = [
     "DUPLICATE",
 ]
 
-# Why a test is invalid (the spec's four kinds).
-UNPARSABLE = "unparsable"
-REFERENCE_RAISED = "reference raised"
-WRONG_EXPECTATION = "wrong expectation"
-DUPLICATE = "duplicate"
-INVALID_KINDS = (UNPARSABLE, REFERENCE_RAISED, WRONG_EXPECTATION, DUPLICATE)
+
+
+#: Judges of the other problem kinds (`Problem.kind`), by kind: a class built as
+#: `cls(executor, config)` with `judge_step`, `infra_failures` and `evaluate_golden_many`.
+#: `codea1.judge.stdin` registers "stdin" (the package imports it). `Judge` hands each
+#: problem of such a kind to its judge and keeps the function-level ones.
+KIND_JUDGES: dict[str, type] = {}
+
+
+def _kind(rollout_or_problem) -> str:
+    problem = getattr(rollout_or_problem, "problem", rollout_or_problem)
+    return getattr(problem, "kind", "function")
 
 
 #: The `JudgeConfig` fields that choose between the reference's semantics and the project's
 #: alternatives; the trainer's `judge.*` keys of the same names set them.
 REFERENCE_SWITCHES = ("strict_validity", "strict_lines", "strict_operator", "strict_tests", "exact_types",
                       "float_rtol", "float_atol", "unicode_printable", "require_entry_point", "statement_reading",
-                      "lenient_code_fences", "own_namespace", "require_definition", "per_call_timeouts")
+                      "lenient_code_fences", "own_namespace", "require_definition", "per_call_timeouts",
+                      "isolate_calls")
 
 
 @dataclass(frozen=True)
@@ -99,6 +116,13 @@ class JudgeConfig:
     the call running and every later one fail; a reference call that uses the whole budget
     makes the candidates whose suites hold it invalid (their program ran out of time before
     the candidate ran).
+    `isolate_calls` (the project's older execution): each distinct CALL runs once per
+    candidate and is shared by its suites and the Mistake Book, a call that exits or
+    crashes fails alone, and the references run apart from the candidates. By default (the
+    reference) each candidate is one program (`codea1.judge.one_program`): the reference's
+    checks of its suites, then its module, the Mistake Book's tests and every kept test in
+    order, under one budget; an exit or crash ends it. `own_namespace` and
+    `per_call_timeouts` need the older execution and imply it.
     `strict_tests`: a test may only build data (see `parse_tests(strict=True)`). Without it
     (the reference: any name of the program, its classes, imports and helpers), every
     expression that uses more than that is evaluated in a fork of its own (`Job.isolated`),
@@ -134,6 +158,7 @@ class JudgeConfig:
     own_namespace: bool = False
     require_definition: bool = False
     per_call_timeouts: bool = False
+    isolate_calls: bool = False
     strict_tests: bool = False
     strict_validity: bool = False
     strict_lines: bool = False
@@ -165,6 +190,12 @@ class JudgeConfig:
                 and 0 < self.switch_interval_s <= 1):
             raise ValueError("JudgeConfig.switch_interval_s must be None or seconds in (0, 1], "
                              f"got {self.switch_interval_s!r}")
+
+    @property
+    def one_program(self) -> bool:
+        """Whether candidates run as the reference's one program each (module docstring of
+        `codea1.judge.one_program`)."""
+        return not (self.isolate_calls or self.per_call_timeouts or self.own_namespace)
 
     @property
     def effective_reference_limits(self) -> Limits:
@@ -201,114 +232,6 @@ class ProblemRollout:
                 f"problem {self.problem.id!r}: {len(self.codes)} codes but {len(self.tests)} lists of test suites "
                 "(expected one list per candidate code)"
             )
-
-
-@dataclass(slots=True)
-class TestOutcome:
-    """One parsed test of a suite, after validation and attack.
-
-    `normalized` is the corrected test `assert CALL == <reference value>` when the reference
-    ran it, the model's substituted assert otherwise (None when unparsable). `kind` is one
-    of the invalid kinds or None; `used` says whether it was run on the candidate (valid or
-    wrong expectation); `passed` is None when it was not run or the candidate is invalid;
-    `failure` says how a failed test failed (wrong value, the exception, timed out).
-    """
-
-    __test__ = False  # not a pytest class
-
-    source: str
-    normalized: str | None
-    call: str | None
-    valid: bool
-    used: bool
-    kind: str | None = None
-    reason: str | None = None
-    passed: bool | None = None
-    failure: str | None = None
-
-
-@dataclass(slots=True)
-class SuiteResult:
-    """One (candidate, suite) pair: counts, every intermediate score, and its tests."""
-
-    valid: int
-    invalid: int
-    invalid_kinds: dict[str, int]
-    valid_ratio: float
-    gen_pass_rate: float
-    gen_fail_rate: float
-    mb_pass_rate: float | None
-    pass_score: float
-    attack: float
-    nonprintable: float
-    reward: float
-    tests: list[TestOutcome]
-
-
-@dataclass
-class ProblemJudgement:
-    """Everything the judge decided about one problem in one step.
-
-    When `infra_error` or `reference_error` is set, the problem could not be judged (a
-    sandbox failure, or a reference solution that does not run): all rewards are 0 and the
-    trainer should leave the problem out of the step (`usable` is False).
-    """
-
-    problem_id: str
-    code_valid: list[bool]
-    code_errors: list[str | None]
-    code_rewards: list[float]
-    test_rewards: list[list[float]]
-    suites: list[list[SuiteResult]]
-    mistakes: list[str]  # the Mistake Book tests replayed (usable ones only)
-    mistakes_passed: list[list[bool] | None]  # per candidate (None: invalid candidate)
-    infra_error: str | None = None
-    reference_error: str | None = None
-    # the rollout's Mistake Book tests not replayed: (index in `ProblemRollout.mistakes`, why)
-    mistakes_skipped: list[tuple[int, str]] = field(default_factory=list)
-
-    @property
-    def usable(self) -> bool:
-        return self.infra_error is None and self.reference_error is None
-
-    def mistake_update(self, once_per_candidate: bool = False) -> MistakeUpdate:
-        """The Mistake Book change this problem asks for (empty when not usable).
-
-        Per valid candidate: each corrected generated test it failed counts once for every
-        suite in which it failed (the reference: a test that breaks a candidate in five
-        suites gains five); with `once_per_candidate` (`mistakes.once_per_candidate`),
-        once per candidate however many suites hold it. Each Mistake Book test it passed
-        counts once in `passed`. Counts are built in candidate, suite and test order, so
-        the update does not depend on hashing (PYTHONHASHSEED).
-        """
-        update = MistakeUpdate()
-        if not self.usable:
-            return update
-        for i, valid in enumerate(self.code_valid):
-            if not valid:
-                continue
-            failed_by_suite = [
-                # (a suite runs a call once: a repeat is a duplicate, never used)
-                list(dict.fromkeys(
-                    t.normalized for t in suite.tests if t.used and t.passed is False and t.normalized is not None))
-                for suite in self.suites[i]
-            ]
-            if once_per_candidate:
-                update.failed.update(list(dict.fromkeys(test for tests in failed_by_suite for test in tests)))
-            else:
-                for tests in failed_by_suite:
-                    update.failed.update(tests)
-            passed = self.mistakes_passed[i] or []
-            update.passed.update(test for test, ok in zip(self.mistakes, passed) if ok)
-        return update
-
-    def invalid_counts(self) -> Counter[str]:
-        """How many tests of all suites were invalid, by kind (for metrics)."""
-        counts: Counter[str] = Counter()
-        for row in self.suites:
-            for suite in row:
-                counts.update(suite.invalid_kinds)
-        return counts
 
 
 @dataclass(frozen=True)
@@ -388,6 +311,10 @@ class _Plan:
     right_expectations: dict[tuple[str, str | None], bool] = field(default_factory=dict)  # (call, EXPECTED) -> right?
     cand_calls: list[list[str]] = field(default_factory=list)
     cand_runs: list[RunResult | None] = field(default_factory=list)
+    # one program per candidate (`JudgeConfig.one_program`): each candidate's layout, and
+    # the replayed Mistake Book tests as (CALL, EXPECTED text or None, its encoding or None)
+    layouts: list = field(default_factory=list)
+    mb_tests: list[tuple[str, str | None, list | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -760,6 +687,8 @@ class Judge:
         that builds huge numbers) still starts early instead of last. A problem is scored
         as soon as its last run returns.
         """
+        if any(_kind(r) != "function" for r in rollouts):
+            return self._by_kind(rollouts, lambda judge, part: judge.judge_step(part))
         self.progress = JudgeProgress(problems=len(rollouts))
         runs = _Runs(self.executor, self.config.resume_rounds, self.progress)
         results: list[ProblemJudgement | None] = [None] * len(rollouts)
@@ -778,6 +707,10 @@ class Judge:
         try:
             for index, rollout in enumerate(rollouts):
                 plan = self._plan(rollout)
+                if self.config.one_program:
+                    self._submit_programs(runs, plan, index, results)
+                    runs.drain(block=False)
+                    continue
                 runs.submit(self._reference_job(plan), _REFERENCE_PRIORITY,
                             lambda run, plan=plan, index=index: self._reference_done(runs, plan, index, run, results))
                 runs.drain(block=False)  # queue the candidates of references already back
@@ -818,9 +751,45 @@ class Judge:
             runs.submit(job, per_call * len(job.calls) - queued_at,
                         lambda result, members=members: candidate_done(result, members), resume=resume)
 
+    # -- one program per candidate (the reference's execution) ------------------------------
+    def _submit_programs(self, runs: "_Runs", plan: _Plan, index: int,
+                         results: list[ProblemJudgement | None]) -> None:
+        """Queue each candidate's one program (candidates whose jobs are identical share a
+        run); score the problem when the last returns."""
+        programs.plan_programs(self, plan)
+        plan.ref_run = RunResult(status="ok", program_ok=True)  # (no reference run of its own)
+        plan.cand_runs = [None] * len(plan.rollout.codes)
+        jobs: dict[Job, list[int]] = {}
+        for i, layout in enumerate(plan.layouts):
+            if layout.job is None:
+                plan.cand_runs[i] = RunResult(status="error", program_error=layout.whole_program_error)
+            else:
+                jobs.setdefault(layout.job, []).append(i)
+        if not jobs:
+            self._scored_programs(results, index, plan)
+            return
+        outstanding = [len(jobs)]
+
+        def done(result: RunResult, members: list[int]) -> None:
+            for i in members:
+                plan.cand_runs[i] = result
+            outstanding[0] -= 1
+            if outstanding[0] == 0:
+                self._scored_programs(results, index, plan)
+
+        queued_at = runs.elapsed()
+        for job, members in jobs.items():  # (first queued, first run: each problem's runs together)
+            runs.submit(job, -queued_at, lambda result, members=members: done(result, members), resume=False)
+
+    def _scored_programs(self, results: list[ProblemJudgement | None], index: int, plan: _Plan) -> None:
+        results[index] = programs.finish_programs(self, plan)
+        self.progress.judged += 1
+
     def infra_failures(self, rollouts: Sequence[ProblemRollout], why: str) -> list[ProblemJudgement]:
         """Judgements of problems whose runs were lost (a sandbox node died): unusable, so
         they never train, and no pass/fail is claimed for them. Needs no executor."""
+        if any(_kind(r) != "function" for r in rollouts):
+            return self._by_kind(rollouts, lambda judge, part: judge.infra_failures(part, why))
         return [self._unjudged(self._plan(r), f"infra: {why}", None) for r in rollouts]
 
     def judge(self, rollout: ProblemRollout) -> ProblemJudgement:
@@ -838,6 +807,8 @@ class Judge:
         validation during training and evaluation afterwards agree: the code (after the
         problem's imports) runs with the golden test program, then every golden assert.
         """
+        if any(_kind(p) != "function" for p, _ in items):
+            return self._by_kind(items, lambda judge, part: judge.evaluate_golden_many(part))
         jobs = []
         for problem, code in items:
             if not problem.tests and not problem.test_program:
@@ -849,6 +820,24 @@ class Judge:
             GoldenResult(v.passed, None if v.passed else f"{v.status}: {v.detail}", infra=v.status == "infra")
             for v in verdicts
         ]
+
+    def _by_kind(self, items: Sequence, work) -> list:
+        """`work(judge, items of one kind)` for each problem kind among `items` (rollouts or
+        (problem, code) pairs), this judge doing the function-level ones; results in order."""
+        kinds = [_kind(item[0] if isinstance(item, tuple) else item) for item in items]
+        results: list = [None] * len(items)
+        for kind in dict.fromkeys(kinds):
+            if kind == "function":
+                judge = self
+            elif kind in KIND_JUDGES:
+                judge = KIND_JUDGES[kind](self.executor, self.config)
+                judge.progress = self.progress  # (the training display reads this judge's)
+            else:
+                raise ValueError(f"no judge for problems of kind {kind!r} (known: function, {', '.join(KIND_JUDGES)})")
+            places = [k for k, item_kind in enumerate(kinds) if item_kind == kind]
+            for k, result in zip(places, work(judge, [items[k] for k in places])):
+                results[k] = result
+        return results
 
 
 #: Reference runs go before every candidate run: each one unblocks eight candidates.

@@ -89,6 +89,28 @@ def _parse(text: str, cache: dict[str, list[ast.stmt] | None] | None) -> list[as
     return body
 
 
+class _NotATest(ValueError):
+    """The rebuilt `assert CALL == EXPECTED` is no test (the message says why)."""
+
+
+def _reread(call: ast.Call, right: ast.expr) -> tuple[ast.expr, ast.expr]:
+    """The test as the reference reads it: it writes `assert CALL == EXPECTED` from the two
+    parts' text and parses that again, so an EXPECTED that needs its parentheses
+    (`not x`, `a and b`, `x if c else y`, `a == b`) changes meaning or stops parsing."""
+    try:
+        text = f"assert {ast.unparse(call)} == {ast.unparse(right)}"
+        body = ast.parse(text).body
+    except (SyntaxError, RecursionError, ValueError, MemoryError, OverflowError) as err:
+        raise _NotATest("`assert CALL == EXPECTED` written from its parts does not parse "
+                        f"({type(err).__name__}): EXPECTED needs its parentheses") from None
+    node = body[0] if len(body) == 1 else None
+    test = node.test if isinstance(node, ast.Assert) else None
+    if not isinstance(test, ast.Compare) or not isinstance(test.left, ast.Call):
+        raise _NotATest("`assert CALL == EXPECTED` written from its parts is no comparison with a call "
+                        "on its left: EXPECTED needs its parentheses")
+    return test.left, test.comparators[0]
+
+
 class _Reader:
     def __init__(self, entry_point: str | None, strict: bool, require_entry_point: bool,
                  strict_operator: bool) -> None:
@@ -114,14 +136,15 @@ class _Reader:
         if self.require_entry and not any(isinstance(n, ast.Name) and n.id == self.entry_point
                                           for n in ast.walk(call)):
             return ParsedTest(source, line, reason=f"the call does not use the function under test `{self.entry_point}`")
+        try:
+            call, right = _reread(call, right)
+        except _NotATest as err:
+            return ParsedTest(source, line, reason=str(err))
         violation_call = _strict_violation((call,), self.entry_point)
         violation_expected = _strict_violation((right,), self.entry_point)
         if self.strict and (violation_call or violation_expected):
             return ParsedTest(source, line, reason=violation_call or violation_expected)
-        try:
-            call_text, expected_text = ast.unparse(call), ast.unparse(right)
-        except (RecursionError, ValueError) as err:
-            return ParsedTest(source, line, reason=f"cannot normalise the test: {type(err).__name__}")
+        call_text, expected_text = ast.unparse(call), ast.unparse(right)
         try:
             literal: tuple[Any] | None = (_literal_value(right),)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):

@@ -16,6 +16,7 @@ import sys
 import types
 
 import json.scanner
+from hashlib import sha256
 
 from codea1.sandbox.values import EncodingError, check_value, encode_json, plain_json
 
@@ -124,12 +125,17 @@ def _code(obj, filename: str, mode: str):
     return obj
 
 
-def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, isolated: frozenset = frozenset()) -> None:
+_NO_FLOW = (frozenset(), {}, {}, False)
+
+
+def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, isolated: frozenset = frozenset(),
+               flow: tuple = _NO_FLOW) -> None:
     """Never returns: confine, run the program and calls from ``start_at``, then ``_exit``.
 
     ``program`` and each call are what ``compile_untrusted`` returned. A call whose index
     is in ``isolated`` is evaluated in a fork of this process (the state the program and
-    the calls before it left), so nothing it does is seen by any later call."""
+    the calls before it left), so nothing it does is seen by any later call. ``flow`` is
+    the job's ``(statements, requires, distinct, one_process)`` (see ``Job``)."""
     out_fd, err_fd, res_fd = fds
     # Keep private references: a candidate that patches os/json/builtins later cannot
     # change what this function calls (the harness's helpers too: bound below, before the
@@ -150,9 +156,15 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
 
     record, line = _writers(_write, _fd, _dumps)
     flush = _flush
-    evaluate = _evaluator(calls, g, max_value, _dumps, flush)
+    statements, requires, distinct, one_process = flow
+    last = [None, None]  # the last call's fate: its ok value's JSON, the exit status when it ends the run
+    evaluate = _evaluator(calls, g, max_value, _dumps, flush, statements, last if one_process else None)
     evaluate_apart = _apart(evaluate, _fd, max_value, _dumps, (_write, _exit, _fork, _pipe, _read, _close, _waitpid))
+    fresh: dict = {}  # call -> whether it returned and its (key, value) was new (`Job.requires`)
+    seen: set = set()
+    base = _frames()
     record(["ready"])
+    _headroom(base + 1)  # (`_run_program`'s frame: the module's frame is the reference's first)
     program_ok, program_error, exit_code = _run_program(program, g)
     flush()
     record(["P", program_ok, program_error, _nonce])
@@ -160,10 +172,51 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
         done = ""  # the last call's result record, written with the next record: one write
         for i in range(start_at, len(calls)):
             index = _int_text(i)
+            deps = requires.get(i)
+            if deps is not None and not all(fresh.get(d, False) for d in deps):
+                done += '["K",' + index + "]\n"
+                continue
             line(done + '["S",' + index + "]")
+            last[0] = None
+            _headroom(base + 1)  # (`evaluate`'s frame, as the module's frame above)
             done = (evaluate_apart(i, index) if i in isolated else evaluate(i, index)) + "\n"
+            if last[1] is not None:
+                line(done[:-1])  # (a SystemExit in one process: the run ends after this call)
+                _exit(last[1])
+            value = last[0]
+            if value is not None:
+                key = distinct.get(i)
+                pair = None if key is None else (key, value)
+                fresh[i] = pair is None or pair not in seen
+                if pair is not None:
+                    seen.add(pair)
         line(done + _dumps(["E", _nonce]))  # the parent accepts nothing after a failed program's record
     _exit(exit_code)
+
+
+#: The recursion limit of a plain ``python program.py`` (the reference's candidate program):
+#: its module-level code runs in the first frame.
+REFERENCE_RECURSION_LIMIT = 1000
+_getframe, _setrecursionlimit = sys._getframe, sys.setrecursionlimit
+
+
+def _frames() -> int:
+    """How many frames deep the caller runs."""
+    n, frame = 0, _getframe(1)
+    while frame is not None:
+        n, frame = n + 1, frame.f_back
+    return n
+
+
+def _headroom(depth: int) -> None:
+    """Give code run from a frame `depth` deep the headroom a module-level statement of a
+    plain ``python program.py`` has (the harness's own frames do not count against it)."""
+    _setrecursionlimit(REFERENCE_RECURSION_LIMIT + depth + RECURSION_CALIBRATION)
+
+
+#: Frames the interpreter counts between the harness's frame and the evaluated code that a
+#: plain program does not (measured: tests/test_sandbox.py::test_recursion_headroom_is_the_plain_programs).
+RECURSION_CALIBRATION = 1
 
 
 def _enter_run(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> dict:
@@ -228,26 +281,52 @@ def _run_program(program, g: dict) -> tuple:
     return program_ok, program_error, exit_code
 
 
-def _evaluator(calls: tuple, g: dict, max_value: int, _dumps, flush):
-    """``evaluate(i, index)``: call ``i``'s result record (``index`` is ``i`` as text)."""
+def _evaluator(calls: tuple, g: dict, max_value: int, _dumps, flush, statements=frozenset(), last=None):
+    """``evaluate(i, index)``: call ``i``'s result record (``index`` is ``i`` as text).
+
+    A call in ``statements`` is executed (its value is None). With ``last`` (one process),
+    ``last[0]`` gets an ok value's JSON and ``last[1]`` the exit status when the call raised
+    what is not an ``Exception`` (``SystemExit``...: a plain program ends there)."""
+    _sha = sha256
 
     def evaluate(i: int, index: str) -> str:
         """Call ``i``'s result record."""
         try:
-            value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
-            text = encode_json(value)
-            if str.__len__(text) > max_value:
-                text = _dumps(["R", i, "error", f"ValueTooLarge: encoded value exceeds {max_value} bytes"])
+            if i in statements:
+                exec(_code(calls[i], f"<statement {i}>", "exec"), g)
+                value = None
             else:
-                text = '["R",' + index + ',"ok",' + text + "]"
+                value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
+            _setrecursionlimit(_ENCODING_RECURSION_LIMIT)  # (trusted code: its own depth bound)
+            text = encode_json(value)
+            if last is not None:
+                last[0] = text
+            if str.__len__(text) > max_value:  # sent as the digest of its encoding
+                text = '["digest","' + _sha(text.encode("ascii")).hexdigest() + '",' + _int_text(str.__len__(text)) + "]"
+            text = '["R",' + index + ',"ok",' + text + "]"
         except EncodingError as e:
             text = _dumps(["R", i, "error", f"ValueTooLarge: {e}"])
         except BaseException as e:
             text = _dumps(["R", i, "error", _describe(e)])
+            if last is not None and not isinstance(e, Exception):
+                last[1] = _exit_status(e)
         flush()
         return text
 
     return evaluate
+
+
+#: The recursion limit while the harness encodes a value (it bounds the depth itself).
+_ENCODING_RECURSION_LIMIT = 6000
+_int_text = int.__repr__
+
+
+def _exit_status(e: BaseException) -> int:
+    """The exit status of a plain program ended by ``e`` (``SystemExit(code)`` or another)."""
+    if isinstance(e, SystemExit):
+        c = e.code
+        return c if type(c) is int and 0 <= c < 256 else (0 if c is None else 1)
+    return 1
 
 
 def _apart(evaluate, _fd: int, max_value: int, _dumps, os_calls: tuple):

@@ -28,7 +28,7 @@ import types
 
 from codea1.sandbox import cgroups, isolation
 from codea1.sandbox._child import SETUP_FAILED_EXIT, child_main, compile_untrusted, prepare_warm_state
-from codea1.sandbox.values import check_value
+from codea1.sandbox.values import allow_deep_values, check_value
 
 ROOT_DIR = "/tmp/.codea1-sandbox-root"
 SCRATCH_IN_ROOT = "/scratch"
@@ -176,6 +176,8 @@ class Worker:
         self.view: isolation.View | None = None  # what of the host the runs see (None: no root of their own)
         self.mallopt = _mallopt()
         self.isolated: frozenset = frozenset()  # the current job's calls evaluated each in a fork of its own
+        self.one_process = False  # the current job's `Job.one_process`
+        self.flow: tuple = (frozenset(), {}, {}, False)  # its statements, requires, distinct, one_process
 
     def lost(self, name: str, why: str) -> None:
         self.protections[name] = f"LOST: {why}"
@@ -504,8 +506,13 @@ class Worker:
             self.warm_up(job)
         lim = job["limits"]
         program = self.codes.get(job["program"], "program.py", "exec")
-        calls = tuple(self.codes.get(c, "<call>", "eval") for c in job["calls"])
+        statements = frozenset(job.get("statements", ()))
+        calls = tuple(self.codes.get(c, "<call>", "exec" if k in statements else "eval")
+                      for k, c in enumerate(job["calls"]))
         self.isolated = frozenset(job.get("isolated", ()))
+        self.one_process = bool(job.get("one_process"))
+        self.flow = (statements, {k: tuple(deps) for k, deps in job.get("requires", ())},
+                     {d: key for d, key in job.get("distinct", ())}, self.one_process)
         self.apply_limits(lim)
         plan = self.plan(lim)
         t0 = self.run_started = time.monotonic()
@@ -513,7 +520,7 @@ class Worker:
             "status": "ok", "exit_code": None, "program_ok": False, "program_error": None,
             "cpu_s": 0.0, "peak_mb": 0.0, "infra_error": None,
         }
-        out = _Output(lim["max_output_bytes"])
+        out = _Output(lim["max_output_bytes"], lim.get("stop_on_output", True))
         call_res: list = [None] * len(calls)
         peak_rss = self.run_segments(program, calls, plan, lim, t0 + lim["timeout_s"], out, res, call_res)
         return self.finish_job(res, call_res, out, t0, peak_rss)
@@ -531,7 +538,7 @@ class Worker:
             res["cpu_s"] += seg["cpu"]
             res["exit_code"] = seg["exit_code"]
             k = self.take_segment(seg, start, lim, res, call_res)
-            if k is None:
+            if k is None or self.one_process:  # (one process: a call that ended it ends the run)
                 break
             start = k + 1
             if start >= len(calls):
@@ -601,6 +608,8 @@ class Worker:
             if k is None:
                 return None
             started = False
+            if self.one_process and seg["kill"] is None:  # it ended between calls (a SystemExit
+                return None  # recorded as its call's error): the calls after it never ran
         else:
             started = True
         if seg["kill"] == "run":
@@ -712,7 +721,7 @@ class Worker:
         pid = os.fork()
         if pid == 0:
             try:
-                child_main(plan, program, calls, start, tuple(high), self.isolated)
+                child_main(plan, program, calls, start, tuple(high), self.isolated, self.flow)
             finally:
                 os._exit(SETUP_FAILED_EXIT)
         if mallopt is not None:
@@ -778,7 +787,7 @@ class Worker:
                 continue
             # Read no further than one byte past the bound: a flooder then blocks on its
             # full pipe inside the flooding call, and that call is the one that fails.
-            data = _drain(fd, cap=max(1, out.limit - out.total + 1))
+            data = _drain(fd, cap=max(1, out.limit - out.total + 1) if out.stop else 1 << 20)
             if data is None:  # EOF
                 poller.unregister(fd)
                 open_fds.discard(fd)
@@ -860,10 +869,12 @@ def plan_cpu(lim: dict) -> float:
 
 
 class _Output:
-    """Bounded capture of stdout and stderr together; reports when the bound is crossed."""
+    """Bounded capture of stdout and stderr together; reports when the bound is crossed
+    (`stop`), or keeps the first `limit` bytes and counts the rest, which is discarded."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, stop: bool = True) -> None:
         self.limit = limit
+        self.stop = stop
         self.total = 0
         self.out = bytearray()
         self.err = bytearray()
@@ -873,7 +884,7 @@ class _Output:
         if room > 0:
             (self.err if is_err else self.out).extend(data[:room])
         self.total += len(data)
-        return self.total <= self.limit
+        return self.total <= self.limit or not self.stop
 
     def text(self) -> tuple[str, str]:
         return (self.out.decode("utf-8", "replace"), self.err.decode("utf-8", "replace"))
@@ -995,6 +1006,13 @@ class _RecordParser:
             self.call_started = None
             self.next_call = i + 1
             return
+        if tag == "K":  # a call skipped by the job's flow (`Job.requires`)
+            if len(rec) != 2 or type(rec[1]) is not int or rec[1] != self.next_call or rec[1] >= self.n \
+                    or self.call_started is not None:
+                raise ValueError("skip record out of order")
+            self.results[rec[1]] = {"status": "not-run", "error": "skipped"}
+            self.next_call = rec[1] + 1
+            return
         if tag == "E":
             if len(rec) != 2 or rec[1] != self.nonce or self.call_started is not None or self.next_call != self.n:
                 raise ValueError("end record before all calls finished")
@@ -1086,6 +1104,7 @@ def _vsz_bytes() -> int:
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
+    allow_deep_values()  # (its runs set their own limit: the plain program's headroom)
     # The parent channel moves to high fds; stdin/stdout become /dev/null so a stray
     # print can never corrupt the channel.
     chan_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 100)

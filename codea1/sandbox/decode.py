@@ -66,6 +66,45 @@ class Instance:
         return f"{self.type_name}({', '.join(f'{k}={v!r}' for k, v in self.attributes.items())})"
 
 
+class Member:
+    """A member of an `enum.Enum` class: equal to the member of the same name of the same
+    class object of the run (enum members are singletons, compared by identity in Python)."""
+
+    __slots__ = ("type_name", "name", "cls")
+
+    def __init__(self, type_name: str, name: str, cls: str) -> None:
+        self.type_name, self.name, self.cls = type_name, name, cls
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Member and (self.type_name, self.name, self.cls) == (  # type: ignore[union-attr]
+            other.type_name, other.name, other.cls)  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, self.name))
+
+    def __repr__(self) -> str:
+        return f"{self.type_name}.{self.name}"
+
+
+class Digest:
+    """A value too large to send whole, known by the sha256 of its encoding: equal to a
+    value with the same digest (an identical encoding) only."""
+
+    __slots__ = ("digest",)
+
+    def __init__(self, digest: tuple) -> None:
+        self.digest = digest
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Digest and self.digest == other.digest  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"<value of {self.digest[1]} encoded bytes, sha256 {self.digest[0][:12]}...>"
+
+
 class Array:
     """A numpy array: equal to another array of the same shape whose items are equal, one
     by one (`numpy.array_equal`); the dtype does not matter, as for numpy's `==`."""
@@ -135,6 +174,12 @@ def _decode(v: Value) -> Any:
         return named
     if tag == "object":
         return Instance(v[1], {name: _decode(x) for name, x in v[2]})
+    if tag == "enum":
+        return Member(v[1], v[2], v[4])
+    if tag == "bytearray":
+        return bytearray.fromhex(v[1])
+    if tag == "digest":
+        return Digest((v[1], v[2]))
     if tag == "npscalar":
         return _decode(v[2])
     if tag == "ndarray":

@@ -31,6 +31,7 @@ from codea1.sandbox import cgroups, isolation
 from codea1.sandbox._worker import HUGE_PAGES_TUNABLE
 from codea1.sandbox.support import WorkerError, require  # (WorkerError is public here)
 from codea1.sandbox.types import RUN_STATUSES, CallResult, Job, Limits, RunResult
+from codea1.sandbox.values import allow_deep_values
 
 log = logging.getLogger("codea1.sandbox")
 
@@ -222,6 +223,7 @@ class Executor:
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"workers must be a positive integer or None, got {workers!r}")
         self.limits = limits
+        allow_deep_values()  # (results are read here: values nest up to values._MAX_DEPTH)
         self.preload = tuple(preload)
         self.isolate = isolate
         self.n_workers = n
@@ -480,6 +482,7 @@ class _Task:
                "limits": (self.job.limits or default).to_wire()}
         if self.job.isolated:
             job["isolated"] = list(self.job.isolated)
+        job.update(self.job.flow())
         return {"id": self.wire_id, "job": job}
 
     def resolve(self, result: RunResult) -> None:

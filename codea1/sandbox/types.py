@@ -20,9 +20,12 @@ class Limits:
     from outside with SIGKILL); ``cpu_s`` the CPU-time rlimit (``None``: ``timeout_s``);
     ``call_timeout_s`` the wall-clock budget of each call; ``memory_mb`` a hard cap on the
     memory charged to the run; ``max_procs`` the number of processes/threads it may have;
-    ``max_output_bytes`` the stdout+stderr it may write before being stopped;
+    ``max_output_bytes`` the stdout+stderr it may write before being stopped (with
+    ``stop_on_output`` False: the stdout+stderr kept; the rest is read and discarded, so
+    how much a run prints never decides its verdict and never grows the worker's memory);
     ``max_file_bytes`` the size of any file it writes; ``max_value_bytes`` the encoded size
-    of one call's value.
+    of one call's value sent whole (a larger value is sent as a digest of its encoding,
+    see ``values``).
     """
 
     timeout_s: float = 10.0
@@ -32,7 +35,8 @@ class Limits:
     max_procs: int = 32
     max_output_bytes: int = 65536
     max_file_bytes: int = 16 * 1024 * 1024
-    max_value_bytes: int = 1024 * 1024
+    max_value_bytes: int = 16 * 1024 * 1024
+    stop_on_output: bool = True
 
     def __post_init__(self) -> None:
         for name in ("timeout_s", "call_timeout_s"):
@@ -45,6 +49,8 @@ class Limits:
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
                 raise ValueError(f"Limits.{name} must be a positive integer, got {v!r}")
+        if not isinstance(self.stop_on_output, bool):
+            raise ValueError(f"Limits.stop_on_output must be a bool, got {self.stop_on_output!r}")
         if self.memory_mb < 32:
             raise ValueError(f"Limits.memory_mb must be at least 32 (Python needs it), got {self.memory_mb}")
 
@@ -58,6 +64,7 @@ class Limits:
             "max_output_bytes": self.max_output_bytes,
             "max_file_bytes": self.max_file_bytes,
             "max_value_bytes": self.max_value_bytes,
+            "stop_on_output": self.stop_on_output,
         }
 
 
@@ -66,12 +73,27 @@ class Job:
     """One run: ``program`` executes first as ``__main__``; then each ``calls`` expression
     is evaluated in the program's globals with its own timeout. The calls whose indexes are
     in ``isolated`` are each evaluated in a fork of the run's process, so nothing they
-    change (globals, modules, the function under test) is seen by any later call."""
+    change (globals, modules, the function under test) is seen by any later call.
+
+    Flow (all optional; the judge builds one program per candidate with them):
+    ``statements`` are indexes of calls that are statement blocks, executed (value None);
+    ``requires`` holds ``(k, (d, ...))``: call ``k`` runs only when each call ``d`` (before
+    it) ran, returned and was *fresh*, else it is skipped (``not-run``, error "skipped");
+    ``distinct`` holds ``(d, key)``: call ``d``'s value is fresh only the first time the
+    pair (key, its encoding) is met in the run; ``one_process``: the run is one process,
+    as a plain ``python program.py`` is: a call that ends it (``os._exit``, a signal, a
+    limit) or raises what is not an ``Exception`` (``SystemExit``, ``KeyboardInterrupt``)
+    ends the run, and every later call is ``not-run`` (without it such a call fails alone
+    and the next calls run in a fresh process)."""
 
     program: str
     calls: Sequence[str] = ()
     limits: Optional[Limits] = None
     isolated: Sequence[int] = ()
+    statements: Sequence[int] = ()
+    requires: Sequence[tuple] = ()
+    distinct: Sequence[tuple] = ()
+    one_process: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.program, str):
@@ -88,8 +110,49 @@ class Job:
             if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(calls):
                 raise ValueError(f"Job.isolated must hold indexes of calls (0..{len(calls) - 1}), got {k!r}")
         object.__setattr__(self, "isolated", isolated)
+        self._check_flow(len(calls))
         if self.limits is not None and not isinstance(self.limits, Limits):
             raise TypeError(f"Job.limits must be a Limits or None, got {type(self.limits).__name__}")
+
+
+    def _check_flow(self, n: int) -> None:
+        """Normalise and check the flow fields (see the class docstring)."""
+        def index(k, what: str, below: int = n) -> int:
+            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < below:
+                raise ValueError(f"Job.{what} must hold indexes of calls (0..{below - 1}), got {k!r}")
+            return k
+
+        object.__setattr__(self, "statements", tuple(sorted({index(k, "statements") for k in self.statements})))
+        requires = []
+        for item in self.requires:
+            k, deps = item
+            index(k, "requires")
+            requires.append((k, tuple(index(d, f"requires[{k}]", k) for d in deps)))
+        object.__setattr__(self, "requires", tuple(requires))
+        distinct = []
+        for item in self.distinct:
+            d, key = item
+            if not isinstance(key, str):
+                raise TypeError(f"Job.distinct keys must be str, got {type(key).__name__}")
+            distinct.append((index(d, "distinct"), key))
+        object.__setattr__(self, "distinct", tuple(distinct))
+        if not isinstance(self.one_process, bool):
+            raise TypeError(f"Job.one_process must be a bool, got {self.one_process!r}")
+        if self.one_process and self.isolated:
+            raise ValueError("Job.one_process and Job.isolated exclude each other (isolated calls run in forks)")
+
+    def flow(self) -> dict:
+        """The flow fields as the worker reads them (empty when none is set)."""
+        out: dict = {}
+        if self.statements:
+            out["statements"] = list(self.statements)
+        if self.requires:
+            out["requires"] = [[k, list(deps)] for k, deps in self.requires]
+        if self.distinct:
+            out["distinct"] = [[d, key] for d, key in self.distinct]
+        if self.one_process:
+            out["one_process"] = True
+        return out
 
 
 @dataclass

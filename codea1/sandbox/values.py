@@ -42,6 +42,7 @@ import builtins as _builtins  # noqa: E402
     _builtins.list, _builtins.repr, _builtins.set, _builtins.str, _builtins.tuple, _builtins.type,
     _builtins.memoryview, _builtins.compile, _builtins.eval, _builtins.exec, _builtins.getattr,
     _builtins.range, _builtins.object, _builtins.issubclass)
+bytearray = _builtins.bytearray
 _modules = sys.modules  # (the dict itself: a run that rebinds `sys.modules` does not change it)
 
 Value = list  # a tagged plain-data encoding (see module docstring)
@@ -53,14 +54,30 @@ FLOAT_ABS_TOL = 1e-9
 _SEQUENCE_TAGS = {"list", "tuple", "set", "frozenset"}
 #: What `str(Decimal)` writes: a number, or an infinity or NaN (with a payload).
 _DECIMAL_TEXT = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|Infinity|s?NaN\d*)")
-_MAX_DEPTH = 100
+#: How deep a value may nest: as deep as the reference's `repr` of it can go at the top level
+#: of a plain program (Python's default recursion limit, 1000, less the frames in use).
+_MAX_DEPTH = 990
+#: How many nodes one value may have (a 100,000-element list of pairs is 300,001).
+MAX_ITEMS = 1_000_000
+
+
+#: The recursion limit a process needs to check, decode and compare values `_MAX_DEPTH` deep.
+DEEP_VALUES_RECURSION_LIMIT = 8 * _MAX_DEPTH
+
+
+def allow_deep_values() -> None:
+    """Raise this interpreter's recursion limit (never lower it) so that values nested as
+    deep as an encoding may be can be read and compared here (json's decoder and the
+    comparisons recurse once or twice per level)."""
+    if sys.getrecursionlimit() < DEEP_VALUES_RECURSION_LIMIT:
+        sys.setrecursionlimit(DEEP_VALUES_RECURSION_LIMIT)
 
 
 class EncodingError(ValueError):
     """A value could not be encoded (too deep, too large)."""
 
 
-def encode(value: Any, max_items: int = 1_000_000) -> Value:
+def encode(value: Any, max_items: int = MAX_ITEMS) -> Value:
     """Encode ``value`` into plain data, never calling methods of user-defined types.
 
     Only exact built-in types are encoded (``type(x) is int``, not ``isinstance``); anything
@@ -69,7 +86,10 @@ def encode(value: Any, max_items: int = 1_000_000) -> Value:
     the total number of encoded nodes (a cyclic or gigantic value raises ``EncodingError``).
     """
     budget = [max_items]
-    return _encode(value, 0, budget, set())
+    try:
+        return _encode(value, 0, budget, set())
+    except RecursionError:  # (this interpreter's limit is below `allow_deep_values`)
+        raise EncodingError("value nested too deeply to encode") from None
 
 
 def _type_name(value: Any) -> str:
@@ -146,7 +166,8 @@ def _encode(value: Any, depth: int, budget: list, active: set) -> Value:
 
 #: The tags of the standard-library, numpy and program-defined types (see the module docstring).
 EXTRA_TAGS = ("counter", "ordereddict", "defaultdict", "deque", "namedtuple", "decimal", "fraction", "range",
-              "date", "datetime", "time", "timedelta", "npscalar", "ndarray", "object")
+              "date", "datetime", "time", "timedelta", "npscalar", "ndarray", "object", "enum", "bytearray",
+              "digest")
 _DICT_KINDS = {"Counter": "counter", "OrderedDict": "ordereddict", "defaultdict": "defaultdict"}
 
 
@@ -176,6 +197,11 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
                 active.discard(key)
     if t is range:
         return ["range", int.__repr__(value.start), int.__repr__(value.stop), int.__repr__(value.step)]
+    if t is bytearray:
+        return ["bytearray", bytearray.hex(value)]
+    member = _encode_enum(value, t, depth, budget, active)
+    if member is not None:
+        return member
     module = _modules.get("decimal")
     if module is not None and t is getattr(module, "Decimal", None):
         return ["decimal", t.__str__(value)]
@@ -213,6 +239,27 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
         finally:
             active.discard(key)
     return ["unsupported", _type_name(value)]
+
+
+def _encode_enum(value: Any, t: type, depth: int, budget: list, active: set) -> Value | None:
+    """``["enum", "TypeName", "MEMBER", value, class]`` for a member of an `enum.Enum` class
+    (read through `object`'s own accessors: no method of the class runs), else None. `class`
+    names the class object within the run (members compare by identity in Python: a
+    candidate's own `Color` is not the reference's, whatever its members)."""
+    module = _modules.get("enum")
+    if module is None:
+        return None
+    try:
+        mro = type.__dict__["__mro__"].__get__(t)
+        if module.Enum not in mro:
+            return None
+        name = object.__getattribute__(value, "_name_")
+        inner = object.__getattribute__(value, "_value_")
+    except Exception:
+        return None
+    if type(name) is not str:
+        return None
+    return ["enum", _type_name(value), name, _encode(inner, depth + 1, budget, active), int.__repr__(id(t))]
 
 
 def _encode_datetime(module: Any, value: Any, t: type) -> Value | None:
@@ -317,7 +364,7 @@ except ImportError:  # pragma: no cover - CPython always has _json
 _join = ",".join
 
 
-def encode_json(value: Any, max_items: int = 1_000_000) -> str:
+def encode_json(value: Any, max_items: int = MAX_ITEMS) -> str:
     """The JSON text (ASCII, no spaces) of ``encode(value)``, built in one pass.
 
     The child sends every call's value as JSON; building the lists first and then their
@@ -325,7 +372,10 @@ def encode_json(value: Any, max_items: int = 1_000_000) -> str:
     ordered as ``encode`` orders them.
     """
     budget = [max_items]
-    return _encode_json(value, 0, budget, set())
+    try:
+        return _encode_json(value, 0, budget, set())
+    except RecursionError:  # (this interpreter's limit is below `allow_deep_values`)
+        raise EncodingError("value nested too deeply to encode") from None
 
 
 def _encode_json(value: Any, depth: int, budget: list, active: set) -> str:
@@ -570,7 +620,34 @@ def _check_ndarray(v: list, n: int, depth: int) -> None:
         raise ValueError("ndarray items do not fill its shape")
 
 
+def _check_enum(v: list, n: int, depth: int) -> None:
+    if n != 4:
+        _wrong_fields("enum", 4, n)
+    if type(v[1]) is not str or type(v[2]) is not str or type(v[4]) is not str:
+        raise ValueError("enum value must name its type, member and class")
+    _check_value(v[3], depth + 1)
+
+
+def _check_bytearray(v: list, n: int, depth: int) -> None:
+    if n != 1:
+        _wrong_fields("bytearray", 1, n)
+    if type(v[1]) is not str:
+        raise ValueError("bytearray value must be hex text")
+    bytes.fromhex(v[1])
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_digest(v: list, n: int, depth: int) -> None:
+    if n != 2:
+        _wrong_fields("digest", 2, n)
+    if type(v[1]) is not str or not _DIGEST.fullmatch(v[1]) or type(v[2]) is not int or v[2] < 0:
+        raise ValueError("digest value must be a sha256 hex digest and a size")
+
+
 _EXTRA_CHECKS = {
+    "enum": _check_enum, "bytearray": _check_bytearray, "digest": _check_digest,
     "counter": _check_dict_like, "ordereddict": _check_dict_like, "defaultdict": _check_dict_like,
     "deque": _check_deque, "namedtuple": _check_named, "object": _check_named, "decimal": _check_decimal,
     "fraction": _check_fraction, "range": _check_range, "date": _check_three_ints, "timedelta": _check_three_ints,
@@ -673,6 +750,8 @@ def _extra_equal(a: Value, b: Value, depth: int, tol: tuple) -> bool:
     _check_value(a, depth)
     _check_value(b, depth)
     tag = a[0]
+    if tag in ("enum", "digest", "bytearray"):  # (a member by its type and name; a digest by its text)
+        return a[1:3] == b[1:3] and a[4:] == b[4:] if tag == "enum" else a[1:] == b[1:]
     if tag in ("counter", "defaultdict"):
         return _match_unordered(a[1], b[1], lambda p, q: _pair_equal(p, q, depth + 1, tol))
     if tag in ("ordereddict", "deque"):  # (two OrderedDicts compare in order)
@@ -802,6 +881,15 @@ def _extra_source(v: Value) -> str:
     as its tuple and a numpy scalar as its Python value (each equal under `==`), an instance
     of a program's class as `TypeName(attribute=value, ...)`, for reading only."""
     tag = v[0]
+    if tag == "enum":
+        module, _, qualname = v[1].rpartition(".") if not v[1].startswith("__main__.") else ("", "", v[1][9:])
+        if module:  # (an enum class of the standard library, e.g. http.HTTPStatus)
+            return f"__import__({module!r}, fromlist=['_']).{qualname}.{v[2]}"
+        return f"{qualname}.{v[2]}"
+    if tag == "bytearray":
+        return f"bytearray({bytes.fromhex(v[1])!r})"
+    if tag == "digest":
+        raise ValueError(f"cannot render a value known only by its digest ({v[2]} bytes encoded) as a literal")
     if tag in ("counter", "defaultdict"):
         pairs = "{" + ", ".join(f"{_source(k)}: {_source(x)}" for k, x in v[1]) + "}"
         name = "Counter" if tag == "counter" else "defaultdict"

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from codea1.configs import GRPOConfig, ModelConfig, SamplingConfig, VLLMConfig, check_vllm_lora_targets
 from codea1.train.key_hints import key_hint
 
-PRESETS = ("cpu-demo", "paper-1.5b", "paper-3b", "paper-7b")
+PRESETS = ("cpu-demo", "cpu-demo-stdin", "paper-1.5b", "paper-3b", "paper-7b")
 
 
 class ConfigError(ValueError):
@@ -131,6 +131,10 @@ class JudgeSection(_Strict):
     per_call_timeouts: bool = Field(
         False, description="each test call has call_timeout_s and a cut-short run resumes (the reference: one "
         "timeout_s budget for a candidate's whole program)")
+    isolate_calls: bool = Field(
+        False, description="each test call runs on its own: a call that exits or crashes fails alone, a call "
+        "text is run once and shared by the suites (the reference: one program per candidate, every test in "
+        "order, an exit ends the program)")
     backend: Literal["local", "ray"] = Field(
         "local", description="where tests run: local (each process's own sandbox) or ray (sandbox actors "
         "on the nodes of a Ray cluster; the codea1[ray] extra; docs/SCALING.md)")

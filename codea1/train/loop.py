@@ -86,7 +86,7 @@ from codea1.train.config import (
     resume_changes,
     save_config,
 )
-from codea1.train.golden import golden_results
+from codea1.train.golden import golden_items, golden_results
 from codea1.train.metrics import (
     MetricsLog,
     Progress,
@@ -470,7 +470,7 @@ class Trainer:
         return StepRewards(code, test, judgements, metrics)
 
     def _judge_golden(self, problems, codes) -> StepRewards:
-        items = [(p, c) for p, group in zip(problems, codes) for c in group]
+        items = golden_items(problems, codes)
         results = golden_results(self.executor, items, self.limits)
         rates = torch.tensor([r.pass_rate for r in results], dtype=torch.float64).view(len(problems),
                                                                                      self.cfg.rollout.n_code)

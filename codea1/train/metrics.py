@@ -364,6 +364,8 @@ def generation_metrics(role: str, st) -> dict[str, Any]:
         f"rollout/{role}_prompts_truncated": st.prompts_truncated,
         f"rollout/{role}_prompts_shortened": st.prompts_shortened,
         f"rollout/{role}_mean_length": st.completion_tokens / st.samples if st.samples else 0.0,
+        f"rollout/{role}_prefill_tokens": st.prefill_tokens,
+        f"rollout/{role}_decode_passes": st.decode_passes,
     }
 
 

@@ -27,6 +27,10 @@ def load_training_data(cfg: TrainConfig):
     heldout = [] if cfg.data.heldout is None else load("heldout", cfg.data.heldout, "heldout")
     if not train:
         raise ValueError(f"data.train {cfg.data.train!r}: no problems")
+    unreferenced = [p.id for p in train if not p.reference.strip()]
+    if unreferenced:  # (LiveCodeBench, CodeContests rows without a Python 3 solution)
+        raise ValueError(f"data.train {cfg.data.train!r}: {len(unreferenced)} problems have no reference solution "
+                         f"(the judge needs one), first {unreferenced[0]!r}; they can be evaluated, not trained on")
     if cfg.data.include is not None:
         train = select_problems(train, cfg.data.include, source=cfg.data.train)
     return train, heldout

@@ -9,12 +9,14 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from codea1.data.formats import bigcodebench, codea1_rows, evalplus, humaneval, kodcode, project, unleaked
+from codea1.data.formats import (
+    bigcodebench, codea1_rows, codecontests, evalplus, humaneval, kodcode, livecodebench, project, taco, unleaked)
 from codea1.data.problem import ProblemFormatError
 
 # Most specific first: detection takes the first format whose keys match.
 FORMATS: dict[str, ModuleType] = {
-    m.NAME: m for m in (project, codea1_rows, evalplus, bigcodebench, humaneval, kodcode, unleaked)
+    m.NAME: m for m in (project, codea1_rows, evalplus, bigcodebench, humaneval, kodcode, unleaked,
+                        codecontests, taco, livecodebench)
 }
 
 

@@ -1,0 +1,95 @@
+"""TACO and APPS rows (parquet or JSON/JSONL): `question`, `solutions` (JSON text: a list
+of Python programs), `input_output` (JSON text: `{"inputs": [...], "outputs": [...]}`,
+with `fn_name` for the call-based half), `starter_code`.
+
+Standard-input rows (no `fn_name`) become stdin problems: each input and output is a
+string or a list of lines. Call-based rows map onto the function-level path: each input
+is the argument list and each output the return value (APPS and TACO wrap it in a list of
+one, which is unwrapped: APPS's harness accepts either), as `assert fn(ARGS) == VALUE`
+golden tests, or `assert Solution().fn(ARGS) == VALUE` when the starter code is a LeetCode
+`class Solution` (the entry point is then `Solution`). The question shows the starter code.
+The first solution is the reference (`codea1 data check` says when it fails its tests); a
+row with none loads with an empty reference and `meta.no_reference` (evaluation only).
+`meta`: `difficulty`, `time_limit_s` (TACO's `time_limit`, e.g. "2 seconds"), `url`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from codea1.data.formats._stdin import call_assert, call_target, io_tests, json_column
+from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_str
+
+NAME = "taco"
+DESCRIPTION = "TACO / APPS rows (question, solutions, input_output, starter_code), parquet or JSON"
+KEYS = frozenset({"question", "solutions", "input_output"})  # what detection looks for in a first row
+
+
+def matches(row: dict[str, Any]) -> bool:
+    return KEYS <= row.keys()
+
+
+def _id(row: dict[str, Any], question: str) -> str:
+    if row.get("problem_id") is not None:
+        return f"apps/{row['problem_id']}"
+    for key in ("url", "name"):
+        value = row.get(key)
+        if isinstance(value, str) and value.strip():
+            return f"taco/{value.strip()}"
+    return "taco/" + hashlib.sha256(question.encode()).hexdigest()[:12]
+
+
+def _time_limit(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    m = re.match(r"\s*([0-9]*\.?[0-9]+)\s*(?:s|sec|second|seconds)?\b", value or "") if isinstance(value, str) else None
+    return float(m.group(1)) if m and float(m.group(1)) > 0 else None
+
+
+def _call_tests(io: dict[str, Any], target: str, where: str) -> list[str]:
+    inputs, outputs = io.get("inputs"), io.get("outputs")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+        raise ProblemFormatError(where, "input_output", "lists `inputs` and `outputs` of one length", io)
+    tests = []
+    for k, (args, value) in enumerate(zip(inputs, outputs)):
+        if not isinstance(args, list):
+            raise ProblemFormatError(where, f"input_output.inputs[{k}]", "the list of arguments", args)
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        tests.append(call_assert(target, args, value, where, f"input_output.outputs[{k}]"))
+    return tests
+
+
+def convert(row: dict[str, Any], where: str) -> Problem:
+    question = require_str(row, "question", where)
+    io = json_column(row, "input_output", where)
+    if not isinstance(io, dict):
+        raise ProblemFormatError(where, "input_output", 'a JSON object {"inputs": [...], "outputs": [...]}', io)
+    solutions = json_column(row, "solutions", where, default=[])
+    if not isinstance(solutions, list) or not all(isinstance(s, str) for s in solutions):
+        raise ProblemFormatError(where, "solutions", "a JSON list of programs", solutions)
+    reference = solutions[0] if solutions else ""
+    meta: dict[str, Any] = {} if reference else {"no_reference": True}
+    limit = _time_limit(row.get("time_limit"))
+    if limit is not None:
+        meta["time_limit_s"] = limit
+    for key in ("difficulty", "url"):
+        if isinstance(row.get(key), (str, int)):
+            meta[key] = row[key]
+    starter = row.get("starter_code") or ""
+    pid = _id(row, question)
+    source = "apps" if pid.startswith("apps/") else "taco"
+    fn = io.get("fn_name")
+    if fn is None:
+        tests = io_tests(io.get("inputs"), io.get("outputs"), where, "input_output")
+        return Problem(id=pid, question=question, entry_point="", reference=reference, tests=tests, source=source,
+                       meta=meta, kind="stdin")
+    if not isinstance(fn, str):
+        raise ProblemFormatError(where, "input_output.fn_name", "a function name", fn)
+    check_identifier(fn, where, "input_output.fn_name")
+    entry, target = call_target(starter, fn)
+    shown = question.rstrip() + ("\n\n" + starter.strip() if starter.strip() else "")
+    return Problem(id=pid, question=shown, entry_point=entry, reference=reference,
+                   tests=_call_tests(io, target, where), source=source, meta=meta)

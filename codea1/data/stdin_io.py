@@ -1,0 +1,305 @@
+"""Standard-input problems: their input/output tests, how outputs compare, and the prompts.
+
+A stdin problem (`Problem.kind == "stdin"`) asks for a complete program that reads
+standard input and prints its answer; its golden tests are input/output pairs, stored in
+`Problem.tests` in the canonical form `{"input": ..., "output": ...}` (one JSON object a
+string: `io_test`/`read_io_test`). Its `meta` may hold `time_limit_s` (per input),
+`float_tolerance` (absolute and relative, for tokens that are numbers) and `checker` (a
+Python program defining `check(input, expected, output) -> bool`, for problems with
+several right answers).
+
+Test-model output (`parse_io_tests`), the format the prompt asks for::
+
+    ```input
+    3
+    1 2 3
+    ```
+    ```output
+    6
+    ```
+
+one such pair per test. Also read, because small models write them: `in`/`stdin`/`out`/
+`stdout`/`expected` fence labels; an unlabelled or `text` fence labelled by the line just
+before it (`Input:`, `**Output**`, `### Test 2 input`); and a ```` ```json ```` block
+holding a list of `{"input": ..., "output": ...}` objects. Anything else that looks like a
+test (an input without its output, an output without its input, an unclosed block, a
+malformed JSON test) is an unparsable test, which counts invalid.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from codea1.data.problem import IOTest, Problem, read_io_test
+
+__all__ = [
+    "FUNCTION",
+    "IOTest",
+    "ParsedIOTest",
+    "STDIN",
+    "checker_of",
+    "golden_io_tests",
+    "io_test",
+    "is_stdin",
+    "normalize_input",
+    "outputs_match",
+    "parse_io_tests",
+    "read_io_test",
+    "stdin_code_messages",
+    "stdin_test_messages",
+    "time_limit_of",
+    "tolerance_of",
+]
+
+FUNCTION = "function"
+STDIN = "stdin"
+KINDS = (FUNCTION, STDIN)
+
+CODE_SYSTEM = "You are a helpful code-completion assistant."
+CODE_INSTRUCTION = (
+    "Write a complete Python 3 program that solves the problem below. It reads the input "
+    "from standard input and prints the answer to standard output, exactly in the format "
+    "the problem asks for. Output the whole program inside one ```python code block and "
+    "nothing else."
+)
+TEST_SYSTEM = "You are a helpful test-generation assistant."
+
+
+def is_stdin(problem: Any) -> bool:
+    """Whether `problem` (a Problem or its dict) is a standard-input problem."""
+    kind = problem.get("kind") if isinstance(problem, Mapping) else getattr(problem, "kind", FUNCTION)
+    return kind == STDIN
+
+
+@dataclass(frozen=True)
+class ParsedIOTest:
+    """One test as the test model wrote it: `input`/`output` normalized, or `reason` why
+    it is unparsable (then `input` is None)."""
+
+    source: str
+    input: str | None
+    output: str | None
+    reason: str | None = None
+
+
+def normalize_input(text: str) -> str:
+    """Trailing spaces of each line and blank lines at the ends dropped, one final newline
+    (an empty input stays empty): what two tests share when they give the same input."""
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    body = "\n".join(lines).strip("\n")
+    return body + "\n" if body else ""
+
+
+def io_test(input_text: str, output_text: str) -> str:
+    """The canonical stored form of a test (golden tests, the Mistake Book)."""
+    return json.dumps({"input": input_text, "output": output_text}, ensure_ascii=False, sort_keys=True)
+
+
+def golden_io_tests(problem: Problem) -> list[IOTest]:
+    """The problem's golden tests as input/output pairs."""
+    return [read_io_test(t, f"problem {problem.id}, golden test {i}") for i, t in enumerate(problem.tests)]
+
+
+def time_limit_of(problem: Problem, default: float) -> float:
+    """The problem's time limit per input in seconds (`meta.time_limit_s`), else `default`."""
+    value = problem.meta.get("time_limit_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return default
+
+
+def tolerance_of(problem: Problem) -> float | None:
+    """The problem's float tolerance (`meta.float_tolerance`), or None: exact tokens."""
+    value = problem.meta.get("float_tolerance")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
+
+
+def checker_of(problem: Problem) -> str | None:
+    """The problem's special checker program (`meta.checker`), or None."""
+    value = problem.meta.get("checker")
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _tokens_equal(a: str, b: str, tolerance: float | None) -> bool:
+    if a == b:
+        return True
+    if tolerance is None:
+        return False
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    if math.isnan(x) or math.isnan(y):
+        return False
+    return abs(x - y) <= tolerance * max(1.0, abs(y))
+
+
+def outputs_match(output: str, expected: str, tolerance: float | None = None) -> bool:
+    """Whether `output` is `expected` as contest judges compare: the same tokens (split on
+    any whitespace, so line breaks and spacing do not matter); with `tolerance`, tokens
+    that are both numbers may differ by `tolerance` absolutely or relatively."""
+    got, want = output.split(), expected.split()
+    return len(got) == len(want) and all(_tokens_equal(a, b, tolerance) for a, b in zip(got, want))
+
+
+# ---- reading the test model's output ----------------------------------------------------
+
+_INPUT_LABELS = frozenset({"input", "in", "stdin", "sample input", "test input"})
+_OUTPUT_LABELS = frozenset({"output", "out", "stdout", "expected", "expected output", "expected_output",
+                            "sample output", "test output"})
+_PLAIN = frozenset({"", "text", "txt", "plaintext", "plain", "console", "shell", "none"})
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^`\n]*?)[ \t]*$")
+_LABEL_LINE = re.compile(r"[#*_>\s]*(?:test(?:\s*case)?\s*\d*\s*[:.\-]?\s*)?([a-z _]+?)\s*\d*\s*[:.]?[*_\s]*$")
+
+
+def _label(info: str, before: str) -> str | None:
+    """"input", "output", "json" or None for a fence with info string `info` after the line `before`."""
+    info = info.strip().lower()
+    if info in _INPUT_LABELS:
+        return "input"
+    if info in _OUTPUT_LABELS:
+        return "output"
+    if info == "json":
+        return "json"
+    if info not in _PLAIN:
+        return None
+    m = _LABEL_LINE.fullmatch(before.strip().lower())
+    if m is None:
+        return None
+    word = m.group(1).strip()
+    if word in _INPUT_LABELS or word.endswith(" input"):
+        return "input"
+    if word in _OUTPUT_LABELS or word.endswith(" output"):
+        return "output"
+    return None
+
+
+def _blocks(text: str) -> list[tuple[str | None, str, str, bool]]:
+    """The fenced blocks of `text`: (label, body, source, closed)."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    blocks = []
+    i, before = 0, ""
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if m is None:
+            if lines[i].strip():
+                before = lines[i]
+            i += 1
+            continue
+        fence, info = m.group(1), m.group(2)
+        body, j = [], i + 1
+        while j < len(lines) and not (lines[j].strip().startswith(fence[0] * len(fence))
+                                      and not lines[j].strip().strip(fence[0])):
+            body.append(lines[j])
+            j += 1
+        closed = j < len(lines)
+        blocks.append((_label(info, before), "\n".join(body), "\n".join(lines[i:j + 1]), closed))
+        i, before = j + 1, ""
+    return blocks
+
+
+def _json_tests(body: str, source: str) -> list[ParsedIOTest]:
+    try:
+        data = json.loads(body)
+    except ValueError as err:
+        return [ParsedIOTest(source, None, None, f"a json block that does not parse ({err.msg})")]
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        return [ParsedIOTest(source, None, None, "a json block that is not a list of tests")]
+    out = []
+    for k, item in enumerate(data):
+        text = json.dumps(item, ensure_ascii=False)
+        if not isinstance(item, dict):
+            out.append(ParsedIOTest(text, None, None, f"json test {k} is not an object"))
+            continue
+        inp = next((item[key] for key in ("input", "stdin") if key in item), None)
+        outp = next((item[key] for key in ("output", "expected_output", "expected", "stdout") if key in item), None)
+        if not isinstance(inp, str) or not isinstance(outp, str):
+            out.append(ParsedIOTest(text, None, None, f"json test {k} lacks string `input` and `output`"))
+            continue
+        out.append(ParsedIOTest(text, normalize_input(inp), outp))
+    return out
+
+
+def parse_io_tests(text: str) -> list[ParsedIOTest]:
+    """The tests of one test-model completion, in order (see the module docstring)."""
+    tests: list[ParsedIOTest] = []
+    pending: tuple[str, str] | None = None  # an input block waiting for its output: (body, source)
+    for label, body, source, closed in _blocks(text):
+        if label is None:
+            continue
+        if not closed:
+            if pending is not None:
+                tests.append(ParsedIOTest(pending[1], None, None, "an input without its output"))
+                pending = None
+            tests.append(ParsedIOTest(source, None, None, f"an unclosed {label} block"))
+            continue
+        if label == "json":
+            if pending is not None:
+                tests.append(ParsedIOTest(pending[1], None, None, "an input without its output"))
+                pending = None
+            tests.extend(_json_tests(body, source))
+        elif label == "input":
+            if pending is not None:
+                tests.append(ParsedIOTest(pending[1], None, None, "an input without its output"))
+            pending = (body, source)
+        elif pending is None:
+            tests.append(ParsedIOTest(source, None, None, "an output without its input"))
+        else:
+            tests.append(ParsedIOTest(pending[1] + "\n" + source, normalize_input(pending[0]), body + "\n"))
+            pending = None
+    if pending is not None:
+        tests.append(ParsedIOTest(pending[1], None, None, "an input without its output"))
+    return tests
+
+
+# ---- prompts -----------------------------------------------------------------------------
+
+
+def stdin_code_messages(question: str) -> list[dict[str, str]]:
+    """The code model's prompt for a stdin problem."""
+    return [
+        {"role": "system", "content": CODE_SYSTEM},
+        {"role": "user", "content": f"{CODE_INSTRUCTION}\n\nProblem:\n{question.strip()}"},
+    ]
+
+
+_TEST_FORMAT = "```input\n<the whole standard input>\n```\n```output\n<the exact expected output>\n```"
+
+
+def stdin_test_messages(question: str, code: str | None, white_box: bool, n_tests: int) -> list[dict[str, str]]:
+    """The test model's prompt for a stdin problem: Role, Task, Strategy, Context, Output
+    format, as for functions, with input/output pairs instead of asserts."""
+    if white_box:
+        role = "You find inputs on which the `Buggy code` does not print what the `Problem` requires."
+        task = (f"Write {n_tests} test cases (an input and its exact expected output) that expose the bugs "
+                "of the program in `Buggy code`, judged against the `Problem`.")
+        gaps = ("1. **Logic gaps**: find where the `Buggy code` is simpler than the `Problem` (missing "
+                "constraints, misread rules, wrong output format) and choose inputs that land there.")
+    else:
+        role = "You write test cases that check whether a program does what the `Problem` requires."
+        task = f"Write {n_tests} test cases (an input and its exact expected output) for the `Problem`."
+        gaps = ("1. **Likely mistakes**: choose inputs where a program is easily wrong (edge cases, "
+                "easily misread rules, limits of the constraints).")
+    strategy = "\n".join([
+        gaps,
+        "2. **Valid inputs only**: every input must follow the `Problem`'s input format and constraints.",
+        "3. **No redundancy**: no trivial or repeated tests. Only the first few tests are evaluated, "
+        "so order them by how much they reveal.",
+    ])
+    context = f"Problem:\n{question.strip()}"
+    if white_box:
+        if code is None:
+            raise ValueError("stdin_test_messages: white_box=True needs the candidate code")
+        context += f"\n\nBuggy code:\n```python\n{code.rstrip()}\n```"
+    output = f"For each test case write an input block followed by its output block:\n{_TEST_FORMAT}"
+    user = "\n\n".join([f"# Role\n{role}", f"# Task\n{task}", f"# Strategy\n{strategy}",
+                         f"# Context\n{context}", f"# Output format\n{output}"])
+    return [{"role": "system", "content": TEST_SYSTEM}, {"role": "user", "content": user}]

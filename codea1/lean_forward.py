@@ -1,0 +1,240 @@
+"""A lean forward pass for sampling: LoRA merged, projections fused, a preallocated KV cache.
+
+Why: on a CPU a decoding step of a 0.5B model moves about 1 GB of weights, a few tens
+of milliseconds at the memory's speed, but transformers' forward adds its own share in
+Python and small ops (masks, cache bookkeeping, grouped-query heads copied out to full
+width), and peft two extra matmuls and a dtype cast per adapted layer. While sampling the
+weights do not change, so `LeanModel` takes them once per rollout: each active LoRA
+adapter merged into its base weight (`W + scale * B @ A`, peft's `get_delta_weight`,
+summed in float32 and rounded once to the model's dtype), q/k/v fused into one matrix and
+gate/up into another, each laid out once for oneDNN (`codea1.packed_linear`), and runs the decoder as a handful of large ops per layer:
+
+- prefill: one prompt at a time (no padding work), causal attention by `sdpa`, its keys
+  and values written straight into the rows of all its samples;
+- decode: one token per row, attention of each key/value head's query group as one
+  batched matmul over the cache (no copies to full head width), rows that finished
+  dropped from the cache.
+
+It supports the decoder-only families whose layers are Qwen2's or Llama's (pre-norm
+RMSNorm, rotary position embeddings of the default kind, grouped-query attention with
+or without q/k/v biases, SiLU-gated MLP, no sliding window); `unsupported(model)` names
+what stops any other model, which then samples through transformers' forward. Numbers
+are the same computation as transformers' up to rounding order (tests/test_lean_forward.py
+compares logits and samples on a tiny model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from codea1.packed_linear import Linear
+
+FAMILIES = ("qwen2", "llama", "mistral")
+
+
+def _causal_lm(model):
+    """The transformers CausalLM inside a peft wrapper (or the model itself)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def unsupported(model) -> str | None:
+    """Why `LeanModel` cannot run `model` (None: it can)."""
+    lm = _causal_lm(model)
+    cfg = getattr(lm, "config", None)
+    kind = getattr(cfg, "model_type", None)
+    if kind not in FAMILIES:
+        return f"model type {kind!r} (supported: {', '.join(FAMILIES)})"
+    inner = getattr(lm, "model", None)
+    rotary = getattr(inner, "rotary_emb", None)
+    if rotary is None or getattr(rotary, "rope_type", "default") != "default":
+        return f"rotary embedding {getattr(rotary, 'rope_type', None)!r} (only 'default')"
+    if getattr(cfg, "hidden_act", "silu") != "silu":
+        return f"activation {cfg.hidden_act!r} (only silu)"
+    if getattr(cfg, "use_sliding_window", False) and getattr(cfg, "sliding_window", None):
+        return "sliding-window attention"
+    if getattr(cfg, "mlp_bias", False):
+        return "MLP biases"
+    for module in lm.modules():
+        variants = getattr(module, "lora_variant", None)
+        if variants:
+            return f"LoRA variant {sorted(variants)} (plain LoRA only)"
+        if any(getattr(module, "use_dora", {}).values()):
+            return "DoRA adapters"
+    return None
+
+
+def _effective(linear, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) a layer applies now: its base plus every active, unmerged LoRA adapter."""
+    if not hasattr(linear, "lora_A"):
+        return linear.weight.to(dtype), (linear.bias.to(dtype) if linear.bias is not None else None)
+    base = linear.get_base_layer()
+    weight = base.weight
+    if not linear.disable_adapters and not linear.merged:
+        deltas = [linear.get_delta_weight(name) for name in linear.active_adapters if name in linear.lora_A]
+        if deltas:
+            weight = weight.float() + sum(d.float() for d in deltas)
+    return weight.to(dtype), (base.bias.to(dtype) if base.bias is not None else None)
+
+
+@dataclass
+class _Layer:
+    ln1: torch.Tensor
+    qkv: Linear
+    o: Linear
+    ln2: torch.Tensor
+    gate_up: Linear
+    down: Linear
+
+
+class LeanModel:
+    """The decoder's weights as the sampler uses them, taken from `model` as it is now
+    (active adapter merged, or none when adapters are disabled)."""
+
+    def __init__(self, model) -> None:
+        reason = unsupported(model)
+        if reason is not None:
+            raise ValueError(f"lean forward: unsupported {reason}")
+        lm = _causal_lm(model)
+        cfg = lm.config
+        inner = lm.model
+        self.dtype = inner.embed_tokens.weight.dtype
+        self.heads = cfg.num_attention_heads
+        self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.eps = cfg.rms_norm_eps
+        self.embed = inner.embed_tokens.weight
+        self.head = Linear(*_effective(lm.lm_head, self.dtype))
+        self.norm = inner.norm.weight
+        self.inv_freq = inner.rotary_emb.inv_freq.float()
+        self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
+        self.layers: list[_Layer] = []
+        with torch.no_grad():
+            for layer in inner.layers:
+                attn, mlp = layer.self_attn, layer.mlp
+                parts = [_effective(m, self.dtype) for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
+                biases = [b for _, b in parts]
+                if any(b is None for b in biases) and any(b is not None for b in biases):
+                    biases = [b if b is not None else torch.zeros(w.shape[0], dtype=self.dtype, device=w.device)
+                              for (w, _), b in zip(parts, biases)]
+                wo, bo = _effective(attn.o_proj, self.dtype)
+                (wg, _), (wu, _), (wd, _) = (_effective(m, self.dtype) for m in (mlp.gate_proj, mlp.up_proj,
+                                                                                 mlp.down_proj))
+                self.layers.append(_Layer(
+                    ln1=layer.input_layernorm.weight,
+                    qkv=Linear(torch.cat([w for w, _ in parts]), torch.cat(biases) if biases[0] is not None else None),
+                    o=Linear(wo.contiguous(), bo), ln2=layer.post_attention_layernorm.weight,
+                    gate_up=Linear(torch.cat([wg, wu]), None), down=Linear(wd.contiguous(), None)))
+
+    # --- pieces ------------------------------------------------------------------------------
+
+    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """transformers' Qwen2/Llama RMSNorm, op for op (float32 inside, weight in the model dtype)."""
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return weight * h.to(x.dtype)
+
+    def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [..., head_dim] for integer `positions` [...]."""
+        freqs = positions[..., None].float() * self.inv_freq.to(positions.device)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.rope_scale).to(self.dtype), (emb.sin() * self.rope_scale).to(self.dtype)
+
+    @staticmethod
+    def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+    def _qkv(self, layer: _Layer, x: torch.Tensor, cos, sin):
+        """q [B, H, T, D], k and v [B, KV, T, D] of hidden states `x` [B, T, hidden]."""
+        b, t, _ = x.shape
+        qkv = layer.qkv(self._rms(x, layer.ln1))
+        d = self.head_dim
+        q, k, v = qkv.split([self.heads * d, self.kv_heads * d, self.kv_heads * d], dim=-1)
+        q = q.view(b, t, self.heads, d).transpose(1, 2)
+        k = k.view(b, t, self.kv_heads, d).transpose(1, 2)
+        v = v.view(b, t, self.kv_heads, d).transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return self._rotate(q, cos, sin), self._rotate(k, cos, sin), v
+
+    def _finish_layer(self, layer: _Layer, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        """Output projection and residual, then the gated MLP and its residual."""
+        x = x + layer.o(attn)
+        gate, up = layer.gate_up(self._rms(x, layer.ln2)).chunk(2, dim=-1)
+        return x + layer.down(F.silu(gate) * up)
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self._rms(x, self.norm))
+
+    # --- the two passes -------------------------------------------------------------------------
+
+    def prefill(self, prompt: list[int], cache: "KVCache", rows: torch.Tensor) -> torch.Tensor:
+        """Run one prompt (positions 0..T-1), write its keys/values into cache `rows`, right-
+        aligned at the cache's prompt width; returns the last position's logits [V]."""
+        device = self.embed.device
+        ids = torch.tensor([prompt], dtype=torch.long, device=device)
+        t = ids.shape[1]
+        cos, sin = self._rope(torch.arange(t, device=device)[None])
+        x = F.embedding(ids, self.embed)
+        start = cache.width - t
+        for i, layer in enumerate(self.layers):
+            q, k, v = self._qkv(layer, x, cos, sin)
+            cache.k[i][rows, :, start:cache.width] = k
+            cache.v[i][rows, :, start:cache.width] = v
+            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.heads)
+            x = self._finish_layer(layer, x, attn.transpose(1, 2).reshape(1, t, -1))
+        return self._logits(x[0, -1])
+
+    def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: "KVCache") -> torch.Tensor:
+        """One token per live row (`tokens`, `positions` [B]) appended to the cache; logits [B, V]."""
+        b = tokens.shape[0]
+        cos, sin = self._rope(positions[:, None])
+        x = F.embedding(tokens[:, None], self.embed)
+        slot = cache.length
+        group = self.heads // self.kv_heads
+        cache.valid[:, slot] = True
+        allowed = cache.valid[:, None, None, : slot + 1]  # [B, 1, 1, L]
+        for i, layer in enumerate(self.layers):
+            q, k, v = self._qkv(layer, x, cos, sin)
+            cache.k[i][:, :, slot] = k[:, :, 0]
+            cache.v[i][:, :, slot] = v[:, :, 0]
+            keys, values = cache.k[i][:, :, : slot + 1], cache.v[i][:, :, : slot + 1]
+            # the `group` query heads that share a key/value head attend as `group` query rows
+            # of that head: one sdpa call, no keys copied out to full head width
+            qg = q.reshape(b, self.kv_heads, group, self.head_dim)
+            attn = F.scaled_dot_product_attention(qg, keys, values, attn_mask=allowed)
+            x = self._finish_layer(layer, x, attn.reshape(b, 1, self.heads * self.head_dim))
+        cache.length += 1
+        return self._logits(x[:, 0])
+
+
+class KVCache:
+    """Keys and values of every layer for `rows` rows: the prompt region (`width` slots,
+    prompts right-aligned in it) then room for `new_tokens` decoded ones; `valid` marks
+    the slots a row may attend to."""
+
+    def __init__(self, model: LeanModel, rows: int, width: int, new_tokens: int,
+                 prompt_lengths: list[int]) -> None:
+        shape = (rows, model.kv_heads, width + new_tokens, model.head_dim)
+        device = model.embed.device
+        # zeros, not empty: a masked slot's score must be finite before the mask takes it out
+        self.k = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.layers]
+        self.v = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in model.layers]
+        self.width = width
+        self.length = width
+        self.valid = torch.zeros((rows, width + new_tokens), dtype=torch.bool, device=device)
+        for r, n in enumerate(prompt_lengths):
+            self.valid[r, width - n: width] = True
+
+    def keep_rows(self, index: torch.Tensor) -> None:
+        """Drop every row not in `index` (finished samples), copying only the filled slots."""
+        filled = self.length
+        for store in (self.k, self.v):
+            for i, old in enumerate(store):
+                new = old.new_empty((len(index), *old.shape[1:]))
+                new[:, :, :filled] = old[index, :, :filled]
+                store[i] = new
+        self.valid = self.valid[index]

@@ -1,0 +1,171 @@
+"""Standard-input programs in the sandbox: one run per program, one fork per input.
+
+A contest program reads its input from standard input and prints its answer. It runs
+here as the executor's ordinary `Job`: the job's program is a small harness that compiles
+the untrusted source (a syntax error fails the run's program, so the code is invalid);
+each call `_codea1_stdin(INPUT)` is evaluated in a fork of its own (`Job.isolated`), which
+puts INPUT on file descriptor 0 (an in-memory file: `input()`, `sys.stdin`,
+`sys.stdin.buffer` and `open(0)` all read it), points descriptors 1 and 2 at in-memory
+files, runs the program as `__main__`, and returns `[status, stdout, error]`. So the warm
+interpreter is reused, every input gets a fresh copy of the same state, and nothing one
+input's run does (globals, files, `sys.exit`) is seen by another's.
+
+The call's time limit (`Limits.call_timeout_s`) is the per-input time limit, enforced
+from outside by the executor; a run killed by it resumes the remaining inputs in a fresh
+run. Output beyond `max_output_bytes` is the status `output-limit` (written to memory,
+never to the worker's pipes, so an output flood costs only its own input). Expected
+outputs never enter the sandbox: the caller compares in its own process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from codea1.sandbox.types import CallResult, Job, Limits, RunResult
+
+__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "ProgramOutput", "harness", "program_outputs", "stdin_job"]
+
+#: What one run of a program may print before it counts as `output-limit`.
+DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
+#: The function each call invokes in the harness.
+RUN_NAME = "_codea1_stdin"
+
+_HARNESS = '''\
+import builtins as _codea1_builtins, io as _codea1_io, os as _codea1_os, sys as _codea1_sys
+_codea1_code = compile({source!r}, "program.py", "exec", dont_inherit=True)
+_codea1_cap = {cap!r}
+
+
+def _codea1_memfile(name):
+    try:
+        return _codea1_os.memfd_create(name)
+    except (AttributeError, OSError):
+        fd = _codea1_os.open("." + name, _codea1_os.O_RDWR | _codea1_os.O_CREAT | _codea1_os.O_TRUNC, 0o600)
+        _codea1_os.unlink("." + name)
+        return fd
+
+
+def _codea1_stdin(data):
+    os, io, sys = _codea1_os, _codea1_io, _codea1_sys
+    fd = _codea1_memfile("stdin")
+    view = memoryview(data.encode("utf-8"))
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, 0)
+    os.dup2(fd, 0)
+    os.close(fd)
+    out, err = _codea1_memfile("stdout"), _codea1_memfile("stderr")
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    stdout = io.open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stdin = sys.__stdin__ = io.open(0, "r", encoding="utf-8", errors="replace", closefd=False)
+    sys.stdout = sys.__stdout__ = stdout
+    sys.stderr = sys.__stderr__ = io.open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    status, error = "ok", None
+    try:
+        exec(_codea1_code, {{"__name__": "__main__", "__builtins__": _codea1_builtins}})
+    except SystemExit as e:
+        if e.code is not None and e.code != 0:
+            status, error = "error", "SystemExit: " + str(e.code)[:200]
+    except MemoryError as e:
+        status, error = "memory", ("MemoryError: " + str(e))[:500]
+    except BaseException as e:
+        status, error = "error", (type(e).__name__ + ": " + str(e))[:500]
+    for stream in (sys.stdout, stdout):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    size = os.lseek(out, 0, 2)
+    if size > _codea1_cap:
+        return ["output-limit", "", "printed " + str(size) + " bytes, over the limit of " + str(_codea1_cap)]
+    os.lseek(out, 0, 0)
+    chunks = []
+    while size > 0:
+        chunk = os.read(out, size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return [status, b"".join(chunks).decode("utf-8", "replace"), error]
+'''
+
+
+def harness(source: str, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> str:
+    """The job program that runs `source` once per call on the call's input."""
+    return _HARNESS.format(source=source, cap=int(max_output_bytes))
+
+
+def stdin_job(source: str, inputs: Sequence[str], limits: Limits,
+              max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, budget_s: float | None = None) -> Job:
+    """One run of `source` on each input, each in a fork of its own with `limits.call_timeout_s`.
+
+    The run's budget is `budget_s` (the inputs it leaves unrun are `not-run`, failures), or
+    with None enough for every input at its limit; the encoded-value cap is raised to hold
+    the largest output allowed (JSON escapes make text up to six times longer)."""
+    inputs = list(inputs)
+    for i, text in enumerate(inputs):
+        if not isinstance(text, str):
+            raise TypeError(f"stdin_job: input {i} must be str, got {type(text).__name__}")
+    if budget_s is None:
+        budget_s = max(limits.timeout_s, limits.call_timeout_s * max(1, len(inputs)) + 5.0)
+    limits = replace(limits, timeout_s=budget_s,
+                     max_value_bytes=max(limits.max_value_bytes, 6 * max_output_bytes + 4096))
+    calls = [f"{RUN_NAME}({text!r})" for text in inputs]
+    return Job(program=harness(source, max_output_bytes), calls=calls, limits=limits,
+               isolated=list(range(len(calls))))
+
+
+@dataclass(frozen=True)
+class ProgramOutput:
+    """What one run of a program on one input did: `status` is ok, error, timeout,
+    memory, output-limit, not-run or infra; `stdout` is what it printed (ok and error)."""
+
+    status: str
+    stdout: str = ""
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _one(call: CallResult | None, run: RunResult) -> ProgramOutput:
+    if run.status == "infra":
+        return ProgramOutput("infra", error=run.infra_error)
+    if call is None or call.status == "not-run":
+        status = run.status if run.status in ("timeout", "memory", "output-limit") else "not-run"
+        return ProgramOutput(status, error=f"not run (run ended: {run.status})")
+    if call.status == "timeout":
+        return ProgramOutput("timeout", error="timed out")
+    if call.status == "error":
+        error = call.error or "error"
+        # a fork killed by SIGKILL inside its call: the run's memory cgroup's OOM killer (time
+        # limits end the whole run and read as `timeout`)
+        killed = error.startswith("IsolatedCallFailed") and error.endswith("(wait status 9)")
+        status = "memory" if "MemoryError" in error or killed else "error"
+        return ProgramOutput(status, error=error)
+    value = call.value
+    # ["list", [["str", S], ["str", OUT], ["str", ERR] | ["NoneType"]]]: anything else is forged
+    try:
+        kind, items = value[0], value[1]
+        if kind != "list" or len(items) != 3 or items[0][0] != "str" or items[1][0] != "str":
+            raise ValueError
+        status, out = items[0][1], items[1][1]
+        error = items[2][1] if items[2][0] == "str" else None
+        if status not in ("ok", "error", "memory", "output-limit") or not isinstance(out, str):
+            raise ValueError
+    except (ValueError, TypeError, IndexError, KeyError):
+        return ProgramOutput("error", error="the run handed back something that is not a program's output")
+    return ProgramOutput(status, out, error)
+
+
+def program_outputs(run: RunResult, n: int) -> list[ProgramOutput]:
+    """The `n` inputs' outputs of a `stdin_job` run, in order. A run whose harness failed
+    (the source does not compile) gives `error` for every input."""
+    if run.status != "infra" and not run.program_ok:
+        why = run.program_error or run.status
+        return [ProgramOutput("error", error=f"the program does not run: {why}") for _ in range(n)]
+    calls = list(run.calls) + [None] * (n - len(run.calls))
+    return [_one(calls[i], run) for i in range(n)]

@@ -1,0 +1,324 @@
+"""The stdin game's judge: every reward rule on hand-computed numbers, the comparison
+rules, the test reader, the sandbox's stdin runs, and the red-team cases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from codea1.data import Problem
+from codea1.data.stdin_io import io_test, normalize_input, outputs_match, parse_io_tests
+from codea1.judge import Judge, JudgeConfig, ProblemRollout
+from codea1.judge.judge import DUPLICATE, REFERENCE_RAISED, UNPARSABLE, WRONG_EXPECTATION
+from codea1.sandbox import Executor, Limits
+from codea1.sandbox.stdio import program_outputs, stdin_job
+
+
+@pytest.fixture(scope="module")
+def ex():
+    with Executor(workers=2) as executor:
+        yield executor
+
+
+def _problem(reference: str, tests=(), **meta) -> Problem:
+    return Problem(id="S/double", question="Read n. Print 2n.", entry_point="", reference=reference,
+                   tests=[io_test(i, o) for i, o in tests], kind="stdin", meta={"time_limit_s": 0.5, **meta})
+
+
+DOUBLE = "print(2 * int(input()))\n"
+RIGHT = f"```python\n{DOUBLE}```"
+PLUS_TWO = "```python\nprint(int(input()) + 2)\n```"
+BROKEN = "```python\nprint(2 * int(input())\n```"
+HANGS_ON_NEGATIVE = "```python\nn = int(input())\nwhile n < 0:\n    pass\nprint(2 * n)\n```"
+
+SUITE = "\n".join([
+    "```input\n2\n```\n```output\n4\n```",       # t1 right; PLUS_TWO passes it (2 + 2)
+    "```input\n5\n```\n```output\n10\n```",      # t2 right
+    "```input\n5\n```\n```output\n10\n```",      # t3 duplicate of t2
+    "```input\nx\n```\n```output\n0\n```",       # t4: the reference raises
+    "```input\n3\n```\n```output\n7\n```",       # t5 wrong expectation (the reference prints 6)
+    "```input\n9\n```",                          # t6 an input without its output: unparsable
+    "```input\n-1\n```\n```output\n-2\n```",     # t7 right; HANGS_ON_NEGATIVE times out
+])
+MISTAKE = io_test("0\n", "0\n")
+
+
+def test_every_reward_rule_on_hand_computed_numbers(ex):
+    """G = 8, alpha = 0.5. Kept tests t1, t2, t5, t7 (valid = 4, a wrong expectation
+    counts valid); invalid = duplicate + reference raised + wrong expectation + unparsable
+    = 4; valid_ratio = min(4/8, 1 - 4/8) = 0.5. One Mistake Book test (input 0).
+    Right: gen 4/4, mb 1 -> pass 1, attack (0 - 0 + 1)/2 = 0.5, reward 0.5.
+    PLUS_TWO: passes t1 only -> gen 1/4, fail 3/8; mb 0 -> pass 0.125,
+    attack (3/8 - 1 + 1)/2 = 0.1875, reward 0.25 + 0.09375 = 0.34375.
+    HANGS: t7 times out -> gen 3/4, fail 1/8; mb 1 -> pass 0.875, attack 0.5625, reward 0.53125.
+    BROKEN does not compile: code 0, test 0. Tried: counting a wrong expectation as not
+    valid by default (strict) and a time-out as a pass: both changed these figures and failed."""
+    judge = Judge(ex, JudgeConfig(suite_size=8, alpha=0.5))
+    codes = [RIGHT, PLUS_TWO, BROKEN, HANGS_ON_NEGATIVE]
+    [r] = judge.judge_step([ProblemRollout(_problem(DOUBLE), codes, [[SUITE]] * 4, mistakes=[MISTAKE])])
+    assert r.usable and r.code_valid == [True, True, False, True]
+    assert "does not compile" in r.code_errors[2]
+    assert r.code_rewards == pytest.approx([1.0, 0.125, 0.0, 0.875])
+    assert [row[0] for row in r.test_rewards] == pytest.approx([0.5, 0.34375, 0.0, 0.53125])
+    s = r.suites[1][0]
+    assert (s.valid, s.invalid) == (4, 4)
+    assert s.invalid_kinds == {DUPLICATE: 1, REFERENCE_RAISED: 1, WRONG_EXPECTATION: 1, UNPARSABLE: 1}
+    assert (s.valid_ratio, s.gen_pass_rate, s.gen_fail_rate, s.mb_pass_rate) == (0.5, 0.25, 0.375, 0.0)
+    assert [t.kind for t in s.tests] == [None, None, DUPLICATE, REFERENCE_RAISED, WRONG_EXPECTATION, UNPARSABLE,
+                                         None]
+    wrong = s.tests[4]
+    assert json.loads(wrong.normalized) == {"input": "3\n", "output": "6\n"}   # the corrected test is used
+    assert r.suites[3][0].tests[6].failure.startswith("timeout")
+    update = r.mistake_update()
+    corrected = {k: io_test(i, o) for k, (i, o) in {"t2": ("5\n", "10\n"), "t5": ("3\n", "6\n"),
+                                                     "t7": ("-1\n", "-2\n")}.items()}
+    assert update.failed == {corrected["t2"]: 1, corrected["t5"]: 1, corrected["t7"]: 2}
+    assert update.passed == {MISTAKE: 2}   # the right and the hanging program passed it
+
+
+def test_strict_validity_only_mistake_book_neither_and_the_nonprintable_penalty(ex):
+    """strict_validity: valid 3, ratio min(3/8, 4/8) = 0.375, reward 0.5 * 0.375 + 0.25 =
+    0.4375 for the right program. A suite with no test: with the book, pass = mb = 1 and
+    attack 0; without it, pass 0. Two NUL bytes in a 33-character suite cost 2/33."""
+    judge = Judge(ex, JudgeConfig(suite_size=8, strict_validity=True))
+    [r] = judge.judge_step([ProblemRollout(_problem(DOUBLE), [RIGHT], [[SUITE]], mistakes=[MISTAKE])])
+    assert r.suites[0][0].valid == 3 and r.test_rewards[0][0] == pytest.approx(0.4375)
+    judge = Judge(ex, JudgeConfig(suite_size=8))
+    junk = "no tests here"
+    noisy = "```input\n2\n```\n```output\n4\n```\n\x00\x00"
+    assert len(noisy) == 33
+    [with_book, without] = judge.judge_step([
+        ProblemRollout(_problem(DOUBLE), [RIGHT], [[junk]], mistakes=[MISTAKE]),
+        ProblemRollout(_problem(DOUBLE), [RIGHT, RIGHT], [[junk], [noisy]]),
+    ])
+    assert with_book.code_rewards == [1.0] and with_book.suites[0][0].attack == 0.0
+    assert with_book.test_rewards[0][0] == 0.0          # valid_ratio 0, attack 0
+    assert without.code_rewards[0] == 0.0              # neither book nor tests: pass 0
+    noisy_suite = without.suites[1][0]
+    assert noisy_suite.nonprintable == pytest.approx(2 / 33)
+    # valid 1 -> ratio 1/8; the right program passes it: attack 0
+    assert without.test_rewards[1][0] == pytest.approx(0.5 * 1 / 8 - 2 / 33)
+
+
+def test_float_tolerance_and_a_special_checker(ex):
+    """A float within the problem's tolerance passes, beyond it fails; with a checker any
+    answer it accepts passes and a written output it accepts is a right expectation."""
+    third = "print(1 / int(input()))\n"
+    rounded = "```python\nprint(round(1 / int(input()), 4))\n```"
+    coarse = "```python\nprint(round(1 / int(input()), 1))\n```"
+    suite = "```input\n3\n```\n```output\n0.33333\n```"
+    judge = Judge(ex, JudgeConfig(suite_size=1))
+    [r] = judge.judge_step([ProblemRollout(_problem(third, float_tolerance=1e-3), [rounded, coarse],
+                                           [[suite], [suite]])])
+    assert r.code_rewards == [1.0, 0.0]
+    assert r.suites[0][0].tests[0].valid                      # 0.33333 is within 1e-3
+    # any divisor of n greater than 1 is accepted
+    checker = "def check(inp, expected, output):\n    n = int(inp)\n    d = int(output)\n    return d > 1 and n % d == 0\n"
+    smallest = "n = int(input())\nprint(next(d for d in range(2, n + 1) if n % d == 0))\n"
+    itself = "```python\nprint(int(input()))\n```"
+    half = "```python\nprint(int(input()) // 2)\n```"
+    suite = "```input\n12\n```\n```output\n6\n```"          # 6 divides 12: right, though the reference prints 2
+    [r] = judge.judge_step([ProblemRollout(_problem(smallest, checker=checker), [itself, half], [[suite], [suite]])])
+    assert r.suites[0][0].tests[0].valid and r.suites[0][0].invalid == 0
+    assert r.code_rewards == [1.0, 1.0]
+    [r] = judge.judge_step([ProblemRollout(_problem(smallest, checker=checker), [half], [["```input\n9\n```\n"
+                                                                                            "```output\n3\n```"]])])
+    assert r.code_rewards == [0.0]                            # 9 // 2 = 4 does not divide 9
+
+
+def test_outputs_compare_by_tokens():
+    assert outputs_match("1 2\n3\n", "1\n2   3")
+    assert not outputs_match("1 2", "1 2 3") and not outputs_match("12", "1 2")
+    assert not outputs_match("0.3334", "0.3333")
+    assert outputs_match("0.3334", "0.3333", 1e-3) and not outputs_match("0.34", "0.3333", 1e-3)
+    assert outputs_match("1000001", "1000000", 1e-6)           # relative for large values
+    assert not outputs_match("nan", "1.0", 1e-3) and not outputs_match("yes", "YES")
+    assert normalize_input("  3 \r\n1 2  \n\n") == "  3\n1 2\n" and normalize_input("\n\n") == ""
+
+
+def test_the_reader_takes_what_small_models_write_and_counts_the_rest_invalid():
+    text = "\n".join([
+        "Test 1:", "```input", "1 2", "```", "```output", "3", "```",
+        "**Input:**", "```", "4 5", "```", "Output:", "```text", "9", "```",
+        "### Test 3 input", "```", "0 0", "```", "### Test 3 output", "```", "0", "```",
+        "```json", json.dumps([{"input": "7 7", "output": "14"}, {"input": 3, "output": "x"}]), "```",
+        "```output", "5", "```",                # an output without its input
+        "```stdin", "1 1", "```",               # an input without its output (another input follows)
+        "```in", "2 2", "```", "```out", "4", "```",
+        "```python", "print('not a test')", "```",
+        "```input", "8 8",                      # unclosed
+    ])
+    tests = parse_io_tests(text)
+    got = [(t.input, t.output) if t.input is not None else t.reason for t in tests]
+    assert got == [("1 2\n", "3\n"), ("4 5\n", "9\n"), ("0 0\n", "0\n"), ("7 7\n", "14"),
+                   "json test 1 lacks string `input` and `output`", "an output without its input",
+                   "an input without its output", ("2 2\n", "4\n"), "an unclosed input block"]
+    assert parse_io_tests("assert f(1) == 2") == []
+
+
+def test_sandbox_runs_read_every_stdin_idiom_and_keep_inputs_apart(ex):
+    """input(), sys.stdin, sys.stdin.buffer, open(0) and sys.exit(0) behave as under a
+    judge; a global set by one input's run is not seen by the next (a fork each)."""
+    programs = {
+        "input": "print(int(input()) + 1)",
+        "lines": "import sys\nprint(sum(int(x) for x in sys.stdin) + 1)",
+        "buffer": "import sys\nprint(sum(map(int, sys.stdin.buffer.read().split())) + 1)",
+        "open0": "print(sum(map(int, open(0).read().split())) + 1)",
+        "exit0": "import sys\nprint(int(input()) + 1)\nsys.exit(0)",
+    }
+    for name, source in programs.items():
+        run = ex.run(stdin_job(source, ["41\n", "1\n"], Limits(call_timeout_s=2)))
+        assert [o.stdout for o in program_outputs(run, 2)] == ["42\n", "2\n"], name
+    leak = "import builtins\nprint(getattr(builtins, 'seen', 'fresh'))\nbuiltins.seen = 'leaked'"
+    run = ex.run(stdin_job(leak, ["", ""], Limits(call_timeout_s=2)))
+    assert [o.stdout for o in program_outputs(run, 2)] == ["fresh\n", "fresh\n"]
+    run = ex.run(stdin_job("import sys\nsys.exit(3)", [""], Limits(call_timeout_s=2)))
+    assert program_outputs(run, 1)[0].status == "error"
+
+
+def test_limits_fail_the_input_alone(ex):
+    """Time, output and memory caps fail the input that hit them, not the others. (An
+    allocation past the cap that fails at once: one the cgroup must kill can take longer
+    than the time limit on a loaded machine, and then reads as a time-out.)"""
+    source = ("n = int(input())\n"
+              "if n == 1:\n    while True: pass\n"
+              "if n == 2:\n    print('x' * 3_000_000)\n"
+              "if n == 3:\n    b = bytearray(2 ** 62)\n"
+              "print(n)")
+    run = ex.run(stdin_job(source, ["1\n", "2\n", "3\n", "4\n"], Limits(call_timeout_s=2.5, memory_mb=256)))
+    out = program_outputs(run, 4)
+    assert [o.status for o in out] == ["timeout", "output-limit", "memory", "ok"]
+    assert out[3].stdout == "4\n"
+
+
+SECRET = "31337424242"
+
+
+def test_red_team_a_candidate_cannot_find_or_forge_expected_outputs(ex):
+    """Expected outputs never enter a candidate's sandbox: a candidate that searches its
+    memory, its files and the other tests' inputs for them, writes an answer file for later
+    runs and prints another test's expected output fails every test it does not solve.
+    Tried: putting the reference's outputs into the candidate's program (as a comparison in
+    the sandbox would): the scanning candidate passed and the test failed."""
+    reference = "n = int(input())\nprint(31337424242 if n == 7 else n)\n"
+    attacker = "\n".join([
+        "import gc, os, sys",
+        "found = set()",
+        "for obj in gc.get_objects():",
+        "    for v in (obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()):",
+        "        if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) > 8:",
+        "            found.add(v.strip())",
+        "for root in ('.', '/tmp', os.path.expanduser('~')):",
+        "    try:",
+        "        for name in os.listdir(root):",
+        "            try:",
+        "                found.update(w for w in open(os.path.join(root, name)).read().split() if w.isdigit() and len(w) > 8)",
+        "            except Exception:",
+        "                pass",
+        "    except Exception:",
+        "        pass",
+        "try:",
+        "    open('answer.txt', 'a').write('99999999999\\n')",   # for a later run to find
+        "except Exception:",
+        "    pass",
+        "print(sorted(found)[0] if found else 1)",
+    ])
+    suite = "```input\n7\n```\n```output\n31337424242\n```\n```input\n5\n```\n```output\n5\n```"
+    judge = Judge(ex, JudgeConfig(suite_size=2))
+    copier = "```python\nprint(5)\n```"     # prints test 2's expected output on every input
+    [r] = judge.judge_step([ProblemRollout(_problem(reference), [f"```python\n{attacker}\n```", copier],
+                                           [[suite], [suite]])])
+    scan = r.suites[0][0].tests[0]
+    assert scan.passed is False, scan.failure
+    assert r.suites[1][0].tests[0].passed is False and r.suites[1][0].tests[1].passed is True
+    assert r.code_rewards[1] == 0.5
+
+
+def test_red_team_no_expected_output_travels_into_a_candidates_run(ex):
+    """Every job a judge step submits, but the checker's, holds no expected output (written
+    by the test model or printed by the reference); the checker runs apart from candidates.
+    Tried: the reference's outputs in the candidate's program: this test failed."""
+    jobs = []
+
+    class Spy:
+        def submit(self, job, priority=0.0):
+            jobs.append(job)
+            return ex.submit(job, priority=priority)
+
+        def run_many(self, many):
+            jobs.extend(many)
+            return ex.run_many(many)
+
+    reference = "print(int(input()) * 1000003)\n"
+    suite = "```input\n11\n```\n```output\n11000033\n```\n```input\n12\n```\n```output\n99999989\n```"
+    judge = Judge(Spy(), JudgeConfig(suite_size=2))
+    [r] = judge.judge_step([ProblemRollout(_problem(reference), ["```python\nprint(1)\n```"], [[suite]])])
+    assert r.usable and len(jobs) == 2
+    for job in jobs:
+        text = job.program + "".join(job.calls)
+        assert "11000033" not in text and "99999989" not in text and "12000036" not in text
+
+
+def test_red_team_writing_to_the_judges_files_changes_nothing(ex, tmp_path):
+    """A candidate that tries to overwrite the judge's files (the problem file, the Mistake
+    Book, anything it can name) neither changes them nor changes its verdict."""
+    book = tmp_path / "mistakes.sqlite"
+    book.write_text("the book")
+    target = tmp_path / "problems.jsonl"
+    target.write_text("the problems")
+    vandal = "\n".join([
+        "import os",
+        f"for path in ({str(book)!r}, {str(target)!r}, '/tmp/codea1-judge'):",
+        "    try:",
+        "        open(path, 'w').write('4')",
+        "    except Exception:",
+        "        pass",
+        "print(1)",
+    ])
+    judge = Judge(ex, JudgeConfig(suite_size=1))
+    [r] = judge.judge_step([ProblemRollout(_problem(DOUBLE), [f"```python\n{vandal}\n```"],
+                                           [["```input\n2\n```\n```output\n4\n```"]])])
+    assert r.code_rewards == [0.0]
+    assert book.read_text() == "the book" and target.read_text() == "the problems"
+
+
+def test_golden_verdicts_and_an_unrunnable_reference(ex):
+    problem = _problem(DOUBLE, tests=[("2\n", "4\n"), ("-3\n", "-6\n")])
+    judge = Judge(ex, JudgeConfig())
+    right, wrong = judge.evaluate_golden_many([(problem, RIGHT), (problem, PLUS_TWO)])
+    assert right.passed and not wrong.passed and "golden test 1" in wrong.detail
+    [r] = judge.judge_step([ProblemRollout(_problem("print(("), [RIGHT], [["```input\n1\n```\n```output\n2\n```"]])])
+    assert not r.usable and "reference solution does not run" in r.reference_error
+    assert r.mistake_update().failed == {}
+
+
+def test_a_program_that_hangs_on_every_input_costs_one_budget(ex):
+    """As for functions, a candidate program has one budget (`limits.timeout_s`, plus one
+    input's limit): 12 inputs at 0.5 s each would take 6 s; with a 1 s budget the run ends
+    after about 1.5 s and every test fails (timed out, or not run). `per_call_timeouts`
+    gives every input its own limit. Tried: a budget covering every input: the run took
+    over 6 s and this failed."""
+    import time
+
+    suite = "\n".join(f"```input\n{n}\n```\n```output\n{2 * n}\n```" for n in range(12))
+    hang = "```python\nwhile True:\n    pass\n```"
+    judge = Judge(ex, JudgeConfig(suite_size=12, limits=Limits(timeout_s=1.0, call_timeout_s=3.0)))
+    start = time.perf_counter()
+    [r] = judge.judge_step([ProblemRollout(_problem(DOUBLE), [hang], [[suite]])])
+    assert time.perf_counter() - start < 4.5
+    outcomes = r.suites[0][0].tests
+    assert r.code_valid == [True] and r.code_rewards == [0.0] and len(outcomes) == 12
+    assert all(t.passed is False for t in outcomes)
+    assert {t.failure.split(":")[0] for t in outcomes} <= {"timeout", "not-run"}
+    assert r.suites[0][0].gen_fail_rate == 1.0
+
+
+def test_infra_failures_of_stdin_problems_are_unusable_and_name_their_tests():
+    """What the Ray backend reports for a batch whose actor died: unusable judgements, the
+    stdin suites read by the stdin reader (no executor needed). Tried: without the
+    dispatch, the function-level reader found no test in the suite (0 outcomes)."""
+    judge = Judge(None, JudgeConfig())
+    [r] = judge.infra_failures([ProblemRollout(_problem(DOUBLE), [RIGHT], [[SUITE]])], "node lost")
+    assert not r.usable and r.infra_error == "infra: node lost" and r.code_rewards == [0.0]
+    assert len(r.suites[0][0].tests) == 7 and r.mistake_update().failed == {}
