@@ -8,13 +8,15 @@ problems) record what the rollout engine was asked and what it sampled:
 - each step samples afresh: the same prompts in the same places at steps 1 and 2, on
   unchanged weights, give different completions; and so do two runs of different seeds;
   validation's samples likewise (before the first step and after the last);
-- a resumed run with LoRA dropout on (which draws from torch's global RNG in every
-  update) ends with the weights of the run it continues: torch's RNG is restored.
+- a resumed run whose steps draw from torch's global RNG (as LoRA dropout would, were the
+  update run in train mode) ends with the weights of the run it continues: torch's RNG
+  is restored.
 
 Faults tried (each made a test here fail): `ProblemSampler` given seed 0 instead of
 `cfg.seed`; the step left out of the sampling seeds (`sample_seeds(seed, 0, ...)`, in
 training and in validation); the run seed left out (`sample_seeds(0, step, ...)`);
-`restore_rng` not restoring torch's state on resume.
+`restore_rng` not restoring torch's state on resume (LoRA dropout alone did not show it: the update runs
+the model in eval mode, so dropout never draws; the test draws from the global RNG itself).
 """
 
 from __future__ import annotations
@@ -123,13 +125,37 @@ def test_validation_samples_afresh_at_each_validation_and_seed(golden_runs):
     assert val[1][0]["ids"] != val[2][0]["ids"]
 
 
-def test_resume_restores_torchs_rng_for_lora_dropout(tiny, tmp_path, monkeypatch):
-    """3 steps straight == 2 steps, stop, resume for the third, with LoRA dropout drawing
-    from torch's RNG in each update (the scripted completions give the update a signal)."""
+def _drawing_from_torch(scripted, tiny):
+    """`scripted` generate, then per group one sample, picked with torch's *global* RNG (as
+    LoRA dropout or any sampler on the global stream draws), turned into the reference
+    solution: what the run learns then depends on torch's RNG state at every step."""
+    refs = {p.question.strip()[:200]: p.reference for p in tiny["problems"]}
+
+    def fake(policies, role, prompts, n=1, sampling=None, **kw):
+        out = scripted(policies, role, prompts, n=n, sampling=sampling, **kw)
+        tok = policies.tokenizer
+        for prompt, group in zip(prompts, out):
+            pick = int(torch.randint(0, len(group), (1,)))
+            if role != "code":
+                continue
+            text = tok.decode(prompt)
+            ref = next(r for q, r in refs.items() if q in text)
+            s = group[pick]
+            s.text = f"```python\n{ref}```"
+            s.completion_ids = tok(s.text, add_special_tokens=False)["input_ids"] + [tok.convert_tokens_to_ids("<|im_end|>")]
+            s.truncated, s.finished = False, True
+        return out
+
+    return fake
+
+
+def test_resume_restores_torchs_rng(tiny, tmp_path, monkeypatch):
+    """3 steps straight == 2 steps, stop, resume for the third, when the step draws from
+    torch's global RNG (`_drawing_from_torch`; LoRA dropout on too)."""
     import codea1.rollout as rollout
     from safetensors.torch import load_file
 
-    monkeypatch.setattr(rollout, "generate", make_scripted(rollout.generate, tiny["problems"]))
+    monkeypatch.setattr(rollout, "generate", _drawing_from_torch(make_scripted(rollout.generate, tiny["problems"]), tiny))
     over = [*tiny_overrides(tiny, "golden", 3), "model.lora_dropout=0.3", "validation.every=0",
             "validation.at_start=false", "validation.at_end=false", "logging.tensorboard=false",
             "grpo.lr=2e-2", "grpo.min_lr_ratio=1.0"]
@@ -148,3 +174,4 @@ def test_resume_restores_torchs_rng_for_lora_dropout(tiny, tmp_path, monkeypatch
     assert not all(torch.equal(a[k], v) for k, v in weights(tmp_path / "straight", 2).items())   # step 3 trained
     differ = [k for k in a if not torch.equal(a[k], b[k])]
     assert not differ, f"resumed run's weights differ from the straight run's: {differ[:3]}"
+    assert (tmp_path / "straight" / "samples.jsonl").read_text() == (tmp_path / "resumed" / "samples.jsonl").read_text()
