@@ -52,25 +52,26 @@ class Target:
     tests: tuple[str, ...]       # the test files that guard them
 
 
-TARGETS = (
+TARGETS = (  # (the new exact tests first: a mutant they kill costs one short run)
+    Target("rewards", "codea1/judge/rewards.py",
+           ("valid_ratio", "score_suite", "code_reward", "test_reward", "nonprintable_share"),
+           ("tests/test_math_exact.py", "tests/test_rewards.py")),
+    Target("passk", "codea1/eval/passk.py",
+           ("pass_at_k", "avg_at_n", "default_ks", "aggregate"),
+           ("tests/test_math_exact.py", "tests/test_eval_passk.py")),
+    Target("select", "codea1/eval/select.py",
+           ("choose", "_largest"),
+           ("tests/test_math_exact.py", "tests/test_eval_select.py")),
+    Target("mistakes", "codea1/mistakes/book.py",
+           ("__add__", "_merged_updates", "top", "top_many", "entries", "apply_step", "_apply_net",
+            "_apply_in_order"),
+           ("tests/test_math_exact.py", "tests/test_mistakes.py")),
     Target("grpo", "codea1/grpo.py",
            ("group_advantages", "has_signal", "select_test_groups", "select_batches", "_code_batch", "_test_batch",
             "token_mean", "clipped_surrogate", "k3_kl", "grpo_token_loss", "warmup_cosine", "split_mini_batches",
             "mini_batch_token_counts", "finish"),
-           ("tests/test_grpo.py", "tests/test_step_batches.py", "tests/test_math_exact.py")),
-    Target("rewards", "codea1/judge/rewards.py",
-           ("valid_ratio", "score_suite", "code_reward", "test_reward", "nonprintable_share"),
-           ("tests/test_rewards.py", "tests/test_math_exact.py")),
-    Target("passk", "codea1/eval/passk.py",
-           ("pass_at_k", "avg_at_n", "default_ks", "aggregate"),
-           ("tests/test_eval_passk.py", "tests/test_math_exact.py")),
-    Target("select", "codea1/eval/select.py",
-           ("choose", "_largest"),
-           ("tests/test_eval_select.py", "tests/test_math_exact.py")),
-    Target("mistakes", "codea1/mistakes/book.py",
-           ("__add__", "_merged_updates", "top", "top_many", "entries", "apply_step", "_apply_net",
-            "_apply_in_order"),
-           ("tests/test_mistakes.py", "tests/test_math_exact.py")),
+           ("tests/test_math_exact.py", "tests/test_update_reference.py", "tests/test_grpo.py",
+            "tests/test_step_batches.py", "tests/test_train_selection.py")),
 )
 
 CONFIG = """[cosmic-ray]
@@ -115,7 +116,8 @@ def pytest_args(target: Target, exclude: set[str]) -> list[str]:
 def serve(sock_path: str, timeout: float) -> None:
     """The warm server: import the heavy libraries, then per request fork a child that runs
     pytest in the request's directory, with that directory first on sys.path; answer with
-    the child's exit status (a child past `timeout` seconds is killed: a failure)."""
+    the child's exit status. A child (and what it started) past `timeout` seconds is killed:
+    the mutant counts as killed, as Cosmic-Ray counts a timeout."""
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     for name in PRELOAD:
         importlib.import_module(name)
@@ -129,32 +131,56 @@ def serve(sock_path: str, timeout: float) -> None:
             request = json.loads(conn.makefile().readline())
             if request == "stop":
                 return
-            pid = os.fork()
-            if pid == 0:  # the child: never returns
-                srv.close()
-                conn.close()
-                code = 1
-                try:
-                    signal.alarm(max(1, int(timeout)))  # SIGALRM's default action ends the child
-                    os.chdir(request["cwd"])
-                    sys.path.insert(0, request["cwd"])
-                    import pytest
-                    code = int(pytest.main(request["argv"]))
-                finally:
-                    sys.stdout.flush()
-                    os._exit(code)
-            _, status = os.waitpid(pid, 0)
-            conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+            code = _run_child(srv, conn, request, timeout)
+            try:
+                conn.sendall(f"{code}\n".encode())
+            except OSError:
+                pass  # the client is gone (Cosmic-Ray's own timeout): nothing to answer
+
+
+def _run_child(srv: socket.socket, conn: socket.socket, request: dict, timeout: float) -> int:
+    """Fork, run pytest in the child (its own process group), wait at most `timeout` s."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            srv.close()
+            conn.close()
+            os.setsid()
+            os.chdir(request["cwd"])
+            sys.path.insert(0, request["cwd"])
+            import pytest
+            code = int(pytest.main(request["argv"]))
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            return 124
+        time.sleep(0.02)
 
 
 def client(sock_path: str, cwd: str, argv: list[str]) -> int:
-    """The test command Cosmic-Ray runs: one request to the server, its child's exit status."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.connect(sock_path)
-        s.sendall((json.dumps({"cwd": cwd, "argv": argv}) + "\n").encode())
-        answer = s.makefile().readline().strip()
-    code = int(answer) if answer.lstrip("-").isdigit() else 1
-    return 0 if code == 0 else 1
+    """The test command Cosmic-Ray runs: one request to the server, its child's exit status.
+    A server that cannot be reached leaves a mark beside the socket: the run is void."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(sock_path)
+            s.sendall((json.dumps({"cwd": cwd, "argv": argv}) + "\n").encode())
+            answer = s.makefile().readline().strip()
+        return 0 if answer == "0" else 1
+    except OSError as e:
+        Path(sock_path + ".lost").write_text(f"test server unreachable: {e}\n")
+        return 1
 
 
 def test_command(sock: Path, dest: Path, argv: list[str]) -> str:
@@ -168,23 +194,47 @@ def test_command(sock: Path, dest: Path, argv: list[str]) -> str:
 LEFT_OUT = ("_BitOr", "_BitAnd", "_BitXor", "_LShift", "_RShift", "_MatMul")
 
 
-def skip_outside(session: Path, module: str, ranges: list[tuple[int, int]]) -> tuple[int, int]:
-    """Mark every mutant outside `ranges`, or by an operator of LEFT_OUT, skipped; returns
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) of every annotation: with `from __future__ import annotations` none is
+    ever evaluated, so a mutant inside one (`float | None` -> `float * None`) is equivalent."""
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        notes = []
+        if isinstance(node, ast.arg):
+            notes.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            notes.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            notes.append(node.annotation)
+        spans += [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in notes if n is not None]
+    return spans
+
+
+def skip_outside(session: Path, source: str, ranges: list[tuple[int, int]],
+                 only: set[tuple] | None = None) -> tuple[int, int]:
+    """Mark skipped every mutant outside `ranges`, by an operator of LEFT_OUT, inside an
+    annotation, or (with `only`) not among `only`'s (line, operator, occurrence); returns
     (kept, skipped)."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
+    lazy = "from __future__ import annotations" in source
+    notes = annotation_spans(source) if lazy else []
     kept = skipped = 0
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item in list(db.pending_work_items):
             rows = [m.start_pos[0] for m in item.mutations]
             replaced_by_bits = any(m.operator_name.startswith("core/ReplaceBinaryOperator_")
                                    and m.operator_name.endswith(LEFT_OUT) for m in item.mutations)
-            if all(any(lo <= r <= hi for lo, hi in ranges) for r in rows) and not replaced_by_bits:
+            in_note = any(a <= tuple(m.start_pos) < b for m in item.mutations for a, b in notes)
+            wanted = only is None or all((m.start_pos[0], m.operator_name, m.occurrence) in only
+                                         for m in item.mutations)
+            if (all(any(lo <= r <= hi for lo, hi in ranges) for r in rows) and not replaced_by_bits
+                    and not in_note and wanted):
                 kept += 1
                 continue
             db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
-                                                  output="outside the target's functions, or LEFT_OUT"))
+                                                  output="not measured (skip_outside)"))
             skipped += 1
     return kept, skipped
 
@@ -213,7 +263,7 @@ def read_results(session: Path) -> dict:
             "survivors": sorted(survivors, key=lambda s: (s["line"], s["operator"], s["occurrence"]))}
 
 
-def run_target(target: Target, timeout: float, work: Path, exclude: set[str]) -> dict:
+def run_target(target: Target, timeout: float, work: Path, exclude: set[str], previous: dict | None = None) -> dict:
     dest = work / target.name / "checkout"
     copy_checkout(dest)
     source = (dest / target.module).read_text()
@@ -227,7 +277,7 @@ def run_target(target: Target, timeout: float, work: Path, exclude: set[str]) ->
     server = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", str(sock),
                                "--timeout", str(timeout)], stdout=subprocess.DEVNULL)
     try:
-        return _run_served(target, dest, sock, argv, source, ranges, timeout)
+        return _run_served(target, dest, sock, argv, source, ranges, timeout, previous)
     finally:
         if server.poll() is None:
             try:
@@ -243,8 +293,10 @@ def _stop(sock: Path) -> None:
 
 
 def _run_served(target: Target, dest: Path, sock: Path, argv: list[str], source: str,
-                ranges: list[tuple[int, int]], timeout: float) -> dict:
-    """The baseline through the server (it must pass), then every mutant."""
+                ranges: list[tuple[int, int]], timeout: float, previous: dict | None) -> dict:
+    """The baseline through the server (it must pass), then every mutant (with `previous`,
+    an earlier run's results of this target: only its survivors; its kills are added, as
+    more tests never revive a killed mutant)."""
     deadline = time.monotonic() + 120
     while not sock.exists():
         if time.monotonic() > deadline:
@@ -257,15 +309,26 @@ def _run_served(target: Target, dest: Path, sock: Path, argv: list[str], source:
     if base.returncode != 0:
         raise SystemExit(f"{target.name}: the baseline fails through the test server:\n{base.stdout[-3000:]}")
     cfg = dest / "cosmic-ray.toml"
-    cfg.write_text(CONFIG.format(module=target.module, timeout=timeout + 10, command=command.replace('"', '\\"')))
+    cfg.write_text(CONFIG.format(module=target.module, timeout=timeout + 60, command=command.replace('"', '\\"')))
     session = dest / "session.sqlite"
     subprocess.run(["cosmic-ray", "init", str(cfg), str(session)], cwd=dest, check=True)
-    kept, skipped = skip_outside(session, target.module, ranges)
+    only = None if previous is None else {(v["line"], v["operator"], v["occurrence"]) for v in previous["survivors"]}
+    kept, skipped = skip_outside(session, source, ranges, only)
     print(f"[{target.name}] {kept} mutants in {len(target.functions)} functions ({skipped} elsewhere or by bitwise operators skipped); "
           f"baseline {baseline_s:.1f} s a run", flush=True)
     subprocess.run(["cosmic-ray", "exec", str(cfg), str(session)], cwd=dest, check=True)
+    lost = Path(str(sock) + ".lost")
+    if lost.exists():
+        raise SystemExit(f"{target.name}: the run is void, a mutant's test command found no server: {lost.read_text()}")
     out = read_results(session)
     out["baseline_s"] = baseline_s
+    if previous is not None:
+        if kept != previous["survived"]:
+            raise SystemExit(f"{target.name}: {kept} of the previous run's {previous['survived']} survivors found: "
+                             "the module changed since, run it whole")
+        out["killed"] += previous["killed"]
+        out["mutants"] = out["killed"] + out["survived"]
+        out["score"] = out["killed"] / out["mutants"] if out["mutants"] else float("nan")
     if (dest / target.module).read_text() != source:
         raise SystemExit(f"{target.name}: Cosmic-Ray left the module mutated")
     return out
@@ -288,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--exclude-tests", default="",
                     help="comma-separated test files to leave out (what the others alone kill)")
+    ap.add_argument("--survivors-of", type=Path,
+                    help="a --json file of an earlier run: rerun only its survivors (after adding tests)")
     ap.add_argument("--serve", help=argparse.SUPPRESS)  # (internal: the warm test server's socket)
     args = ap.parse_args(argv)
     if args.serve:
@@ -304,7 +369,10 @@ def main(argv: list[str] | None = None) -> int:
         for target in TARGETS:
             if target.name in names:
                 exclude = {t for t in args.exclude_tests.split(",") if t}
-                results[target.name] = run_target(target, args.timeout, Path(tmp), exclude)
+                earlier = json.loads(args.survivors_of.read_text()) if args.survivors_of else {}
+                if args.survivors_of and target.name not in earlier:
+                    raise SystemExit(f"{args.survivors_of} has no results for {target.name}")
+                results[target.name] = run_target(target, args.timeout, Path(tmp), exclude, earlier.get(target.name))
                 report(target.name, results[target.name])
     total = sum(r["mutants"] for r in results.values())
     killed = sum(r["killed"] for r in results.values())

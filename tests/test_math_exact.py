@@ -1,0 +1,155 @@
+"""The edges of the core formulas, on hand-computed values: what mutation testing found
+the other tests let through (benchmarks/mutation_score.py; docs/BENCHMARKS.md lists the
+mutants left alive, each equivalent, with the reason).
+
+Each test names the mutants it kills: a default value changed, a bound moved by one, a
+comparison made strict, a branch the usual inputs never take.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from codea1.eval.passk import aggregate, avg_at_n, default_ks, pass_at_k
+from codea1.judge import rewards
+from codea1.judge.rewards import score_suite, valid_ratio
+
+# --------------------------------------------------------------------------- rewards
+
+
+def test_valid_ratio_defaults_to_suites_of_eight_and_accepts_a_suite_of_one():
+    """Mutants: G's default 8 -> 7 or 9; `suite_size <= 0` -> `<= 1` or `== 0`."""
+    assert valid_ratio(4, 0) == 0.5 and valid_ratio(8, 2) == 0.75
+    assert valid_ratio(1, 0, suite_size=1) == 1.0 and valid_ratio(0, 1, suite_size=1) == 0.0
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="suite_size"):
+            valid_ratio(1, 0, suite_size=bad)
+
+
+def test_test_reward_takes_alpha_at_both_ends_and_refuses_outside():
+    """Mutants: `0.0 <= alpha <= 1.0` made strict at either end, or its lower bound moved."""
+    assert rewards.test_reward(True, 0.75, 0.25, alpha=0.0) == 0.25      # attack alone
+    assert rewards.test_reward(True, 0.75, 0.25, alpha=1.0) == 0.75      # validity alone
+    assert rewards.test_reward(True, 0.75, 0.25) == 0.5                   # the default: half each
+    assert rewards.test_reward(True, 0.5, 0.5, alpha=0.5, nonprintable=0.125) == 0.375
+    assert rewards.test_reward(False, 0.75, 0.25, alpha=0.5, nonprintable=0.125) == -0.125
+    for bad in (-0.5, -1e-9, 1.0000001, 2.0):
+        with pytest.raises(ValueError, match="alpha"):
+            rewards.test_reward(True, 0.5, 0.5, alpha=bad)
+
+
+def test_score_suite_default_suite_size_counts_failures_of_the_first_eight():
+    """gen_fail is over G = 8 by default, counting only the first eight kept tests."""
+    s = score_suite(valid=10, invalid=0, kept_passed=[False] * 10, mb_passed=[])
+    assert s.gen_fail_rate == 1.0 and s.gen_pass_rate == 0.0 and s.valid_ratio == 1.0
+    s = score_suite(valid=3, invalid=1, kept_passed=[True, False, True], mb_passed=[])
+    assert (s.valid_ratio, s.gen_pass_rate, s.gen_fail_rate) == (3 / 8, 2 / 3, 1 / 8)
+
+
+# --------------------------------------------------------------------------- GRPO
+
+
+def test_advantages_and_surrogate_defaults_are_the_references():
+    """Mutants: group_advantages' eps default 1e-6, clipped_surrogate's default range
+    (0.2, 0.28) and its dual clip off by default."""
+    from codea1.grpo import clipped_surrogate, group_advantages
+
+    r = torch.tensor([[0.0, 1.0]])
+    assert torch.equal(group_advantages(r), group_advantages(r, eps=1e-6, unbiased=True))
+    assert group_advantages(r)[0, 1].item() == pytest.approx(0.5 / (0.5 ** 0.5 + 1e-6), rel=1e-6)
+    ratio = torch.tensor([2.0, 0.5, 20.0, 0.7, 1.1])
+    adv = torch.tensor([1.0, -1.0, -1.0, -1.0, 1.0])
+    loss, clipped, bounded = clipped_surrogate(torch.log(ratio), torch.zeros(5), adv)
+    # 2 -> 1.28 (A > 0), 0.5 -> 0.8 (A < 0), 20 unbounded without the dual clip, 0.7 -> 0.8, 1.1 inside
+    assert loss.tolist() == pytest.approx([-1.28, 0.8, 20.0, 0.8, -1.1], rel=1e-6)
+    assert clipped.tolist() == [True, True, False, True, False] and not bounded.any()
+
+
+def test_has_signal_reads_the_last_dimension_of_any_shape():
+    """Mutant: `amin(dim=-1)` -> `amin(dim=1)` (the same on 2-D rewards only)."""
+    from codea1.grpo import has_signal
+
+    r = torch.tensor([[[1.0, 1.0], [0.0, 1.0]], [[0.5, 0.5], [0.0, 0.0]]])   # [P, n_code, n_test]
+    assert has_signal(r).tolist() == [[False, True], [False, False]]
+
+
+def test_select_test_groups_refuses_mismatched_shapes_both_ways():
+    """Mutant: `!=` -> `>` or `<` in the shape check."""
+    from codea1.grpo import select_test_groups
+
+    rewards = torch.zeros(3, 2)
+    for eligible in ([True] * 2, [True] * 4):
+        with pytest.raises(ValueError, match="3 groups but eligible has"):
+            select_test_groups(rewards, eligible, 1)
+
+
+def test_token_loss_terms_on_hand_values():
+    """Mutants: the token mean's floor `max(denom, 1.0)` (an empty mask is 0, not NaN), the
+    TIS weight multiplying (not dividing) the surrogate, the clip count over masked tokens
+    only, and no KL at all when kl_coef is 0 (even with reference log-probs given)."""
+    from codea1.grpo import GRPOConfig, grpo_token_loss, token_mean
+
+    assert token_mean(torch.tensor([3.0, 4.0]), torch.zeros(2)).item() == 0.0
+    assert token_mean(torch.tensor([3.0, 4.0]), torch.tensor([1.0, 0.0]), n_tokens=0.5).item() == 3.0
+    logp = torch.log(torch.tensor([2.0, 1.0]))    # ratios 2 (clipped at 1.28) and 1
+    old, adv, mask = torch.zeros(2), torch.tensor([1.0, 1.0]), torch.ones(2)
+    cfg = GRPOConfig(kl_coef=0.0)
+    loss, st = grpo_token_loss(logp, old, torch.zeros(2), adv, mask, cfg, is_weight=torch.tensor([0.5, 2.0]))
+    assert loss.item() == pytest.approx((-1.28 * 0.5 - 1.0 * 2.0) / 2)
+    assert st["clip_sum"] == 1.0 and st["kl_sum"] == 0.0 and st["dual_clip_sum"] == 0.0
+    assert st["ratio_sum"] == pytest.approx(3.0)
+    masked, st = grpo_token_loss(logp, old, None, adv, torch.tensor([0.0, 1.0]), cfg)
+    assert masked.item() == pytest.approx(-1.0) and st["clip_sum"] == 0.0 and st["pg_loss_sum"] == pytest.approx(-1.0)
+
+
+def _select(cfg, code_rewards, test_rewards, judgements):
+    from types import SimpleNamespace
+
+    from codea1.grpo import select_batches
+
+    P, n_code = code_rewards.shape
+    code = [[SimpleNamespace(prompt_ids=[p], completion_ids=[1, p, c], logprobs=None) for c in range(n_code)]
+            for p in range(P)]
+    tests = None if test_rewards is None else [
+        [[SimpleNamespace(prompt_ids=[p], completion_ids=[2, p, c, j], logprobs=None)
+          for j in range(test_rewards.shape[2])] for c in range(n_code)] for p in range(P)]
+    return select_batches(cfg, code, code_rewards, tests, test_rewards, judgements)
+
+
+def test_select_batches_on_hand_counted_groups():
+    """Mutants: the test batch skipped when there are test rewards (`is not None` -> `is
+    None`), `tests_from_kept_problems` read the wrong way round, an unusable problem kept."""
+    from types import SimpleNamespace
+
+    from codea1.grpo import GRPOConfig
+
+    code_rewards = torch.tensor([[1.0, 0.0, 0.5], [0.5, 0.5, 0.5]], dtype=torch.float64)   # p1: no spread
+    test_rewards = torch.tensor([[[1.0, 0.0], [0.5, 0.5], [0.2, 0.9]],      # stds 0.5, 0, 0.35
+                                 [[0.0, 1.0], [1.0, 1.0], [0.3, 0.3]]], dtype=torch.float64)
+    judged = [SimpleNamespace(code_valid=[True, False, True], usable=True),
+              SimpleNamespace(code_valid=[True, True, True], usable=True)]
+    b = _select(GRPOConfig(), code_rewards, test_rewards, judged)
+    assert (b.code.groups_total, b.code.groups_kept, len(b.code.trajectories)) == (2, 2, 6)
+    assert [t.advantage for t in b.code.trajectories] == pytest.approx(
+        [0.5 / (0.5 + 1e-6), -0.5 / (0.5 + 1e-6), 0.0, 0.0, 0.0, 0.0])
+    assert b.test.chosen == {0: [0], 1: [0]} and (b.test.groups_total, b.test.groups_kept) == (6, 2)
+    assert [t.completion_ids for t in b.test.trajectories] == [[2, 0, 0, 0], [2, 0, 0, 1], [2, 1, 0, 0], [2, 1, 0, 1]]
+    half = 0.5 / (0.5 ** 0.5 + 1e-6)
+    assert [t.advantage for t in b.test.trajectories] == pytest.approx([half, -half, -half, half])
+    # golden mode: no test rewards, no test batch
+    golden = _select(GRPOConfig(), code_rewards, None, [None, None])
+    assert golden.test.trajectories == [] and len(golden.code.trajectories) == 6
+    # dynamic sampling: p1's code group drops, and with it p1's suites unless asked to keep them
+    dyn = _select(GRPOConfig(filter_zero_variance=True), code_rewards, test_rewards, judged)
+    assert dyn.code.chosen == {0: [0, 1, 2]} and dyn.test.chosen == {0: [0], 1: []}
+    kept = _select(GRPOConfig(filter_zero_variance=True, tests_from_kept_problems=False), code_rewards,
+                   test_rewards, judged)
+    assert kept.test.chosen == {0: [0], 1: [0]}
+    # tests only from valid candidates: p0's candidate 1 is invalid, p0 keeps candidate 0
+    assert _select(GRPOConfig(tests_from_valid_candidates=True, update_n=2), code_rewards, test_rewards,
+                   judged).test.chosen == {0: [0, 2], 1: [0, 1]}   # (p1: a tie at std 0 goes to the lower index)
+    # a problem the judge could not judge trains nothing
+    judged[1] = SimpleNamespace(code_valid=[True, True, True], usable=False)
+    b = _select(GRPOConfig(), code_rewards, test_rewards, judged)
+    assert b.code.chosen == {0: [0, 1, 2]} and b.test.chosen == {0: [0], 1: []}
