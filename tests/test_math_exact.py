@@ -153,3 +153,116 @@ def test_select_batches_on_hand_counted_groups():
     judged[1] = SimpleNamespace(code_valid=[True, True, True], usable=False)
     b = _select(GRPOConfig(), code_rewards, test_rewards, judged)
     assert b.code.chosen == {0: [0, 1, 2]} and b.test.chosen == {0: [0], 1: []}
+
+
+# --------------------------------------------------------------------------- pass@k
+
+
+def test_pass_at_k_and_avg_at_n_bounds():
+    """Mutants: `n < 1` moved (a single sample is fine, none is refused with its own message),
+    c's lower bound moved."""
+    assert avg_at_n(1, 1) == 1.0 and avg_at_n(1, 0) == 0.0 and pass_at_k(1, 1, 1) == 1.0
+    with pytest.raises(ValueError, match="at least one sample"):
+        pass_at_k(0, 0, 1)
+    with pytest.raises(ValueError, match="at least one sample"):
+        avg_at_n(0, 0)
+    for bad_c in (-1, 3):
+        with pytest.raises(ValueError, match="must lie in"):
+            avg_at_n(2, bad_c)
+        with pytest.raises(ValueError, match="must lie in"):
+            pass_at_k(2, bad_c, 1)
+
+
+def test_aggregate_takes_ks_in_any_order_and_labels_avg_by_n():
+    """Mutants: `continue` -> `break` over a k too large (ks in any order), the avg label's
+    `==` -> `is` (n past 256 is not a cached int), true division -> floor division."""
+    out = aggregate([(4, 1), (4, 2)], ks=[8, 1, 4])
+    assert out == {"pass@1": pytest.approx(100 * (1 / 4 + 2 / 4) / 2), "pass@4": 100.0, "avg@4": pytest.approx(37.5)}
+    assert aggregate([(3, 1)], ks=[1]) == {"pass@1": pytest.approx(100 / 3), "avg@3": pytest.approx(100 / 3)}
+    big = aggregate([(300, 150), (300, 0)], ks=[1])
+    assert set(big) == {"pass@1", "avg@300"} and big["avg@300"] == pytest.approx(25.0)
+    assert set(aggregate([(2, 1), (3, 1)], ks=[1])) == {"pass@1", "avg@n"}
+    assert default_ks(10) == [1, 5, 10] and default_ks(100) == [1, 5, 10, 20, 50, 100]
+
+
+# --------------------------------------------------------------------------- eval select's rule
+
+
+def test_choose_checks_lengths_both_ways_and_ties_past_small_ints():
+    """Mutants: the length check `!=` -> `>` or `<`; `==` -> `is` in the tie counts (past 256
+    passed tests, or 256 candidates behaving alike, the counts are distinct int objects)."""
+    from codea1.eval.select import choose
+
+    for behaviours in (["x"], ["x", "y", "z"]):
+        with pytest.raises(ValueError, match="2 candidates but"):
+            choose([[True], [False]], behaviours)
+    many = [[True] * 300, [True] * 300, [True] * 299 + [False]]
+    assert choose(many, ["a", "b", "c"]) == choose([[True], [True], [False]], ["a", "b", "c"])
+    assert choose(many, ["a", "b", "c"]).tied == 2
+    alike = choose([[True]] * 600, ["a"] * 300 + ["b"] * 300)
+    assert (alike.index, alike.rule, alike.tied) == (0, "first", 600)
+
+
+# --------------------------------------------------------------------------- the Mistake Book's ranking
+
+
+def _book_after_two_steps(tmp_path, net: bool):
+    from collections import Counter
+
+    from codea1.mistakes import MistakeBook
+    from codea1.mistakes.book import MistakeUpdate
+
+    book = MistakeBook(tmp_path / ("net.sqlite" if net else "ordered.sqlite"))
+    first = book.apply_step(1, {"p": MistakeUpdate(failed=Counter({"a": 2, "b": 1, "c": 3, "e": 1})),
+                                "q": MistakeUpdate(failed=Counter({"z": 1}))}, net=net)
+    second = book.apply_step(2, [("p", MistakeUpdate(passed=Counter({"a": 1, "c": 3, "e": 1}),
+                                                     failed=Counter({"b": 2, "d": 1, "e": 1, "f": 1})))], net=net)
+    return book, first, second
+
+
+@pytest.mark.parametrize("net", [False, True], ids=["in order", "net"])
+def test_mistake_book_counts_and_ranking_on_hand_counted_steps(tmp_path, net):
+    """Step 1: p fails a x2, b, c x3, e (ranked c, a, b, e: frequency, then first seen);
+    step 2: p passes a, c x3, e, fails b x2, d, e, f.
+    In order (the reference: passes first): a 1 (down), c gone, e gone then failed again (a
+    new entry), b 3 (up), d and f new; renumbered in rank, new ones after.
+    Net: per test failed - passed: a -1, c -3 (gone), e 0 (untouched, keeps step 1), b +2,
+    d and f new (numbered after every existing test)."""
+    from codea1.mistakes.book import StepSummary
+
+    book, first, second = _book_after_two_steps(tmp_path, net)
+    try:
+        assert first == StepSummary(1, 2, 5, 0, 0, 0)
+        rows = [(e.test, e.frequency, e.first_step, e.last_step) for e in book.entries("p")]
+        if net:
+            assert second == StepSummary(2, 1, 2, 1, 1, 1)
+            assert rows == [("b", 3, 1, 2), ("a", 1, 1, 2), ("e", 1, 1, 1), ("d", 1, 2, 2), ("f", 1, 2, 2)]
+        else:
+            assert second == StepSummary(2, 1, 3, 1, 1, 2)
+            assert rows == [("b", 3, 1, 2), ("a", 1, 1, 2), ("d", 1, 2, 2), ("e", 1, 2, 2), ("f", 1, 2, 2)]
+        assert book.top("p") == [r[0] for r in rows] and book.top("p", k=2) == ["b", "a"]
+        assert book.top_many(["p", "q"], k=1) == {"p": ["b"], "q": ["z"]}
+    finally:
+        book.close()
+
+
+def test_mistake_book_reads_eight_by_default_and_applies_every_problem_of_a_step(tmp_path):
+    """Mutants: top's and top_many's default k 8 -> 7 or 9; `continue` -> `break` past a
+    problem with an empty update; the checks of the updates."""
+    from collections import Counter
+
+    from codea1.mistakes import MistakeBook
+    from codea1.mistakes.book import MistakeUpdate
+
+    with MistakeBook(tmp_path / "book.sqlite") as book:
+        tests = {f"t{i}": 10 - i for i in range(10)}
+        book.apply_step(1, [("p", MistakeUpdate()), ("r", MistakeUpdate(failed=Counter(tests)))])
+        assert book.top("r") == [f"t{i}" for i in range(8)]
+        assert book.top_many(["r"]) == {"r": [f"t{i}" for i in range(8)]}
+        for bad, error in (([("r", MistakeUpdate(), "x")], TypeError), ([["r", MistakeUpdate()]], TypeError),
+                           ({"r": MistakeUpdate(failed=Counter({1: 1}))}, ValueError),
+                           ({"r": MistakeUpdate(failed=Counter({"t": True}))}, ValueError),
+                           ({"r": MistakeUpdate(passed=Counter({"t": 0}))}, ValueError)):
+            with pytest.raises(error):
+                book.apply_step(2, bad)
+        assert book.last_step == 1
