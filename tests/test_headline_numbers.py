@@ -71,6 +71,10 @@ SCRIPT = {
     "T/max": ["wrong", "wrong", "wrong", "wrong"],     # correct 0/4; rates 1/2 each
 }
 SOURCES = {"T/even": "alpha", "T/vowels": "alpha", "T/max": "beta"}
+# The test model's suite for every candidate of a problem: golden asserts, all valid on the
+# reference; T/vowels' two are the ones its wrong solution passes (no kill).
+SUITES = {"T/even": "\n".join(BY_ID["T/even"].tests), "T/vowels": "\n".join(BY_ID["T/vowels"].tests[:2]),
+          "T/max": "\n".join(BY_ID["T/max"].tests)}
 
 
 def _scripted(real):
@@ -83,9 +87,11 @@ def _scripted(real):
         for prompt, group in zip(prompts, out):
             text = tok.decode(prompt) if isinstance(prompt[0], int) else prompt[-1]["content"]
             pid = next(pid for pid in SCRIPT if BY_ID[pid].question.strip()[:200] in text)
-            assert role == "code" and len(group) == len(SCRIPT[pid])
-            for s, kind in zip(group, SCRIPT[pid]):
-                s.text = f"```python\n{_code(pid, kind)}```"
+            texts = ([f"```python\n{_code(pid, kind)}```" for kind in SCRIPT[pid]] if role == "code"
+                     else [f"```python\n{SUITES[pid]}\n```"] * len(group))
+            assert len(group) == len(texts)
+            for s, text in zip(group, texts):
+                s.text = text
                 s.completion_ids = tok(s.text, add_special_tokens=False)["input_ids"] + [eos]
                 s.truncated, s.finished = False, True
         return out
@@ -93,9 +99,8 @@ def _scripted(real):
     return fake
 
 
-@pytest.fixture(scope="module")
-def golden_run(tmp_path_factory):
-    """One golden-mode step on T/even and T/vowels, validated on those and T/max before and after."""
+def _headline_run(root: Path, mode: str, *extra: str):
+    """One step on T/even and T/vowels, validated on those and T/max before and after."""
     import codea1.rollout as rollout
     from codea1.data import Problem, save_problems
     from codea1.models import tiny_test_model
@@ -103,7 +108,6 @@ def golden_run(tmp_path_factory):
     from codea1.train.loop import train
     from codea1.train.metrics import read_metrics
 
-    root = tmp_path_factory.mktemp("headline")
     tiny_test_model(root / "model")
     rows = {pid: BY_ID[pid] for pid in SCRIPT}
     as_source = [Problem(id=p.id, question=p.question, entry_point=p.entry_point, reference=p.reference,
@@ -111,11 +115,11 @@ def golden_run(tmp_path_factory):
     save_problems(as_source[:2], root / "train.jsonl")
     save_problems(as_source, root / "heldout.jsonl")
     cfg = load_config(preset="cpu-demo", overrides=[
-        f"model.name={root / 'model'}", "model.dtype=float32", "model.lora_r=4", "mode=golden", "steps=1",
+        f"model.name={root / 'model'}", "model.dtype=float32", "model.lora_r=4", f"mode={mode}", "steps=1",
         f"data.train={root / 'train.jsonl'}", f"data.heldout={root / 'heldout.jsonl'}", "data.problems_per_step=2",
         "rollout.n_code=4", "rollout.code.max_new_tokens=4", "validation.every=1", "validation.n_code=4",
         "validation.sampling.max_new_tokens=4", "validation.sampling.temperature=1.0", "judge.workers=2", "logging.progress=none",
-        "logging.tensorboard=false", "threads=1", "grpo.micro_batch_tokens=1024"])
+        "logging.tensorboard=false", "threads=1", "grpo.micro_batch_tokens=1024", *extra])
     real = rollout.generate
     rollout.generate = _scripted(real)
     try:
@@ -124,6 +128,18 @@ def golden_run(tmp_path_factory):
         rollout.generate = real
     samples = [json.loads(x) for x in (root / "run" / "samples.jsonl").read_text().splitlines()]
     return read_metrics(root / "run"), samples
+
+
+@pytest.fixture(scope="module")
+def golden_run(tmp_path_factory):
+    return _headline_run(tmp_path_factory.mktemp("golden"), "golden")
+
+
+@pytest.fixture(scope="module")
+def a1_validated_run(tmp_path_factory):
+    """The a1 mode with the test model validated too (one suite per held-out candidate)."""
+    return _headline_run(tmp_path_factory.mktemp("a1"), "a1", "rollout.n_test=2", "rollout.test.max_new_tokens=4",
+                         "validation.test_model=true", "validation.n_test=1")
 
 
 def test_validation_figures_are_the_hand_counted_ones(golden_run):
@@ -154,3 +170,17 @@ def test_golden_mode_rewards_are_the_golden_pass_rates(golden_run):
     assert step["judge/code_valid_rate"] == 1.0
     shown = {s["problem_id"]: s["reward"] for s in samples if s["role"] == "code"}
     assert shown == {"T/even": pytest.approx(1.0), "T/vowels": pytest.approx(2 / 3)}   # each group's first sample
+
+
+def test_test_model_validation_figures_are_the_hand_counted_ones(a1_validated_run):
+    """val/test_*: each candidate's one suite. Validity (G = 4, cpu-demo): T/even's 3 asserts 3/4,
+    T/vowels' 2 and T/max's 2 asserts 2/4; all hold on the reference. Wrong candidates
+    (valid code, not correct): T/even 2 (`n == 0`, always True: both killed), T/vowels 3
+    (the suite is what the wrong code passes: none killed), T/max 4 (all killed)."""
+    rows, _ = a1_validated_run
+    row = rows[0]
+    assert row["val/code_pass_rate"] == pytest.approx(3 / 12)   # as in golden mode: the code model alone
+    assert row["val/test_valid_ratio"] == pytest.approx((4 * 3 / 4 + 4 * 2 / 4 + 4 * 2 / 4) / 12)
+    assert row["val/test_pass_on_reference"] == 1.0
+    assert row["val/test_wrong_candidates"] == 9
+    assert row["val/test_kill_rate"] == pytest.approx(6 / 9)

@@ -79,7 +79,7 @@ def _trajectories():
     return [Trajectory(p, r, a) for p, r, a in SEQS]
 
 
-@pytest.mark.parametrize("mode", ["lora-shared", "full"])
+@pytest.mark.parametrize("mode", ["lora-shared", "full", "selfplay"])
 def test_update_role_takes_the_kl_against_the_frozen_initial_model(tiny_dir, mode):
     policies = _moved_policies(tiny_dir, mode)
     with policies.role("code") as model:
