@@ -46,7 +46,7 @@ def _moved_policies(tiny_dir, mode: str):
     """Policies whose "code" weights were moved away from the initial model."""
     policies = load_policies(name=str(tiny_dir), mode=mode, dtype="float32", device="cpu", lora_r=4, lora_alpha=8)
     gen = torch.Generator().manual_seed(7)
-    scale = 0.25 if mode == "lora-shared" else 0.02
+    scale = 0.02 if mode == "full" else 0.25   # (LoRA adapters start at zero: they need a larger push)
     with torch.no_grad():
         for p in policies.trainable_parameters("code"):
             p.add_(torch.randn(p.shape, generator=gen) * scale)
