@@ -125,6 +125,7 @@ def serve(sock_path: str, timeout: float) -> None:
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(sock_path)
     srv.listen(1)
+    Path(sock_path + ".ready").touch()
     while True:
         conn, _ = srv.accept()
         with conn:
@@ -298,7 +299,7 @@ def _run_served(target: Target, dest: Path, sock: Path, argv: list[str], source:
     an earlier run's results of this target: only its survivors; its kills are added, as
     more tests never revive a killed mutant)."""
     deadline = time.monotonic() + 120
-    while not sock.exists():
+    while not Path(str(sock) + ".ready").exists():
         if time.monotonic() > deadline:
             raise SystemExit(f"{target.name}: the test server did not start")
         time.sleep(0.2)
