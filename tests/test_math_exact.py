@@ -242,8 +242,38 @@ def test_mistake_book_counts_and_ranking_on_hand_counted_steps(tmp_path, net):
             assert rows == [("b", 3, 1, 2), ("a", 1, 1, 2), ("d", 1, 2, 2), ("e", 1, 2, 2), ("f", 1, 2, 2)]
         assert book.top("p") == [r[0] for r in rows] and book.top("p", k=2) == ["b", "a"]
         assert book.top_many(["p", "q"], k=1) == {"p": ["b"], "q": ["z"]}
+        # step 3: n failed and passed once, y (not in the book) passed, a passed past its
+        # frequency, b and d failed again. In order: a gone, b and d up, e and f untouched,
+        # n new. Net: n and y change nothing (no entry of 0 or less), a gone, b and d up.
+        from collections import Counter
+
+        from codea1.mistakes.book import MistakeUpdate
+        third = book.apply_step(3, {"p": MistakeUpdate(failed=Counter({"n": 1, "b": 1, "d": 2}),
+                                                       passed=Counter({"n": 1, "y": 1, "a": 5}))}, net=net)
+        rows = [(e.test, e.frequency, e.first_step, e.last_step) for e in book.entries("p")]
+        if net:
+            assert third == StepSummary(3, 1, 0, 2, 0, 1)
+            assert rows == [("b", 4, 1, 3), ("d", 3, 2, 3), ("e", 1, 1, 1), ("f", 1, 2, 2)]
+        else:
+            assert third == StepSummary(3, 1, 1, 2, 0, 1)
+            assert rows == [("b", 4, 1, 3), ("d", 3, 2, 3), ("e", 1, 2, 2), ("f", 1, 2, 2), ("n", 1, 3, 3)]
     finally:
         book.close()
+
+
+def test_net_changes_number_new_tests_after_the_books_own(tmp_path):
+    """A book kept in order, then by net changes: new tests rank after the existing ones of
+    their frequency (mutant: `next_seq + used` -> `next_seq ** used`, which gave the first
+    new test the number 1)."""
+    from collections import Counter
+
+    from codea1.mistakes import MistakeBook
+    from codea1.mistakes.book import MistakeUpdate
+
+    with MistakeBook(tmp_path / "book.sqlite") as book:
+        book.apply_step(1, {"p": MistakeUpdate(failed=Counter({"a": 1, "b": 1}))})
+        book.apply_step(2, {"p": MistakeUpdate(failed=Counter({"c": 1, "d": 1}))}, net=True)
+        assert book.top("p") == ["a", "b", "c", "d"]
 
 
 def test_mistake_book_reads_eight_by_default_and_applies_every_problem_of_a_step(tmp_path):
@@ -259,7 +289,8 @@ def test_mistake_book_reads_eight_by_default_and_applies_every_problem_of_a_step
         book.apply_step(1, [("p", MistakeUpdate()), ("r", MistakeUpdate(failed=Counter(tests)))])
         assert book.top("r") == [f"t{i}" for i in range(8)]
         assert book.top_many(["r"]) == {"r": [f"t{i}" for i in range(8)]}
-        for bad, error in (([("r", MistakeUpdate(), "x")], TypeError), ([["r", MistakeUpdate()]], TypeError),
+        for bad, error in (([("r", MistakeUpdate(), "x")], TypeError), ([("r",)], TypeError),
+                           ([["r", MistakeUpdate()]], TypeError),
                            ({"r": MistakeUpdate(failed=Counter({1: 1}))}, ValueError),
                            ({"r": MistakeUpdate(failed=Counter({"t": True}))}, ValueError),
                            ({"r": MistakeUpdate(passed=Counter({"t": 0}))}, ValueError)):
