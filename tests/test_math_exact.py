@@ -130,6 +130,7 @@ def test_select_batches_on_hand_counted_groups():
     judged = [SimpleNamespace(code_valid=[True, False, True], usable=True),
               SimpleNamespace(code_valid=[True, True, True], usable=True)]
     b = _select(GRPOConfig(), code_rewards, test_rewards, judged)
+    assert list(b.updates()) == ["code", "test"]   # two policies unless self-play is asked for
     assert (b.code.groups_total, b.code.groups_kept, len(b.code.trajectories)) == (2, 2, 6)
     assert [t.advantage for t in b.code.trajectories] == pytest.approx(
         [0.5 / (0.5 + 1e-6), -0.5 / (0.5 + 1e-6), 0.0, 0.0, 0.0, 0.0])
@@ -297,3 +298,40 @@ def test_mistake_book_reads_eight_by_default_and_applies_every_problem_of_a_step
             with pytest.raises(error):
                 book.apply_step(2, bad)
         assert book.last_step == 1
+
+
+def test_kl_defaults_schedule_edges_and_the_update_means():
+    """Mutants: k3_kl's default clamps (10 on the value, 20 on the log-ratio); the warm-up
+    taken only past one step, a zero-length decay; split_mini_batches rounding (not
+    flooring) its bounds; UpdateStats.finish's means (per token, per optimiser step)."""
+    from codea1.grpo import UpdateStats, k3_kl, split_mini_batches, warmup_cosine
+
+    assert k3_kl(torch.zeros(1), torch.tensor([5.0])).item() == 10.0
+    big = k3_kl(torch.zeros(1), torch.tensor([25.0]), clamp=1e12).item()
+    assert big == pytest.approx(torch.exp(torch.tensor(20.0)).item() - 21.0, rel=1e-6)
+    assert warmup_cosine(0, 1, 10) == 0.0 and warmup_cosine(1, 1, 10) == 1.0
+    assert warmup_cosine(5, 5, 5) == 1.0   # no steps left to decay over: the peak, not a division by 0
+    assert split_mini_batches(7, 3) == [[0, 1], [2, 3, 4], [5, 6]]
+    st = UpdateStats(tokens=4, loss_sum=3.0, loss_steps=2, norms=[1.0, 2.5],
+                     sums={"pg_loss_sum": 2.0, "clip_sum": 1.0, "dual_clip_sum": 3.0, "ratio_sum": 4.4, "kl_sum": 0.2})
+    st.finish()
+    assert (st.pg_loss, st.clip_frac, st.dual_clip_frac, st.ratio_mean) == (0.5, 0.25, 0.75, pytest.approx(1.1))
+    assert st.kl == pytest.approx(0.05) and st.loss == 1.5 and st.grad_norm == 1.75
+
+
+def test_token_loss_statistics_count_masked_tokens_only():
+    """Mutants: each statistic's `* mask` replaced (a masked-out token must add nothing, and
+    a 0 in the mask must not divide), the KL skipped without reference log-probs."""
+    from codea1.grpo import GRPOConfig, grpo_token_loss
+
+    logp = torch.log(torch.tensor([2.0, 1.0]))
+    old, adv, mask = torch.zeros(2), torch.tensor([-1.0, 1.0]), torch.tensor([0.0, 1.0])
+    ref = torch.tensor([0.0, 0.5])   # token 2: d = 0.5, k3 = e^0.5 - 1.5
+    cfg = GRPOConfig(kl_coef=0.5, clip_ratio_c=1.5)   # token 1 (masked out): ratio 2, A < 0, bounded
+    loss, st = grpo_token_loss(logp, old, ref, adv, mask, cfg)
+    k3 = float(torch.exp(torch.tensor(0.5))) - 1.5
+    assert st == {"pg_loss_sum": -1.0, "clip_sum": 0.0, "dual_clip_sum": 0.0, "ratio_sum": 1.0,
+                  "kl_sum": pytest.approx(k3)}
+    assert loss.item() == pytest.approx(-1.0 + 0.5 * k3)
+    no_ref, st = grpo_token_loss(logp, old, None, adv, mask, cfg)
+    assert st["kl_sum"] == 0.0 and no_ref.item() == pytest.approx(-1.0)
