@@ -43,9 +43,10 @@ def test_greedy_eval_code_on_bundled_problems(tmp_path, policies):
     cfg = CodeEvalConfig(greedy=True, limit=2, max_new_tokens=256)
     summary = evaluate_code("qwen2.5-coder-0.5b-instruct", "bundled", tmp_path, cfg, policies=policies)
     row = summary["sources"]["bundled"]
-    assert row["problems"] == 2 and 0.0 <= row["pass@1"] <= 100.0
     rows = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["completion"] for r in rows)
+    # one greedy sample a problem: pass@1 is the share of the two that passed, sample by sample
+    assert row["problems"] == 2 and row["pass@1"] == 100.0 * sum(bool(r["passed"]) for r in rows) / 2
     # a real model solves at least one of two easy bundled problems greedily
     assert any(r["passed"] for r in rows), [r["detail"] for r in rows]
 
@@ -56,6 +57,15 @@ def test_eval_tests_on_a_bundled_problem(tmp_path, policies):
     row = summary["sources"]["all"]
     assert row["functions"] == 1 and row["mutants"] > 0
     assert row["pass@5"] > 0, "the model wrote no test that holds on two_sum's reference"
+    # the summary against the function's own record: its tests' passes, its kill count
+    (fn,) = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert row["pass@5"] == fn["pass_at_k"] == 100.0 * sum(map(bool, fn["passes"])) / 5
+    assert (row["mutants"], row["killed"]) == (fn["mutants"], fn["killed"]) and 0 <= fn["killed"] <= fn["mutants"]
+    assert row["mut@5_all"] == 100.0 * fn["killed"] / fn["mutants"]
+    if fn["baseline_passes"]:   # UnLeakedTestBench scores a function only when all its tests hold
+        assert row["mut@5"] == row["mut@5_all"] and row["mut@5_tasks"] == 1
+    else:
+        assert row["mut@5"] is None and row["mut@5_tasks"] == 0
 
 
 def test_greedy_eval_code_with_the_llamacpp_engine(tmp_path, policies):

@@ -58,6 +58,12 @@ def test_the_cpu_dry_run_trains_both_modes_for_two_steps(smoke, tmp_path, capsys
                 assert math.isfinite(s[f"{role}_loss"]) and s[f"{role}_grad_norm"] > 0   # a real gradient
             assert s["rollout_tokens_per_s"] > 0 and s["update_tokens_per_s"] > 0
     lora, full = data["phases"]
+    # on a CPU each phase's peak is its own process's ru_maxrss: at least torch and a model,
+    # at most the largest of this process's finished children
+    import resource
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert lora["peak_kind"] == full["peak_kind"] == "RSS"
+    assert all(200 < p["peak_mib"] <= children for p in (lora, full)), (lora["peak_mib"], full["peak_mib"], children)
     assert lora["fsdp2"] == []
     assert full["fsdp2"] == [{"world": 1, "compute_dtype": "float32", "master_dtype": "float32"}]
     assert "FSDP2: 1 rank, float32 master weights" in out and "gpu_smoke: passed" in out

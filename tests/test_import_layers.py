@@ -233,8 +233,19 @@ def graph() -> list[Import]:
 
 
 def test_every_module_is_in_a_layer(graph):
-    for name in module_files(PACKAGE_DIR):
-        layer_of(name, LAYERS)
+    """Each module's layer, by the most specific name (as ARCHITECTURE.md's table says);
+    a module no name covers is an error that says where to add it."""
+    layers = {name: LAYERS[layer_of(name, LAYERS)][0] for name in module_files(PACKAGE_DIR)}
+    assert set(layers.values()) == {name for name, _ in LAYERS}   # no layer left empty
+    assert {m: layers[m] for m in ("codea1", "codea1.eval.passk", "codea1.eval.select", "codea1.sandbox.executor",
+                                   "codea1.sandbox.cli", "codea1.train.config", "codea1.train.config_cli",
+                                   "codea1.grpo", "codea1.judge.golden", "codea1.engines.interface")} == {
+        "codea1": "foundation", "codea1.eval.passk": "foundation", "codea1.eval.select": "eval",
+        "codea1.sandbox.executor": "foundation", "codea1.sandbox.cli": "cli", "codea1.train.config": "train",
+        "codea1.train.config_cli": "cli", "codea1.grpo": "update", "codea1.judge.golden": "judge",
+        "codea1.engines.interface": "engines"}
+    with pytest.raises(LookupError, match=r"codea1\.newthing is in no layer: add it to LAYERS"):
+        layer_of("codea1.newthing", LAYERS)
 
 
 def test_no_import_cycles(graph):

@@ -247,10 +247,23 @@ def test_load_rejects_other_mode_and_missing(tiny_dir, tmp_path):
         other.load(tmp_path / "lora")
 
 
-def test_gradient_checkpointing_trains(tiny_dir):
-    pol = _policies(tiny_dir, "lora-shared", gradient_checkpointing=True)
-    with pol.role("code") as m:
-        m.train()
-        m(input_ids=IDS, use_cache=False).logits.sum().backward()
-        m.eval()
-    assert any(p.grad is not None for p in pol.trainable_parameters("code"))
+def test_gradient_checkpointing_gives_the_gradients_of_a_run_without_it(tiny_dir):
+    """Recomputing activations in the backward pass changes no gradient: the same adapter
+    weights (moved off LoRA's zero init, so every LoRA matrix has a gradient) with and
+    without checkpointing."""
+    grads = {}
+    for checkpointing in (False, True):
+        torch.manual_seed(0)   # the same LoRA initialisation both times
+        pol = _policies(tiny_dir, "lora-shared", gradient_checkpointing=checkpointing)
+        _perturb(pol.trainable_parameters("code"), scale=0.3, seed=3)
+        with pol.role("code") as m:
+            assert m.base_model.model.is_gradient_checkpointing == checkpointing
+            m.train()
+            torch.log_softmax(m(input_ids=IDS, use_cache=False).logits, -1)[0, :-1].gather(
+                -1, IDS[0, 1:, None]).sum().backward()
+            m.eval()
+        grads[checkpointing] = [p.grad.clone() for p in pol.trainable_parameters("code")]
+    plain, checkpointed = grads[False], grads[True]
+    assert len(plain) == len(checkpointed) > 0 and all(g.abs().sum() > 0 for g in plain)
+    for a, b in zip(plain, checkpointed):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-7)

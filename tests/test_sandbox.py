@@ -40,7 +40,23 @@ def test_program_and_calls_return_plain_values(ex):
     assert r.calls[2].status == "error" and r.calls[2].error.startswith("TypeError:")
     assert r.calls[3] == CallResult(status="error", value=None, error="ZeroDivisionError: division by zero")
     assert values_equal(value(r, 4), encode("ab"))
-    assert r.wall_s > 0 and r.cpu_s >= 0 and r.peak_mb >= 0
+
+
+def test_cpu_time_and_peak_memory_agree_with_the_runs_own_accounting(ex):
+    """cpu_s, wall_s and peak_mb against a second path: the run's own getrusage, after it
+    burnt 0.3 s of CPU and touched 96 MB. (peak_mb counts what the run allocated, from its
+    memory cgroup, or its peak RSS without one; ru_maxrss also counts the warm
+    interpreter's pages it shares, so it bounds peak_mb from above.)"""
+    program = ("import resource, time\nx = bytearray(96 << 20)\nt = time.process_time()\n"
+               "while time.process_time() - t < 0.3:\n    pass\n"
+               "def usage():\n    r = resource.getrusage(resource.RUSAGE_SELF)\n"
+               "    return [r.ru_utime + r.ru_stime, r.ru_maxrss / 1024]\n")
+    r = ex.run(Job(program, ["usage()"], Limits(timeout_s=20.0, call_timeout_s=5.0, memory_mb=256)))
+    assert r.status == "ok", r
+    cpu, rss = (float.fromhex(v[1]) for v in value(r, 0)[1])   # (floats travel as ["float", hex])
+    assert cpu >= 0.3 and cpu <= r.cpu_s <= cpu + 0.1      # the parent's figure: the whole process, a little more
+    assert r.wall_s >= r.cpu_s - 0.01                      # one thread: no more CPU than wall-clock time
+    assert 96 <= r.peak_mb <= rss + 16, (r.peak_mb, rss)
 
 
 def test_isolated_calls_leave_no_trace_and_fail_alone(ex):

@@ -5,23 +5,34 @@ of the step has a signal) cover the modes and the main switches: `a1`, `golden`,
 `selfplay`, and `a1` black-box with dynamic sampling. Each run's fingerprint is the
 sha256 of four things a user keeps from a run: the metrics (wall-clock figures left out),
 samples.jsonl, the Mistake Book, and the last checkpoint's weights and optimiser moments.
+The runs take 3 steps with no warm-up, two mini-batches and two PPO epochs at a learning
+rate that moves the weights, so every update after the first optimiser step has a
+policy away from its reference and ratios away from 1: the KL term, the clip and the
+dual clip (its bound set low, 1.1) are all in the fingerprint (checked on the metrics).
 
-The recorded fingerprints (tests/golden/step_fingerprints.json) were taken before the
-training step was restructured (issue 31); a refactor that changes any bit of any of the
-four fails here and names which. Floating-point results depend on the CPU's kernels, so
-the comparison is exact only on the kind of machine the record was taken on (torch
-version and CPU capability); elsewhere the test says so and skips. Run
-`python tests/test_step_equivalence.py --record` to record them on a new kind of machine,
-and only from code whose behaviour is known to be right.
+A refactor that changes any bit of any of the four fails here and names which.
+Floating-point results depend on the CPU's kernels, so the runs are fingerprinted in a
+fresh Python process with `ATEN_CPU_CAPABILITY=avx2` (the same kernels on any x86 CPU
+with AVX2, AVX-512 or AMX), and the comparison is exact only where that process reports
+the recorded torch version and capability; elsewhere the test says so and skips, or,
+with `CODEA1_REQUIRE_FINGERPRINT=1` (CI, `.ci/run`), fails. Run
+`python tests/test_step_equivalence.py --record` to record them (it fingerprints in the
+same kind of fresh process), and only from code whose behaviour is known to be right.
 
 That each run is itself deterministic (the precondition of the whole comparison) is
-checked everywhere, by running one of them twice.
+checked everywhere, by running one of them twice in this process.
+
+Faults tried: the KL taken against the policy, its log-ratio reversed, the clip range
+swapped: the metrics and weights parts changed (and the KL check on the metrics failed for
+the first).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,7 +49,12 @@ RUNS = {
     "selfplay": ("selfplay", []),
     "a1-blackbox-filtered": ("a1", ["rollout.white_box=false", "grpo.filter_zero_variance=true"]),
 }
-STEPS = 2
+STEPS = 3
+# weights that move from the first optimiser step on, ratios that leave [1 - 0.2, 1.1]
+MOVING = ["grpo.warmup_steps=0", "grpo.lr=5e-2", "grpo.mini_batches=2", "grpo.ppo_epochs=2",
+          "grpo.kl_coef=0.05", "grpo.clip_ratio_c=1.1"]
+REQUIRE = "CODEA1_REQUIRE_FINGERPRINT"
+KERNELS = {"ATEN_CPU_CAPABILITY": "avx2"}
 
 
 def environment() -> dict:
@@ -91,7 +107,8 @@ def fingerprint(run: Path) -> dict[str, str]:
 
 
 def run_fingerprint(tiny: dict, name: str, root: Path) -> dict[str, str]:
-    """Train the named run for STEPS steps under `root` and fingerprint it."""
+    """Train the named run for STEPS steps under `root` and fingerprint it (the run's
+    metrics rows are left in `root / name`)."""
     import codea1.rollout as rollout
     from codea1.train.config import load_config
     from codea1.train.loop import train
@@ -101,12 +118,41 @@ def run_fingerprint(tiny: dict, name: str, root: Path) -> dict[str, str]:
     rollout.generate = make_scripted(real, tiny["problems"])
     try:
         torch.set_num_threads(1)
-        cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny, mode, STEPS), *extra])
+        cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny, mode, STEPS), *MOVING, *extra])
         result = train(cfg, root / name)
         assert result.step == STEPS and not result.stopped
     finally:
         rollout.generate = real
     return fingerprint(root / name)
+
+
+def fresh_fingerprints() -> dict:
+    """Every run's fingerprint, taken in a fresh Python process with KERNELS set, with that
+    process's environment: {"environment": ..., "runs": {name: fingerprint}}."""
+    env = {**os.environ, **KERNELS}
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--print"], env=env,
+                          capture_output=True, text=True, timeout=1200)
+    if done.returncode != 0:
+        raise RuntimeError(f"fingerprinting in a fresh process failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _fingerprint_all() -> dict:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tiny = make_tiny(Path(tmp) / "tiny")
+        runs = {name: run_fingerprint(tiny, name, Path(tmp)) for name in RUNS}
+    return {"environment": environment(), "runs": runs}
+
+
+def _update_figures(run: Path) -> dict[str, float]:
+    """The largest KL, clip and dual-clip fractions of any update of the run."""
+    from codea1.train.metrics import read_metrics
+
+    rows = read_metrics(run)
+    return {what: max((v for r in rows for k, v in r.items() if k.startswith("update/") and k.endswith("/" + what)),
+                      default=0.0) for what in ("kl", "clip_frac", "dual_clip_frac")}
 
 
 @pytest.fixture(scope="module")
@@ -121,37 +167,50 @@ def recorded() -> dict:
     return json.loads(GOLDEN.read_text())
 
 
-def test_a_run_is_deterministic(tmp_path, tiny):
-    """The same run twice gives the same bits (else no before/after comparison means anything)."""
+@pytest.fixture(scope="module")
+def fresh(recorded) -> dict:
+    got = fresh_fingerprints()
+    if recorded["environment"] != got["environment"]:
+        why = (f"fingerprints were recorded on {recorded['environment']}, a fresh process with {KERNELS} here "
+               f"runs {got['environment']}: floating-point kernels differ; record with "
+               f"`python tests/test_step_equivalence.py --record`")
+        if os.environ.get(REQUIRE) == "1":
+            pytest.fail(f"{REQUIRE}=1 and the fingerprints cannot be compared: {why}")
+        pytest.skip(why)
+    return got
+
+
+def test_a_run_is_deterministic_and_exercises_kl_clip_and_dual_clip(tmp_path, tiny):
+    """The same run twice gives the same bits (else no before/after comparison means
+    anything), and its updates had a KL, clipped ratios and dual-clipped ones."""
     first = run_fingerprint(tiny, "a1", tmp_path / "first")
     second = run_fingerprint(tiny, "a1", tmp_path / "second")
     assert first == second
+    figures = _update_figures(tmp_path / "first" / "a1")
+    assert all(v > 0 for v in figures.values()), figures
+    assert 1e-3 < figures["kl"] < 1.0, figures
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_run_matches_the_recorded_fingerprint(tmp_path, tiny, recorded, name):
-    here = environment()
-    if recorded["environment"] != here:
-        pytest.skip(f"fingerprints were recorded on {recorded['environment']}, this machine is {here}: "
-                    f"floating-point kernels differ; record with `python tests/test_step_equivalence.py --record`")
-    got = run_fingerprint(tiny, name, tmp_path)
-    want = recorded["runs"][name]
+def test_run_matches_the_recorded_fingerprint(fresh, recorded, name):
+    assert recorded["steps"] == STEPS
+    got, want = fresh["runs"][name], recorded["runs"][name]
     differ = [part for part in want if got.get(part) != want[part]]
     assert not differ, f"run {name!r}: {', '.join(differ)} changed from the recorded fingerprint"
 
 
 def _record() -> None:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        tiny = make_tiny(Path(tmp) / "tiny")
-        runs = {name: run_fingerprint(tiny, name, Path(tmp)) for name in RUNS}
+    got = fresh_fingerprints()
     GOLDEN.parent.mkdir(exist_ok=True)
-    GOLDEN.write_text(json.dumps({"environment": environment(), "steps": STEPS, "runs": runs}, indent=2) + "\n")
-    print(f"wrote {GOLDEN}")
+    GOLDEN.write_text(json.dumps({"environment": got["environment"], "steps": STEPS, "runs": got["runs"]},
+                                 indent=2) + "\n")
+    print(f"wrote {GOLDEN} ({got['environment']})")
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--record"]:
+    if sys.argv[1:] == ["--print"]:   # (the fresh process of `fresh_fingerprints`)
+        print(json.dumps(_fingerprint_all()))
+    elif sys.argv[1:] == ["--record"]:
+        _record()
+    else:
         sys.exit(f"usage: python {sys.argv[0]} --record")
-    _record()

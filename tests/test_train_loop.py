@@ -76,9 +76,12 @@ def test_end_to_end_every_mode(tmp_path, tiny, scripted, mode):
     assert "val/test/avg@1" in rows[2] and "val/test/pass@1" in rows[2]   # per data source ("test")
     assert rows[3]["data/train_dropped_overlong"] == 1      # T/long's code prompt: over the context
     rows = _steps(rows)
-    trained = {"a1": ["code", "test"], "golden": ["code"], "selfplay": ["shared"]}[mode]
-    for key in trained:
-        assert sum(r.get(f"update/{key}/sequences", 0) for r in rows) > 0, key
+    # every step trains, by default, every code sample (2 problems x 4) and, per problem, the
+    # 2 suites of one candidate (the top std); one optimiser step each (cpu-demo: 1 mini-batch)
+    trained = {"a1": {"code": 8, "test": 4}, "golden": {"code": 8}, "selfplay": {"shared": 12}}[mode]
+    for key, sequences in trained.items():
+        assert [r[f"update/{key}/sequences"] for r in rows] == [sequences] * 3, key
+        assert [r[f"update/{key}/optimizer_steps"] for r in rows] == [1] * 3, key
         assert all(r[f"update/{key}/update_skipped"] == 0 for r in rows), key   # finite gradients
     # 4 problems (T/long dropped), 2 a step: epoch 0 is steps 1-2, step 3 starts epoch 1
     assert [r["data/epoch"] for r in rows] == [0, 0, 1]
@@ -88,6 +91,9 @@ def test_end_to_end_every_mode(tmp_path, tiny, scripted, mode):
     if mode != "golden":
         assert "val/test_valid_ratio" in rows[1]
         assert any(r["mistakes/size"] > 0 for r in rows)      # wrong codes failed golden-like tests
+        from codea1.mistakes import MistakeBook
+        with MistakeBook(run / "mistakes.sqlite", readonly=True) as book:   # the figure against the book itself
+            assert rows[-1]["mistakes/size"] == len(book.entries())
         assert rows[0]["rollout/test_samples"] == 16
     samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
     assert {s["role"] for s in samples} == ({"code"} if mode == "golden" else {"code", "test"})
