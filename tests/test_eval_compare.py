@@ -221,9 +221,9 @@ def test_mismatched_directories_are_refused_naming_the_directory(tmp_path):
 def test_cli_table_json_plot_and_one_line_refusal(tmp_path):
     a = code_dir(tmp_path, "a", outcomes(set(range(10))))
     b = code_dir(tmp_path, "b", outcomes(set(range(25))))
-    out_json, out_png = tmp_path / "cmp" / "c.json", tmp_path / "cmp" / "c.png"
-    result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b), "--json", str(out_json),
-                                      "--plot", str(out_png), "--per-problem"])
+    out_json, out_png = tmp_path / "cmp" / "comparison.json", tmp_path / "cmp" / "comparison.png"
+    result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b), "--out", str(tmp_path / "cmp"),
+                                      "--per-problem"])
     assert result.exit_code == 0, result.output
     assert "B vs A on pass@1: B better than A (+37.5 points [" in result.output
     assert "15 up / 0 down, sign p 6.1e-05, 40 problems)" in result.output
@@ -232,10 +232,12 @@ def test_cli_table_json_plot_and_one_line_refusal(tmp_path):
     assert saved["comparisons"][0]["metrics"][0]["verdict"] == "B better than A"
     assert saved["per_problem"]["MBPP/12"] == {"A": {"pass@1": 0.0}, "B": {"pass@1": 100.0}}
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = CliRunner().invoke(app, ["eval", "compare", str(a), str(b), "--json"])
+    assert printed.exit_code == 0 and json.loads(printed.output)["comparisons"] == saved["comparisons"]
     other = code_dir(tmp_path, "other", outcomes({1}), data="x.jsonl", digest="zz")
-    refused = CliRunner().invoke(app, ["eval", "compare", str(a), str(other), "--json", str(tmp_path / "r.json")])
+    refused = CliRunner().invoke(app, ["eval", "compare", str(a), str(other), "--out", str(tmp_path / "r")])
     assert refused.exit_code == 2
     assert [x for x in refused.output.splitlines() if x.strip()] == [
         f"error: {other}: evaluated on other data ('x.jsonl') than {a} ('mbpp-eval.jsonl'); "
         "compare evaluations of the same problems"]
-    assert not (tmp_path / "r.json").exists()
+    assert not (tmp_path / "r").exists()

@@ -11,6 +11,7 @@ from codea1.cli_options import (
     DEVICE_OPTION,
     DTYPE_OPTION,
     ENGINE_OPTION,
+    JSON_OPTION,
     LIMIT_OPTION,
     MAX_NEW_TOKENS_OPTION,
     MEMORY_MB_OPTION,
@@ -23,7 +24,6 @@ from codea1.cli_options import (
     TOP_P_HELP,
     WORKERS_OPTION,
     check_output_dir,
-    check_output_file,
 )
 from codea1.configs import MAX_TEMPERATURE
 from codea1.sandbox.support import require as require_sandbox
@@ -310,30 +310,49 @@ def _compare_table(result: dict, comp: dict):
     return table
 
 
+COMPARISON_JSON, COMPARISON_PNG = "comparison.json", "comparison.png"
+
+
 @app.command("compare")
 def compare_command(
     dirs: list[Path] = typer.Argument(..., metavar="DIR DIR [DIR...]",
                                       help="Evaluation directories of one kind and data; each is compared with the first."),
-    json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Write the whole comparison as JSON."),
-    plot: Optional[Path] = typer.Option(None, "--plot", metavar="PNG", help="Draw each difference with its interval."),
-    per_problem: bool = typer.Option(False, "--per-problem", help="Also print every problem that changed."),
-    resamples: int = typer.Option(4000, "--resamples", min=100, help="Bootstrap resamples."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    out: Optional[Path] = typer.Option(None, "--out", help=f"Write the comparison there: {COMPARISON_JSON} (everything, "
+                                                          f"per problem too) and {COMPARISON_PNG} (each difference "
+                                                          "with its interval)."),
+    as_json: bool = JSON_OPTION,
+    per_problem: bool = typer.Option(False, "--per-problem", help="Also print every problem whose first metric changed."),
+    resamples: int = typer.Option(4000, "--resamples", min=100, help="Bootstrap resamples (seeded: the same figures every time)."),
 ) -> None:
     """Two or more evaluations per problem side by side: each metric's difference with a paired
     bootstrap 95% interval, problems that changed each way with an exact sign (McNemar) test, a verdict
     and the smallest difference this many problems could detect."""
+    import json
+
     from rich.console import Console
 
-    from codea1.eval.compare import compare, finite, headline, plot_comparison
+    from codea1.eval.compare import compare, finite, plot_comparison
     from codea1.eval.store import write_json
 
-    if json_out is not None:
-        check_output_file(json_out, "--json", (".json",))
-    if plot is not None:
-        check_output_file(plot, "--plot", (".png",))
-    result = compare(dirs, resamples=resamples, seed=seed)
+    if out is not None:
+        check_output_dir(out, "--out")
+    result = finite(compare(dirs, resamples=resamples))
     console = Console(soft_wrap=True)
+    if as_json:
+        console.print_json(json.dumps(result))
+    else:
+        _print_comparison(console, result, per_problem)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / COMPARISON_JSON, result)
+        plot_comparison(result, out / COMPARISON_PNG)
+        if not as_json:
+            console.print(f"wrote {out / COMPARISON_JSON} and {out / COMPARISON_PNG}", markup=False)
+
+
+def _print_comparison(console, result: dict, per_problem: bool) -> None:
+    from codea1.eval.compare import headline
+
     for e in result["evaluations"]:
         console.print(f"{e['label']}: {e['dir']} ({e['models']})", markup=False, highlight=False)
     for label, ids in result["unpaired"].items():
@@ -352,9 +371,3 @@ def compare_command(
                     console.print(f"  {pid}: {name} {_cell(va)} -> {_cell(vb)}", markup=False, highlight=False)
     for line in headline(result):
         console.print(line, markup=False, highlight=False)
-    if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        write_json(json_out, finite(result))
-        console.print(f"wrote {json_out}", markup=False)
-    if plot is not None:
-        console.print(f"wrote {plot_comparison(result, plot)}", markup=False)
