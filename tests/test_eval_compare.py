@@ -170,6 +170,21 @@ def test_test_model_figures_mul_and_valid_rate(tmp_path):
     assert rows["valid"]["a"] == pytest.approx((50 + 100 + 100) / 3) and rows["valid"]["b"] == 100.0
 
 
+def test_a_figure_undefined_on_every_problem_is_shown_as_such(tmp_path):
+    """No function's k tests all pass on either side, so mut@k is undefined throughout: the
+    table, the JSON and the plot say so instead of failing (the plot failed on it before)."""
+    a = ult_dir(tmp_path, "a", [_fn(f"F/{i}", [True, False], 2, 1) for i in range(7)])
+    b = ult_dir(tmp_path, "b", [_fn(f"F/{i}", [False, False], 2, 0) for i in range(7)])
+    result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b), "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    rows = {r["metric"]: r for r in json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+            ["comparisons"][0]["metrics"]}
+    assert rows["mut@2"]["a"] is None and rows["mut@2"]["paired"] == 0
+    assert rows["mut@2"]["verdict"] == "too few problems to tell (0; at least 6 needed)"
+    assert rows["pass@2"]["verdict"] == "B worse than A"   # 7-0 down, p 0.016
+    assert (tmp_path / "cmp" / "comparison.png").stat().st_size > 1000
+
+
 def select_dir(root: Path, name: str, picks: list[tuple[bool, list[bool], list[str]]]) -> Path:
     out = root / name
     out.mkdir()

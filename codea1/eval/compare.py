@@ -351,12 +351,15 @@ def finite(value: Any) -> Any:
 
 def headline(result: dict[str, Any]) -> list[str]:
     """One line per compared pair, on the kind's first metric."""
+    def pts(x: float | None) -> str:
+        return "-" if x is None or not math.isfinite(x) else f"{x:+.1f}"
+
     lines = []
     for comp in result["comparisons"]:
         r = comp["metrics"][0]
         counts = "" if r["improved"] is None else f", {r['improved']} up / {r['worsened']} down, sign p {r['p_sign']:.3g}"
         lines.append(f"{comp['b']} vs {comp['a']} on {r['metric']}: {r['verdict']} "
-                     f"({r['diff']:+.1f} points [{r['low']:+.1f}, {r['high']:+.1f}]{counts}, "
+                     f"({pts(r['diff'])} points [{pts(r['low'])}, {pts(r['high'])}]{counts}, "
                      f"{r['problems']} problems)")
     return lines
 
@@ -370,7 +373,10 @@ def plot_comparison(result: dict[str, Any], target: Path) -> Path:
 
     from codea1.output_files import atomic_output
 
-    rows = [(c["b"], r) for c in result["comparisons"] for r in c["metrics"] if math.isfinite(r["diff"])]
+    def drawn(r: dict[str, Any]) -> bool:  # an undefined figure (None after `finite`, or NaN) has no point
+        return all(r[k] is not None and math.isfinite(r[k]) for k in ("diff", "low", "high"))
+
+    rows = [(c["b"], r) for c in result["comparisons"] for r in c["metrics"] if drawn(r)]
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
     for y, (lab, r) in enumerate(reversed(rows)):
         colour = "tab:green" if "better" in r["verdict"] else "tab:red" if "worse" in r["verdict"] else "tab:gray"
