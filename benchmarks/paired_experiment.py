@@ -135,9 +135,13 @@ def stage_data(plan: Plan) -> None:
     pool, held = plan.path("pool.jsonl"), plan.path("eval-mbpp.jsonl")
     if pool.is_file() and held.is_file():
         return
-    if plan.tiny:
-        problems = bundled_problems("train")[:plan.pool] + bundled_problems("heldout")[:plan.eval_problems]
-        save_problems(bundled_problems("heldout")[-2:], plan.path("eval-heldout.jsonl"))
+    if plan.tiny:  # the shortest bundled problems: the tiny model's context is 1,024 tokens
+        def shortest(split: str):
+            return sorted(bundled_problems(split), key=lambda p: len(p.question) + len(p.reference))
+
+        held_tiny = shortest("heldout")
+        problems = shortest("train")[:plan.pool] + held_tiny[:plan.eval_problems]
+        save_problems(held_tiny[plan.eval_problems:plan.eval_problems + 2], plan.path("eval-heldout.jsonl"))
     else:
         if plan.mbpp is None or not plan.mbpp.is_file():
             raise SystemExit(f"--mbpp {plan.mbpp}: no such file (MBPP+ in the Code-A1 parquet rows)")
