@@ -217,3 +217,76 @@ def test_two_models_and_a_missing_step(tmp_path, scripted, executor):
     assert [x for x in result.output.splitlines() if x.strip()] == [
         f"error: {run}: no checkpoint at step 5 (it has steps 3)"]
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- paired candidates
+
+
+def test_codes_from_judges_exactly_the_same_codes(tmp_path, scripted, executor):
+    """A second test model judges the first evaluation's candidates: the code model is never
+    asked again, the codes on disk and their fingerprints are the same, and the golden verdicts
+    of the candidates agree, so `eval compare` pairs the two picks. Fault tried: copying the
+    codes without their sample index (every row as sample 0) made the second evaluation sample
+    new codes and failed here."""
+    from codea1.data import save_problems
+    from codea1.eval.compare import compare
+
+    data = tmp_path / "p.jsonl"
+    save_problems([ADD, EVEN], data)
+    config = SelectConfig(n_code=4, n_test=2, bootstrap=100)
+    first, second = tmp_path / "first", tmp_path / "second"
+    evaluate_selection(ModelSpec("base"), ModelSpec("tests-a"), data, first, config, executor=executor)
+    asked = len(scripted["code"])
+    SCRIPT[("test", "P/add")], saved = ["```python\nassert add(2, 3) == 5\n```"] * 2, SCRIPT[("test", "P/add")]
+    try:
+        summary = evaluate_selection(None, ModelSpec("tests-b"), data, second, config, executor=executor,
+                                     codes_from=first)
+    finally:
+        SCRIPT[("test", "P/add")] = saved
+    assert len(scripted["code"]) == asked          # no code sampled for the second test model
+    assert summary["code_model"] == "base" and summary["codes_from"] == str(first)
+
+    def rows(out, name):
+        return [json.loads(x) for x in (out / name).read_text().splitlines()]
+
+    assert ([(r["problem_id"], r["sample"], r["completion"]) for r in rows(first, "codes.jsonl")]
+            == [(r["problem_id"], r["sample"], r["completion"]) for r in rows(second, "codes.jsonl")])
+    a, b = ({r["problem_id"]: r for r in rows(out, "problems.jsonl")} for out in (first, second))
+    assert a["P/add"]["code_sha"] == b["P/add"]["code_sha"] and len(set(a["P/add"]["code_sha"])) == 4
+    assert a["P/add"]["golden"] == b["P/add"]["golden"] == [False, False, True, False]
+    assert a["P/add"]["tests"] != b["P/add"]["tests"]    # judged by other tests
+    result = compare([first, second], resamples=200)
+    assert result["comparisons"][0]["same_candidates"] is True and result["problems"] == 2
+    random_row = next(r for r in result["comparisons"][0]["metrics"] if r["metric"] == "random")
+    assert random_row["diff"] == 0.0 and random_row["ties"] == 2
+
+
+def test_codes_from_refuses_other_data_model_or_settings(tmp_path, scripted, executor):
+    from codea1.data import save_problems
+
+    data, other = tmp_path / "p.jsonl", tmp_path / "q.jsonl"
+    save_problems([ADD, EVEN], data)
+    save_problems([ADD], other)
+    config = SelectConfig(n_code=4, n_test=2, bootstrap=100)
+    first = tmp_path / "first"
+    evaluate_selection(ModelSpec("base"), ModelSpec("tests-a"), data, first, config, executor=executor)
+    cases = [
+        (dict(data=other), rf"--codes-from {first}: its candidates are for other data \('{data}', not '{other}'\)"),
+        (dict(config=SelectConfig(n_code=4, n_test=2, temperature=1.0)),
+         r"sampled with other settings \(temperature 0.7 there vs 1.0 here\)"),
+        (dict(code=ModelSpec("trained")), r"come from the code model 'base', not 'trained'"),
+        (dict(codes_from=tmp_path), r"not an `eval select` directory"),
+    ]
+    for change, message in cases:
+        args = dict(code=None, data=data, config=config, codes_from=first) | change
+        out = tmp_path / "refused"
+        with pytest.raises(ValueError, match=message):
+            evaluate_selection(args["code"], ModelSpec("tests-b"), args["data"], out, args["config"],
+                               executor=executor, codes_from=args["codes_from"])
+        assert not out.exists()
+    # an unfinished source: one problem's codes missing
+    lines = (first / "codes.jsonl").read_text().splitlines()
+    (first / "codes.jsonl").write_text("\n".join(x for x in lines if '"P/even"' not in x) + "\n")
+    with pytest.raises(ValueError, match=r"no 4 candidate codes for P/even; run that evaluation to its end first"):
+        evaluate_selection(None, ModelSpec("tests-b"), data, tmp_path / "refused", config, executor=executor,
+                           codes_from=first)

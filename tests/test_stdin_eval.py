@@ -58,10 +58,16 @@ def scripted(monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(loading, "sample_problems", sample_problems)
-    monkeypatch.setattr(loading, "load_eval_policies", lambda model, device="auto", dtype="auto", step=None:
-                        (object(), {"model": model}))
-    monkeypatch.setattr(loading, "eval_engine", lambda name, policies, threads=None: Engine())
+    import codea1.eval.code as code_eval
+    import codea1.eval.tests_eval as tests_eval
+
+    # every module that looks these names up: eval.code and eval.tests_eval bind them at import,
+    # so patching `loading` alone works only when they are first imported after it (test order)
+    for module in (loading, code_eval, tests_eval):
+        monkeypatch.setattr(module, "sample_problems", sample_problems)
+        monkeypatch.setattr(module, "load_eval_policies", lambda model, device="auto", dtype="auto", step=None:
+                            (object(), {"model": model}))
+        monkeypatch.setattr(module, "eval_engine", lambda name, policies, threads=None: Engine())
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from codea1.cli_options import (
     DEVICE_OPTION,
     DTYPE_OPTION,
     ENGINE_OPTION,
+    JSON_OPTION,
     LIMIT_OPTION,
     MAX_NEW_TOKENS_OPTION,
     MEMORY_MB_OPTION,
@@ -231,7 +232,9 @@ def mutants_command(
 
 @app.command("select")
 def select_command(
-    code_model: str = typer.Option(..., "--code-model", help="Code model: " + MODEL_OPTION.help.split(": ", 1)[1]),
+    code_model: Optional[str] = typer.Option(
+        None, "--code-model", help="Code model: " + MODEL_OPTION.help.split(": ", 1)[1]
+        + " Needed unless --codes-from names the evaluation whose codes are reused."),
     test_model: str = typer.Option(..., "--test-model", help="Test model: " + MODEL_OPTION.help.split(": ", 1)[1]),
     data: str = typer.Option(..., "--data", help=PROBLEMS_HELP),
     out: Path = typer.Option(..., "--out", help="Output directory (codes.jsonl, tests.jsonl, problems.jsonl, "
@@ -253,6 +256,10 @@ def select_command(
     dtype: str = DTYPE_OPTION,
     threads: Optional[int] = THREADS_OPTION,
     engine: str = ENGINE_OPTION,
+    codes_from: Optional[Path] = typer.Option(
+        None, "--codes-from", metavar="DIR",
+        help="Judge the candidate codes of an earlier `eval select --out DIR` instead of sampling new ones "
+             "(same data, code model and code settings), so that two test models pick among the same codes."),
 ) -> None:
     """Best-of-N: the test model's tests pick one of the code model's N candidates; pass@1 of the pick
     against a random candidate and the oracle (pass@N)."""
@@ -262,6 +269,8 @@ def select_command(
     from codea1.eval.store import removed_if_failed
 
     check_output_dir(out, "--out")
+    if code_model is None and codes_from is None:
+        raise typer.BadParameter("give --code-model, or --codes-from an earlier evaluation", param_hint="--code-model")
     check_engine_here(engine, device)
     console = Console(soft_wrap=True)
     config = SelectConfig(n_code=n_code, n_test=n_test, tests_per_suite=tests_per_suite, temperature=temperature,
@@ -269,11 +278,96 @@ def select_command(
                           problems_per_batch=problems_per_batch, workers=workers, memory_mb=memory_mb,
                           device=device, dtype=dtype, threads=threads, engine=engine)
     with removed_if_failed(out):
-        summary = evaluate_selection(ModelSpec(code_model, code_step), ModelSpec(test_model, test_step), data, out,
-                                     config, on_message=lambda text: console.print(text, markup=False))
+        summary = evaluate_selection(None if code_model is None else ModelSpec(code_model, code_step),
+                                     ModelSpec(test_model, test_step), data, out, config,
+                                     on_message=lambda text: console.print(text, markup=False), codes_from=codes_from)
     columns = ["problems", "selected", "random", "oracle", "gain", "gain_low", "gain_high"]
     console.print(_table(f"eval select: codes {summary['code_model']}, tests {summary['test_model']} on {data} "
                          f"(pass@1 %, N={n_code}, K={n_test}; gain 95% bootstrap interval)",
                          summary["sources"], columns))
     _report_skips(console, summary)
     console.print(f"wrote {out / 'summary.json'} and {out / 'problems.jsonl'}", markup=False)
+
+
+def _cell(value, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.1f}" if signed else f"{value:.1f}"
+
+
+def _compare_table(result: dict, comp: dict):
+    from rich.table import Table
+
+    a, b = result["evaluations"][0], next(e for e in result["evaluations"] if e["label"] == comp["b"])
+    table = Table(title=f"{comp['b']} ({b['models']}) against A ({a['models']}), {result['problems']} paired problems")
+    for col in ("metric", "A", comp["b"], f"{comp['b']} - A", "95% interval", "up / down / same", "sign p", "verdict"):
+        table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    for r in comp["metrics"]:
+        counts = "-" if r["improved"] is None else f"{r['improved']} / {r['worsened']} / {r['ties']}"
+        table.add_row(r["metric"], _cell(r["a"]), _cell(r["b"]), _cell(r["diff"], True),
+                      f"[{_cell(r['low'], True)}, {_cell(r['high'], True)}]", counts,
+                      "-" if r["p_sign"] is None else f"{r['p_sign']:.3g}", r["verdict"])
+    return table
+
+
+COMPARISON_JSON, COMPARISON_PNG = "comparison.json", "comparison.png"
+
+
+@app.command("compare")
+def compare_command(
+    dirs: list[Path] = typer.Argument(..., metavar="DIR DIR [DIR...]",
+                                      help="Evaluation directories of one kind and data; each is compared with the first."),
+    out: Optional[Path] = typer.Option(None, "--out", help=f"Write the comparison there: {COMPARISON_JSON} (everything, "
+                                                          f"per problem too) and {COMPARISON_PNG} (each difference "
+                                                          "with its interval)."),
+    as_json: bool = JSON_OPTION,
+    per_problem: bool = typer.Option(False, "--per-problem", help="Also print every problem whose first metric changed."),
+    resamples: int = typer.Option(4000, "--resamples", min=100, help="Bootstrap resamples (seeded: the same figures every time)."),
+) -> None:
+    """Two or more evaluations per problem side by side: each metric's difference with a paired
+    bootstrap 95% interval, problems that changed each way with an exact sign (McNemar) test, a verdict
+    and the smallest difference this many problems could detect."""
+    import json
+
+    from rich.console import Console
+
+    from codea1.eval.compare import compare, finite, plot_comparison
+    from codea1.eval.store import write_json
+
+    if out is not None:
+        check_output_dir(out, "--out")
+    result = finite(compare(dirs, resamples=resamples))
+    console = Console(soft_wrap=True)
+    if as_json:
+        console.print_json(json.dumps(result))
+    else:
+        _print_comparison(console, result, per_problem)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / COMPARISON_JSON, result)
+        plot_comparison(result, out / COMPARISON_PNG)
+        if not as_json:
+            console.print(f"wrote {out / COMPARISON_JSON} and {out / COMPARISON_PNG}", markup=False)
+
+
+def _print_comparison(console, result: dict, per_problem: bool) -> None:
+    from codea1.eval.compare import headline
+
+    for e in result["evaluations"]:
+        console.print(f"{e['label']}: {e['dir']} ({e['models']})", markup=False, highlight=False)
+    for label, ids in result["unpaired"].items():
+        console.print(f"{label}: {len(ids)} problem(s) not in every directory, left out: {', '.join(ids[:5])}"
+                      f"{' ...' if len(ids) > 5 else ''}", markup=False)
+    for comp in result["comparisons"]:
+        console.print(_compare_table(result, comp))
+        if comp["same_candidates"] is not None:
+            console.print(f"candidate codes: {'the same' if comp['same_candidates'] else 'different'} in A and "
+                          f"{comp['b']}", markup=False)
+        if per_problem:
+            name = comp["metrics"][0]["metric"]
+            for pid, sides in result["per_problem"].items():
+                va, vb = sides["A"].get(name), sides[comp["b"]].get(name)
+                if va != vb:
+                    console.print(f"  {pid}: {name} {_cell(va)} -> {_cell(vb)}", markup=False, highlight=False)
+    for line in headline(result):
+        console.print(line, markup=False, highlight=False)

@@ -34,7 +34,15 @@ from codea1.eval.loading import (
     set_threads,
 )
 from codea1.eval.passk import aggregate, default_ks
-from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
+from codea1.eval.store import (
+    MODEL_FILE,
+    append_rows,
+    check_out_dir,
+    data_digest,
+    open_eval_dir,
+    write_json,
+    write_summary,
+)
 from codea1.judge import extract_code
 from codea1.judge.golden import Verdict, golden_job, verdict_of  # noqa: F401  (re-exported: their old home)
 from codea1.judge.stdin import golden_verdicts
@@ -237,6 +245,7 @@ def evaluate_code(
                 write_json(out / MODEL_FILE, meta)
 
     summary = summarize(problems, done, n, skipped)
-    summary.update({"model": model, "data": str(data), "config": asdict(config)})
+    summary.update({"model": model, "data": str(data), "data_digest": data_digest(problems),
+                    "config": asdict(config)})
     write_summary(out, summary)
     return summary

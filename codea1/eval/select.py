@@ -28,12 +28,19 @@ random pick with a bootstrap 95% interval over problems.
 
 Files in OUT: `codes.jsonl` and `tests.jsonl` (the samples, appended as generated, so an
 interrupted run resumes without generating again), `problems.jsonl` (per problem: every
-candidate's generated-test and golden results, the pick and the rule that made it), and
-`summary.json`.
+candidate's generated-test and golden results, the pick and the rule that made it, and a
+fingerprint of each candidate, `code_sha`), and `summary.json`.
+
+Paired evaluation: `codes_from` (`--codes-from DIR`) takes the candidate codes of an
+earlier selection instead of sampling new ones, so two test models pick among the same N
+codes per problem and `codea1 eval compare` sets their picks side by side. The earlier
+evaluation must be of the same data, code model and code sampling settings (N,
+temperature, top-p, new tokens, seed), and hold all N codes of every problem.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
@@ -49,7 +56,17 @@ from codea1.data.check import defines_call
 from codea1.eval import loading  # `loading.sample_problems` etc. are looked up when called (tests replace them)
 from codea1.eval.code import CodeEvalConfig, reference_times, skip_reason
 from codea1.eval.loading import load_eval_problems, run_checkpoint, set_threads
-from codea1.eval.store import append_rows, check_identity, iter_jsonl, read_samples, repair_tail, write_summary
+from codea1.eval.store import (
+    RUN_FILE,
+    SUMMARY_FILE,
+    append_rows,
+    check_identity,
+    data_digest,
+    iter_jsonl,
+    read_samples,
+    repair_tail,
+    write_summary,
+)
 from codea1.judge import extract_code
 from codea1.eval.stdin_tests import run_stdin_generated_tests, stdin_generated_tests
 from codea1.judge.stdin import golden_verdicts
@@ -66,6 +83,8 @@ CODES_FILE = "codes.jsonl"
 TESTS_FILE = "tests.jsonl"
 PROBLEMS_FILE = "problems.jsonl"
 RULES = ("most-passed", "dual-agreement", "behaviour", "first")
+# the settings that decide the candidate codes: `--codes-from` needs them equal
+CODE_SETTINGS = ("n_code", "temperature", "top_p", "max_new_tokens", "seed")
 
 
 @dataclass(frozen=True)
@@ -338,21 +357,102 @@ def _problem_rows(path: Path) -> dict[str, dict[str, Any]]:
     return {str(row["problem_id"]): row for _, row in iter_jsonl(path)} if path.is_file() else {}
 
 
-def evaluate_selection(code: ModelSpec, test: ModelSpec, data: str | Path, out: str | Path,
+def _source_codes(codes_from: Path, code: ModelSpec | None, problems: Sequence["Problem"], data: str,
+                  config: SelectConfig) -> tuple[str, dict[str, dict[int, Any]]]:
+    """The candidate codes of an earlier `eval select` in `codes_from`, after checking that
+    they were sampled by the same code model, on the same data, with the same settings;
+    returns the code model as that evaluation named it, and its codes by problem."""
+    where = f"--codes-from {codes_from}"
+    run_file = codes_from / RUN_FILE
+    if not run_file.is_file() or "n_code" not in (source := json.loads(run_file.read_text())):
+        raise ValueError(f"{where}: not an `eval select` directory (no {RUN_FILE} of one)")
+    digest = None
+    if (codes_from / SUMMARY_FILE).is_file():
+        digest = json.loads((codes_from / SUMMARY_FILE).read_text()).get("data_digest")
+    if (digest != data_digest(problems)) if digest else (source.get("data") != data):
+        raise ValueError(f"{where}: its candidates are for other data ({source.get('data')!r}, not {data!r})")
+    mine = config.identity()
+    diff = [f"{k} {source.get(k)!r} there vs {mine[k]!r} here" for k in CODE_SETTINGS if source.get(k) != mine[k]]
+    if diff:
+        raise ValueError(f"{where}: its candidates were sampled with other settings ({', '.join(diff)})")
+    if code is not None and code.describe() != source.get("code_model"):
+        raise ValueError(f"{where}: its candidates come from the code model {source.get('code_model')!r}, "
+                         f"not {code.describe()!r}")
+    codes = read_samples(codes_from / CODES_FILE) if (codes_from / CODES_FILE).is_file() else {}
+    missing = [p.id for p in problems if len(codes.get(p.id, {})) < config.n_code]
+    if missing:
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise ValueError(f"{where}: no {config.n_code} candidate codes for {', '.join(missing[:5])}{more}; "
+                         "run that evaluation to its end first")
+    return str(source.get("code_model")), codes
+
+
+def _copy_codes(path: Path, problems: Sequence["Problem"], codes: dict[str, dict[int, Any]], n: int) -> None:
+    """The source's candidates of the problems not yet in `path`, appended as they are."""
+    repair_tail(path)
+    done = read_samples(path)
+    for p in problems:
+        if len(done.get(p.id, {})) < n:
+            append_rows(path, [{**codes[p.id][i], "problem_id": p.id, "sample": i} for i in range(n)])
+
+
+def code_sha(text: str) -> str:
+    """A candidate's fingerprint in problems.jsonl: two evaluations judged the same codes
+    when these agree."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _judge_problem(ex, p: "Problem", texts: list[str], suites: list[str], ref_s: float | None,
+                   config: SelectConfig) -> dict[str, Any] | None:
+    """One problem's row of problems.jsonl: the pick by the generated tests and every
+    candidate's golden verdict; None on a sandbox failure (left for a rerun)."""
+    test_limits = Limits(timeout_s=config.test_timeout_s, call_timeout_s=config.test_call_timeout_s,
+                         memory_mb=config.memory_mb)
+    if p.kind == "stdin":  # input/output tests on programs (codea1.eval.stdin_tests)
+        tests = stdin_generated_tests(suites)
+        outcomes = run_stdin_generated_tests(ex, p, texts, tests, test_limits)
+    else:
+        tests = generated_tests(p, suites)
+        outcomes = run_generated_tests(ex, p, texts, tests, test_limits)
+    pick = choose([o.passes for o in outcomes], [o.behaviour for o in outcomes])
+    timeout = max(CodeEvalConfig.min_timeout_s, CodeEvalConfig.slowdown * (ref_s or 0.0))
+    golden_limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
+    verdicts = [v for v, _ in golden_verdicts(ex, [(p, p.program(extract_code(t))) for t in texts], golden_limits)]
+    if any(v.status == "infra" for v in verdicts):
+        return None
+    return {"problem_id": p.id, "source": p.source, "tests": [t.text for t in tests],
+            "passed_tests": [sum(o.passes) for o in outcomes],
+            "passes": [[int(x) for x in o.passes] for o in outcomes],
+            "golden": [v.passed for v in verdicts], "golden_status": [v.status for v in verdicts],
+            "selected": pick.index, "rule": pick.rule, "tied": pick.tied,
+            "selected_correct": verdicts[pick.index].passed, "code_sha": [code_sha(t) for t in texts]}
+
+
+def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path, out: str | Path,
                        config: SelectConfig = SelectConfig(), *, executor=None,
-                       on_message: Callable[[str], None] = lambda _text: None) -> dict[str, Any]:
+                       on_message: Callable[[str], None] = lambda _text: None,
+                       codes_from: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) a selection evaluation into `out`; returns the summary also written to
-    `out/summary.json`."""
+    `out/summary.json`. `codes_from`: an earlier selection's directory whose candidate codes
+    are judged again instead of sampling new ones (`code` may then be None: its model)."""
 
     out = Path(out)
     problems = load_eval_problems(data, config.limit)
-    for spec in (code, test):
+    if codes_from is None and code is None:
+        raise ValueError("a code model is needed (or --codes-from an earlier evaluation)")
+    for spec in (code, test) if codes_from is None else (test,):
         check_model_name(spec.model)  # a missing path is refused before OUT is created
         if spec.step is not None:
             run_checkpoint(spec.model, spec.step)
+    source_codes: dict[str, dict[int, Any]] = {}
+    if codes_from is not None:
+        described, source_codes = _source_codes(Path(codes_from), code, problems, str(data), config)
+        code = code or ModelSpec(described)
+    assert code is not None
     out.mkdir(parents=True, exist_ok=True)
     check_identity(out, {"code_model": code.describe(), "test_model": test.describe(), "data": str(data),
-                         **config.identity()})
+                         **config.identity(),
+                         "codes_from": None if codes_from is None else str(Path(codes_from).resolve())})
     skipped = {p.id: why for p in problems if (why := skip_reason(p))}
     results_path = out / PROBLEMS_FILE
     finished = _problem_rows(results_path)
@@ -367,48 +467,34 @@ def evaluate_selection(code: ModelSpec, test: ModelSpec, data: str | Path, out: 
             skipped.update({p.id: ref[p.id][1] for p in todo if ref[p.id][1] is not None})
             todo = [p for p in todo if p.id not in skipped]
         if todo:
+            if source_codes:
+                _copy_codes(out / CODES_FILE, todo, source_codes, config.n_code)
             codes = _generate(out / CODES_FILE, todo, "code", config.n_code, code_messages, code, config, loaded,
                               on_message)
             suites = _generate(out / TESTS_FILE, todo, "test", config.n_test,
                                lambda p: test_messages(p, None, white_box=False, n_tests=config.tests_per_suite),
                                test, config, loaded, on_message)
-            meta = {"code": code.describe(), "test": test.describe(), "engines": loaded.get("engines", {})}
+            meta = {"code": code.describe(), "test": test.describe(), "engines": loaded.get("engines", {}),
+                    "codes_from": None if codes_from is None else str(codes_from)}
             loaded.clear()
             (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
-            test_limits = Limits(timeout_s=config.test_timeout_s, call_timeout_s=config.test_call_timeout_s,
-                                 memory_mb=config.memory_mb)
             for count, p in enumerate(todo, 1):
-                texts = [codes[p.id][i]["completion"] for i in range(config.n_code)]
-                written = [suites[p.id][j]["completion"] for j in range(config.n_test)]
-                if p.kind == "stdin":  # input/output tests on programs (codea1.eval.stdin_tests)
-                    tests = stdin_generated_tests(written)
-                    outcomes = run_stdin_generated_tests(ex, p, texts, tests, test_limits)
-                else:
-                    tests = generated_tests(p, written)
-                    outcomes = run_generated_tests(ex, p, texts, tests, test_limits)
-                pick = choose([o.passes for o in outcomes], [o.behaviour for o in outcomes])
-                timeout = max(CodeEvalConfig.min_timeout_s, CodeEvalConfig.slowdown * (ref[p.id][0] or 0.0))
-                golden_limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2),
-                                       memory_mb=config.memory_mb)
-                verdicts = [v for v, _ in golden_verdicts(ex, [(p, p.program(extract_code(t))) for t in texts],
-                                                          golden_limits)]
-                if any(v.status == "infra" for v in verdicts):
+                row = _judge_problem(ex, p, [codes[p.id][i]["completion"] for i in range(config.n_code)],
+                                     [suites[p.id][j]["completion"] for j in range(config.n_test)],
+                                     ref[p.id][0], config)
+                if row is None:
                     continue  # a sandbox failure is no verdict: left for a rerun
-                row = {"problem_id": p.id, "source": p.source, "tests": [t.text for t in tests],
-                       "passed_tests": [sum(o.passes) for o in outcomes],
-                       "passes": [[int(x) for x in o.passes] for o in outcomes],
-                       "golden": [v.passed for v in verdicts], "golden_status": [v.status for v in verdicts],
-                       "selected": pick.index, "rule": pick.rule, "tied": pick.tied,
-                       "selected_correct": verdicts[pick.index].passed}
                 append_rows(results_path, [row])
                 finished[p.id] = row
-                on_message(f"judged {count}/{len(todo)}: {p.id} picked candidate {pick.index} ({pick.rule}), "
+                on_message(f"judged {count}/{len(todo)}: {p.id} picked candidate {row['selected']} ({row['rule']}), "
                            f"{'right' if row['selected_correct'] else 'wrong'}; "
                            f"{sum(row['golden'])}/{config.n_code} candidates right")
     rows = [finished[p.id] for p in problems if p.id in finished and p.id not in skipped]
     summary = summarize(rows, config.bootstrap, config.seed)
     summary.update({
-        "code_model": code.describe(), "test_model": test.describe(), "data": str(data), "config": asdict(config),
+        "code_model": code.describe(), "test_model": test.describe(), "data": str(data),
+        "data_digest": data_digest(problems), "codes_from": None if codes_from is None else str(codes_from),
+        "config": asdict(config),
         "skipped": [{"id": pid, "reason": why} for pid, why in skipped.items()],
         "pending": [p.id for p in problems if p.id not in skipped and p.id not in finished],
     })

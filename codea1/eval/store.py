@@ -9,6 +9,7 @@ comparable are stored once and checked on every resume.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections import defaultdict
@@ -41,6 +42,16 @@ def check_out_dir(out: Path, model: str | None, data: str) -> None:
         if found:
             raise ValueError(f"--out {out} holds {', '.join(found)} that no evaluation wrote (a training run's?); "
                              "use another --out")
+
+
+def data_digest(problems) -> str:
+    """A short fingerprint of a problem set (ids, questions, references, golden tests), kept
+    in summary.json so that `eval compare` and `eval select --codes-from` recognise the
+    same problems under another path."""
+    h = hashlib.sha256()
+    for p in problems:
+        h.update(json.dumps([p.id, p.question, p.reference, p.tests, p.test_program]).encode())
+    return h.hexdigest()[:16]
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -43,7 +43,15 @@ from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_probl
 from codea1.eval.mutation import FAMILIES, STYLES, generate_mutants
 from codea1.eval.mutation_testing import MutationConfig, analyse
 from codea1.eval.stdin_tests import score_stdin_tests, select_stdin_tests
-from codea1.eval.store import MODEL_FILE, append_rows, check_out_dir, open_eval_dir, write_json, write_summary
+from codea1.eval.store import (
+    MODEL_FILE,
+    append_rows,
+    check_out_dir,
+    data_digest,
+    open_eval_dir,
+    write_json,
+    write_summary,
+)
 from codea1.judge import extract_test_source, parse_tests
 from codea1.models import check_model_name
 from codea1.rollout import test_messages
@@ -357,6 +365,7 @@ def evaluate_tests(
                 write_json(out / MODEL_FILE, meta)
 
     summary = summarize(problems, done, config.k, skipped)
-    summary.update({"model": model, "data": str(data), "config": asdict(config)})
+    summary.update({"model": model, "data": str(data), "data_digest": data_digest(problems),
+                    "config": asdict(config)})
     write_summary(out, summary)
     return summary

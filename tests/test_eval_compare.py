@@ -1,0 +1,258 @@
+"""`codea1 eval compare`: hand-made evaluation directories whose answer is known (a certain
+improvement, a certain null, a decline), the statistics behind the verdict on hand-computed
+values, and directories that cannot be compared refused in one line naming the directory."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from codea1.cli import app
+from codea1.eval.compare import CompareError, K_MIN, Z_SUM, binary_mde, compare, mde, read_evaluation, sign_test
+
+CODE_SETTINGS = {"n": 1, "temperature": 0.0, "top_p": 0.95, "max_new_tokens": 512}
+
+
+def code_dir(root: Path, name: str, passed: dict[str, bool], *, data: str = "mbpp-eval.jsonl", digest: str = "d1",
+             settings: dict | None = None, reverse: bool = False, n: int = 1) -> Path:
+    """An `eval code` directory as the command writes it: settings, one row per sample, a summary.
+    `passed[pid]` is the one greedy verdict (n=1), or the number of passing samples of n."""
+    out = root / name
+    out.mkdir()
+    identity = {"model": f"model-{name}", "data": data, **(settings or CODE_SETTINGS)}
+    (out / "eval_config.json").write_text(json.dumps(identity))
+    rows = []
+    for pid, ok in passed.items():
+        c = int(ok) if n == 1 else ok
+        rows += [{"problem_id": pid, "sample": i, "passed": i < c, "status": "ok"} for i in range(n)]
+    if reverse:  # pairing must go by problem id, never by position in the file
+        rows.reverse()
+    (out / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "summary.json").write_text(json.dumps({"skipped": [], "data_digest": digest}))
+    return out
+
+
+IDS = [f"MBPP/{i}" for i in range(40)]
+
+
+def outcomes(solved: set[int]) -> dict[str, bool]:
+    return {pid: i in solved for i, pid in enumerate(IDS)}
+
+
+# --------------------------------------------------------------------------- statistics by hand
+
+
+def test_exact_sign_test_on_hand_computed_values():
+    """Fault tried: a one-sided p (no doubling) gave 0.015625 for 6-0 and failed here."""
+    assert sign_test(6, 0) == pytest.approx(2 / 64)       # the smallest split that reaches p < 0.05
+    assert sign_test(5, 0) == pytest.approx(2 / 32) and sign_test(5, 0) > 0.05
+    assert sign_test(1, 9) == pytest.approx(2 * (1 + 10) / 1024)   # C(10,0) + C(10,1)
+    assert sign_test(9, 1) == sign_test(1, 9)
+    assert sign_test(3, 3) == 1.0 and sign_test(0, 0) == 1.0
+    assert K_MIN == 6
+
+
+def test_minimal_detectable_effect():
+    assert Z_SUM == pytest.approx(1.95996 + 0.84162, abs=1e-4)
+    assert mde(5, 50.0) is None                          # the sign test can never reach p < 0.05
+    assert mde(40, 0.0) == pytest.approx(100 * 6 / 40)   # nothing changed: the sign test's floor
+    assert mde(40, 60.0) == pytest.approx(Z_SUM * 60 / math.sqrt(40))
+    # planning a 0/1 outcome: 20% of 100 problems expected to change -> sd 44.7 -> 12.5 points
+    assert binary_mde(100, 0.2) == pytest.approx(Z_SUM * 100 * math.sqrt(0.2) / 10)
+
+
+# --------------------------------------------------------------------------- known answers
+
+
+def test_a_certain_improvement_and_a_certain_decline(tmp_path):
+    """B solves A's 10 problems and 15 more; C loses 8 of A's 10. Fault tried: pairing rows by
+    their position in samples.jsonl (B's file is written in reverse order) made B's 15-0 look
+    like a mix of changes both ways and failed here."""
+    a = code_dir(tmp_path, "a", outcomes(set(range(10))))
+    b = code_dir(tmp_path, "b", outcomes(set(range(25))), reverse=True)
+    c = code_dir(tmp_path, "c", outcomes({0, 1}))
+    result = compare([a, b, c], resamples=2000)
+    assert result["problems"] == 40 and result["kind"] == "code" and result["unpaired"] == {}
+    (rb,), (rc,) = (cmp["metrics"] for cmp in result["comparisons"])
+    assert rb["metric"] == "pass@1"
+    assert (rb["a"], rb["b"], rb["diff"]) == (25.0, 62.5, 37.5)
+    assert (rb["improved"], rb["worsened"], rb["ties"]) == (15, 0, 25)
+    assert rb["p_sign"] == pytest.approx(2 * 0.5 ** 15)
+    assert 20 < rb["low"] < 37.5 < rb["high"] < 55
+    assert rb["verdict"] == "B better than A"
+    assert (rc["diff"], rc["improved"], rc["worsened"]) == (-20.0, 0, 8)
+    assert rc["high"] < 0 and rc["verdict"] == "C worse than A"
+
+
+def test_a_certain_null(tmp_path):
+    """8 problems gained and 8 lost: no difference, and the smallest detectable one is said."""
+    a = code_dir(tmp_path, "a", outcomes(set(range(0, 20))))
+    b = code_dir(tmp_path, "b", outcomes(set(range(8, 28))))
+    (row,) = compare([a, b], resamples=2000)["comparisons"][0]["metrics"]
+    assert row["diff"] == 0.0 and (row["improved"], row["worsened"]) == (8, 8) and row["p_sign"] == 1.0
+    assert row["low"] < 0 < row["high"]
+    sd = 100 * math.sqrt(16 / 39)   # 16 of 40 differences are +-100, mean 0 (ddof 1)
+    assert row["mde"] == pytest.approx(Z_SUM * sd / math.sqrt(40))
+    assert row["verdict"] == f"no difference detected at this size (it could detect about {row['mde']:.1f} points)"
+    # identical results: the interval is [0, 0], and what could be detected is the sign test's floor
+    same = code_dir(tmp_path, "same", outcomes(set(range(0, 20))))
+    (row,) = compare([a, same])["comparisons"][0]["metrics"]
+    assert (row["low"], row["high"], row["mde"]) == (0.0, 0.0, pytest.approx(15.0))
+    assert row["verdict"].startswith("no difference detected")
+
+
+def test_a_lopsided_interval_without_the_sign_test_is_no_verdict(tmp_path):
+    """5 gains and no loss: the bootstrap interval excludes 0, but 5-0 gives p = 0.0625, so
+    the verdict stays "no difference" (the percentile bootstrap alone is too eager)."""
+    a = code_dir(tmp_path, "a", outcomes(set()))
+    b = code_dir(tmp_path, "b", outcomes(set(range(5))))
+    (row,) = compare([a, b], resamples=4000)["comparisons"][0]["metrics"]
+    assert row["low"] > 0 and row["p_sign"] == pytest.approx(0.0625)
+    assert row["verdict"].startswith("no difference detected")
+
+
+def test_too_few_problems_and_unpaired_ones(tmp_path):
+    a = code_dir(tmp_path, "a", {f"P/{i}": i < 2 for i in range(5)})
+    b = code_dir(tmp_path, "b", {f"P/{i}": True for i in range(4)})   # P/4 still pending in B
+    result = compare([a, b])
+    assert result["problems"] == 4 and result["unpaired"] == {"A": ["P/4"]}
+    assert result["comparisons"][0]["metrics"][0]["verdict"] == "too few problems to tell (4; at least 6 needed)"
+
+
+def test_sampled_evaluations_compare_avg_and_pass_at_k(tmp_path):
+    settings = {"n": 4, "temperature": 0.7, "top_p": 0.95, "max_new_tokens": 512}
+    a = code_dir(tmp_path, "a", {f"P/{i}": 1 for i in range(8)}, n=4, settings=settings)
+    b = code_dir(tmp_path, "b", {f"P/{i}": 3 for i in range(8)}, n=4, settings=settings)
+    rows = {r["metric"]: r for r in compare([a, b])["comparisons"][0]["metrics"]}
+    assert list(rows) == ["pass@1", "pass@4"]   # the ks `eval code` reports for n = 4
+    assert (rows["pass@1"]["a"], rows["pass@1"]["b"]) == (25.0, 75.0)   # avg@4
+    assert (rows["pass@4"]["a"], rows["pass@4"]["diff"]) == (100.0, 0.0)
+    assert rows["pass@1"]["verdict"] == "B better than A"   # 8-0, p 0.0078
+
+
+def ult_dir(root: Path, name: str, rows: list[dict], digest: str = "t1") -> Path:
+    out = root / name
+    out.mkdir()
+    identity = {"model": name, "data": "ult.json", "k": 2, "temperature": 0.0, "top_p": 1.0, "max_new_tokens": 512,
+                "white_box": True, "families": ["x"], "mutation_style": "text", "dedupe_mutants": False,
+                "header": "auto"}
+    (out / "eval_config.json").write_text(json.dumps(identity))
+    (out / "samples.jsonl").write_text("".join(json.dumps({"sample": 0, **r}) + "\n" for r in rows))
+    (out / "summary.json").write_text(json.dumps({"skipped": [], "data_digest": digest}))
+    return out
+
+
+def _fn(pid: str, passes: list[bool], written: int, killed: int, mutants: int = 4) -> dict:
+    ok = len(passes) == 2 and all(passes)
+    return {"problem_id": pid, "tests": ["t"] * written, "passes": passes, "pass_at_k": 50.0 * sum(passes),
+            "mut_at_k": (100.0 * killed / mutants) if ok else None,
+            "mut_at_k_all": 100.0 * killed / mutants}
+
+
+def test_test_model_figures_mul_and_valid_rate(tmp_path):
+    """mut@k over the functions whose k tests pass, Mul as the product of the averages, the
+    valid-test rate over the tests written (not over k slots)."""
+    a = ult_dir(tmp_path, "a", [_fn("F/1", [True, False], 2, 1), _fn("F/2", [True, False], 1, 0),
+                                  _fn("F/3", [True, True], 2, 2)])
+    b = ult_dir(tmp_path, "b", [_fn("F/1", [True, True], 2, 4), _fn("F/2", [True, True], 2, 3),
+                                  _fn("F/3", [True, True], 2, 2)])
+    rows = {r["metric"]: r for r in compare([a, b])["comparisons"][0]["metrics"]}
+    assert list(rows) == ["pass@2", "mut@2", "Mul", "valid", "mut@2_all"]
+    assert rows["pass@2"]["a"] == pytest.approx(200 / 3) and rows["pass@2"]["b"] == 100.0
+    assert rows["mut@2"]["a"] == 50.0 and rows["mut@2"]["b"] == pytest.approx(100 * 9 / 12)
+    assert rows["mut@2"]["paired"] == 1           # F/3 alone has mut@2 on both sides
+    assert rows["Mul"]["a"] == pytest.approx(200 / 3 * 50 / 100)
+    assert rows["Mul"]["improved"] is None and rows["Mul"]["p_sign"] is None
+    assert rows["valid"]["a"] == pytest.approx((50 + 100 + 100) / 3) and rows["valid"]["b"] == 100.0
+
+
+def test_a_figure_undefined_on_every_problem_is_shown_as_such(tmp_path):
+    """No function's k tests all pass on either side, so mut@k is undefined throughout: the
+    table, the JSON and the plot say so instead of failing (the plot failed on it before)."""
+    a = ult_dir(tmp_path, "a", [_fn(f"F/{i}", [True, False], 2, 1) for i in range(7)])
+    b = ult_dir(tmp_path, "b", [_fn(f"F/{i}", [False, False], 2, 0) for i in range(7)])
+    result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b), "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    rows = {r["metric"]: r for r in json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+            ["comparisons"][0]["metrics"]}
+    assert rows["mut@2"]["a"] is None and rows["mut@2"]["paired"] == 0
+    assert rows["mut@2"]["verdict"] == "too few problems to tell (0; at least 6 needed)"
+    assert rows["pass@2"]["verdict"] == "B worse than A"   # 7-0 down, p 0.016
+    assert (tmp_path / "cmp" / "comparison.png").stat().st_size > 1000
+
+
+def select_dir(root: Path, name: str, picks: list[tuple[bool, list[bool], list[str]]]) -> Path:
+    out = root / name
+    out.mkdir()
+    identity = {"code_model": "base", "test_model": name, "data": "d.jsonl", "n_code": 4, "n_test": 2,
+                "tests_per_suite": 8, "temperature": 0.7, "top_p": 0.95, "max_new_tokens": 512, "seed": 0,
+                "codes_from": None}
+    (out / "eval_config.json").write_text(json.dumps(identity))
+    rows = [{"problem_id": f"S/{i}", "golden": golden, "selected_correct": sel, "code_sha": sha}
+            for i, (sel, golden, sha) in enumerate(picks)]
+    (out / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+def test_selections_and_whether_they_judged_the_same_candidates(tmp_path):
+    golden = [True, False, False, False]
+    a = select_dir(tmp_path, "a", [(False, golden, ["x", "y", "z", "w"])] * 7)
+    b = select_dir(tmp_path, "b", [(True, golden, ["x", "y", "z", "w"])] * 7)
+    c = select_dir(tmp_path, "c", [(True, golden, ["x", "y", "z", "v"])] * 7)
+    result = compare([a, b, c])
+    rows = {r["metric"]: r for r in result["comparisons"][0]["metrics"]}
+    assert (rows["selected"]["diff"], rows["random"]["diff"], rows["gain"]["diff"]) == (100.0, 0.0, 100.0)
+    assert rows["selected"]["verdict"] == "B better than A"   # 7-0
+    assert [c["same_candidates"] for c in result["comparisons"]] == [True, False]
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_mismatched_directories_are_refused_naming_the_directory(tmp_path):
+    a = code_dir(tmp_path, "a", outcomes({1}))
+    other_data = code_dir(tmp_path, "other", outcomes({1}), data="humaneval.jsonl", digest="d2")
+    with pytest.raises(CompareError, match=rf"^{other_data}: evaluated on other data \('humaneval.jsonl'\)"):
+        compare([a, other_data])
+    moved = code_dir(tmp_path, "moved", outcomes({1}), data="/elsewhere/mbpp-eval.jsonl")   # same digest
+    assert compare([a, moved])["problems"] == 40
+    sampled = code_dir(tmp_path, "sampled", outcomes({1}), settings={**CODE_SETTINGS, "max_new_tokens": 256})
+    with pytest.raises(CompareError, match=rf"^{sampled}: evaluated with other settings .*max_new_tokens 256 vs 512"):
+        compare([a, sampled])
+    t = ult_dir(tmp_path, "t", [_fn("F/1", [True, True], 2, 1)])
+    with pytest.raises(CompareError, match=rf"^{t}: an `eval tests` directory, but {a} is `eval code`"):
+        compare([a, t])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CompareError, match="empty: not an evaluation directory"):
+        read_evaluation(tmp_path / "empty")
+    with pytest.raises(CompareError, match="at least two"):
+        compare([a])
+
+
+def test_cli_table_json_plot_and_one_line_refusal(tmp_path):
+    a = code_dir(tmp_path, "a", outcomes(set(range(10))))
+    b = code_dir(tmp_path, "b", outcomes(set(range(25))))
+    out_json, out_png = tmp_path / "cmp" / "comparison.json", tmp_path / "cmp" / "comparison.png"
+    result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b), "--out", str(tmp_path / "cmp"),
+                                      "--per-problem"])
+    assert result.exit_code == 0, result.output
+    assert "B vs A on pass@1: B better than A (+37.5 points [" in result.output
+    assert "15 up / 0 down, sign p 6.1e-05, 40 problems)" in result.output
+    assert "MBPP/24: pass@1 0.0 -> 100.0" in result.output and "MBPP/30:" not in result.output
+    saved = json.loads(out_json.read_text())
+    assert saved["comparisons"][0]["metrics"][0]["verdict"] == "B better than A"
+    assert saved["per_problem"]["MBPP/12"] == {"A": {"pass@1": 0.0}, "B": {"pass@1": 100.0}}
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = CliRunner().invoke(app, ["eval", "compare", str(a), str(b), "--json"])
+    assert printed.exit_code == 0 and json.loads(printed.output)["comparisons"] == saved["comparisons"]
+    other = code_dir(tmp_path, "other", outcomes({1}), data="x.jsonl", digest="zz")
+    refused = CliRunner().invoke(app, ["eval", "compare", str(a), str(other), "--out", str(tmp_path / "r")])
+    assert refused.exit_code == 2
+    assert [x for x in refused.output.splitlines() if x.strip()] == [
+        f"error: {other}: evaluated on other data ('x.jsonl') than {a} ('mbpp-eval.jsonl'); "
+        "compare evaluations of the same problems"]
+    assert not (tmp_path / "r").exists()
