@@ -74,6 +74,10 @@ def test_greedy_eval_code_with_the_llamacpp_engine(tmp_path, policies):
 
     if not llamacpp_installed():
         pytest.skip("llama-cpp-python is not installed (pip install 'codea1[llamacpp]')")
+    from llamacpp_probe import llamacpp_crash
+
+    if llamacpp_crash():
+        pytest.skip(llamacpp_crash())
     cfg = CodeEvalConfig(greedy=True, limit=2, max_new_tokens=256, engine="llamacpp", threads=2)
     summary = evaluate_code("qwen2.5-coder-0.5b-instruct", "bundled", tmp_path, cfg, policies=policies)
     assert summary["sources"]["bundled"]["problems"] == 2
