@@ -199,7 +199,7 @@ def rollout_limits(policies, m: dict, role: str, peak: float, bandwidth: float) 
     return {"flops": flops, "flop_s": flops / peak, "memory_s": memory_s, "limit_s": flops / peak + memory_s}
 
 
-def phase_limits(policies, m: dict, cfg, peak: float, bandwidth: float) -> dict[str, dict[str, float]]:
+def phase_limits(policies, m: dict, peak: float, bandwidth: float) -> dict[str, dict[str, float]]:
     """Per phase of one step's metrics: seconds taken against the compute limit (see
     `rollout_limits`, `update_flops`); the judge runs programs, it has no FLOP limit."""
     out = {}
@@ -248,7 +248,7 @@ def compare_forwards(cfg, policies, steps: int, rounds: int, peak: float, bandwi
                         m["bench/update_flops"] = sum(
                             update_flops(policies, "code" if key == "shared" else key, b.trajectories, cfg.grpo)
                             for key, b in trainer._last_batches.updates().items())
-                        m["bench/limits"] = phase_limits(policies, m, cfg, peak, bandwidth)
+                        m["bench/limits"] = phase_limits(policies, m, peak, bandwidth)
                         ms.append(m)
                         print(f"  round {r + 1} {name}, step {trainer.step}: " + ", ".join(
                             f"{k[5:-2]} {m[k]:.1f}s" for k in ("time/code_rollout_s", "time/test_rollout_s",

@@ -26,9 +26,7 @@ candidate (a problem's checker runs apart, on outputs already printed).
 
 from __future__ import annotations
 
-import ast
 import queue
-import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -61,6 +59,7 @@ from codea1.judge.judge import (
     ProblemRollout,
     SuiteResult,
     TestOutcome,
+    _program_key,  # programs with one syntax tree share a run, as for functions
 )
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.sandbox import Job, Limits, RunResult
@@ -87,18 +86,6 @@ def stdin_limits(problem: Problem, limits: Limits, settings: StdinSettings = Std
     """The limits of one run of a program of `problem`: the time limit per input as the call's."""
     per_input = time_limit_of(problem, limits.call_timeout_s) * settings.time_scale
     return replace(limits, call_timeout_s=max(0.05, min(per_input, limits.timeout_s)))
-
-
-def _program_key(code: str) -> tuple[tuple[str, str], str | None]:
-    """Programs with the same syntax tree share one run; a syntax error needs none."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return ("tree", ast.dump(ast.parse(code))), None
-        except SyntaxError as err:
-            return ("text", code.strip()), f"SyntaxError: {err.msg} (line {err.lineno})"
-        except Exception:  # noqa: BLE001 - the sandbox decides about anything else
-            return ("text", code.strip()), None
 
 
 @dataclass
