@@ -219,14 +219,21 @@ class GRPOConfig(BaseModel):
         "(4D attention mask; same log-probs and gradients); False gives each response its own copy",
     )
     logprob_chunk_tokens: int = Field(
-        256, ge=0,
-        description="response tokens per chunk of the vocabulary projection, keeping only the sampled "
-        "token's log-softmax (less memory, same numbers); 0 uses the model's full logits",
+        1024, ge=0,
+        description="response tokens per chunk of the vocabulary projection, taken a 2048-column tile of "
+        "the vocabulary at a time and keeping only the sampled token's log-softmax (less memory, same "
+        "numbers up to rounding); 0 uses the model's full logits",
     )
     reuse_old_logprobs: bool = Field(
         True,
         description="take the first mini-batch's old log-probs from its own forward pass, detached (the "
         "policy has not moved yet, so they are equal) instead of a separate pass",
+    )
+    merged_lora: bool = Field(
+        True,
+        description="on a CPU, run each LoRA layer of the update as one matmul with the adapter merged into "
+        "a copy of its weight (rebuilt after each optimiser step; same function up to rounding, "
+        "codea1.merged_lora); False keeps peft's base + B(A(x))",
     )
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate (peak, after warm-up)")
     weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")

@@ -41,6 +41,7 @@ from codea1.logprobs import (
     sampled_token_logprobs,
     supports_shared_prompt_rows,
 )
+from codea1.merged_lora import merged_lora
 from codea1.trajectory import MicroBatch, Trajectory, pack_micro_batches
 
 
@@ -609,7 +610,7 @@ def update_role(policies, role: str, optimizer, seqs: Sequence[Trajectory], cfg:
     first = set(layout[0]) if cfg.reuse_old_logprobs and layout else set()
     pad = (lambda model: partial(hooks.pad_forwards, model)) if hooks is not None else (lambda model: None)
     show("old log-probs")
-    with policies.role(role) as model:
+    with policies.role(role) as model, merged_lora(model, cfg.merged_lora):
         old = trajectory_logprobs(model, seqs, cfg, skip=() if engine_logps else first, pad_passes=pad(model))
     ref = None
     if cfg.kl_coef > 0:
@@ -618,7 +619,7 @@ def update_role(policies, role: str, optimizer, seqs: Sequence[Trajectory], cfg:
             ref = trajectory_logprobs(ref_model, seqs, cfg, pad_passes=pad(ref_model))
     is_weights = rollout_correction(label, old, seqs, cfg, metrics)
     show("gradient steps")
-    with policies.role(role) as model:
+    with policies.role(role) as model, merged_lora(model, cfg.merged_lora):
         if hooks is None:
             return update_policy(model, optimizer, seqs, cfg, old, ref, is_weights, layout=layout)
         stats = update_policy(model, optimizer, seqs, cfg, old, ref, is_weights, layout=layout,

@@ -136,6 +136,25 @@ def test_chunked_head_gradient_is_exact():
     assert torch.allclose(fn(hidden, weight), want, atol=1e-12)
 
 
+@pytest.mark.parametrize("tile", [4, 5, 11])
+def test_head_tiled_over_the_vocabulary_is_exact(monkeypatch, tile):
+    """Several vocabulary tiles (the last one short, targets in every tile): the running
+    logsumexp and the per-tile backward give log_softmax's values and gradients.
+    Faults tried: the running sum not rescaled when the maximum grows (values off by
+    up to 2), the target picked from the first tile only (values off) -- both fail here."""
+    import codea1.logprobs as logprobs
+
+    monkeypatch.setattr(logprobs, "VOCAB_TILE", tile)
+    torch.manual_seed(2)
+    hidden = torch.randn(9, 5, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(13, 5, dtype=torch.float64, requires_grad=True)
+    targets = torch.tensor([0, 3, 4, 5, 8, 9, 10, 12, 12])
+    fn = lambda h, w: _SampledTokenLogprob.apply(h, w, targets, 4)  # noqa: E731
+    want = torch.log_softmax(hidden @ weight.T, -1).gather(-1, targets[:, None]).squeeze(-1)
+    assert torch.allclose(fn(hidden, weight), want, atol=1e-12)
+    assert torch.autograd.gradcheck(fn, (hidden, weight))
+
+
 def _update_grads(model, seqs, cfg, old, ref):
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
