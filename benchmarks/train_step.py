@@ -244,10 +244,11 @@ def compare_forwards(cfg, policies, steps: int, rounds: int, peak: float, bandwi
                 try:
                     ms = []
                     for _ in range(steps):
-                        m = trainer.run_step()
+                        result = trainer.run_step()
+                        m = result.metrics
                         m["bench/update_flops"] = sum(
                             update_flops(policies, "code" if key == "shared" else key, b.trajectories, cfg.grpo)
-                            for key, b in trainer._last_batches.updates().items())
+                            for key, b in result.batches.updates().items())
                         m["bench/limits"] = phase_limits(policies, m, peak, bandwidth)
                         ms.append(m)
                         print(f"  round {r + 1} {name}, step {trainer.step}: " + ", ".join(
@@ -540,9 +541,10 @@ def main() -> None:
             # 3. training steps
             steps = []
             for _ in range(args.steps):
-                m = trainer.run_step()
+                result = trainer.run_step()
+                m = result.metrics
                 flops = sum(update_flops(policies, "code" if key == "shared" else key, b.trajectories, cfg.grpo)
-                            for key, b in trainer._last_batches.updates().items())
+                            for key, b in result.batches.updates().items())
                 m["bench/update_flops"] = flops
                 steps.append(m)
                 print(f"step {trainer.step}: " + ", ".join(
@@ -553,7 +555,7 @@ def main() -> None:
             runs = []
             if args.compare_rounds:
                 print("\ncomparing update paths on step %d's trajectories:" % trainer.step, flush=True)
-                runs = compare_update_paths(trainer, trainer._last_batches, args.compare_rounds)
+                runs = compare_update_paths(trainer, result.batches, args.compare_rounds)
         finally:
             trainer.close()
 

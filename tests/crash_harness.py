@@ -122,7 +122,7 @@ def install_hooks(crash_at: str | None, trace: str | None = None) -> None:
         mark("update")
         return out
 
-    save_rng = loop.save_rng
+    save_rng = ckpt.save_rng
 
     def save_rng_hook(*args, **kwargs):
         mark("checkpoint")
@@ -162,7 +162,7 @@ def install_hooks(crash_at: str | None, trace: str | None = None) -> None:
     loop.Trainer._phase = phase_hook
     MistakeBook.apply_step = apply_step_hook
     grpo.update_policy = update_hook
-    loop.save_rng = save_rng_hook
+    ckpt.save_rng = save_rng_hook
     ckpt.CheckpointManager.prune = prune_hook
     ckpt.shutil = _Shutil
     if write_text is not None:

@@ -9,9 +9,11 @@ checkpoints beyond `keep` are removed after a save, each first renamed out of th
 half-deleted `step-N`. `CheckpointManager.clean()` (run when a run starts or resumes)
 removes what a crash can leave behind: temporary and half-deleted directories.
 
-What goes in it is the loop's business (`Trainer.save_checkpoint`); this module provides
-the atomic directory, the listing, the capture/restore of every random number
-generator, and the writing and reading of the trainer's weights and optimisers.
+What goes in it is the loop's business (`Trainer.save_checkpoint` fills a
+`CheckpointContents`); this module writes it (`write_checkpoint`: weights, optimisers,
+schedules, random state, Mistake Book copy, state.json) and provides the atomic
+directory, the listing, the capture/restore of every random number generator, and the
+reading of the trainer's weights and optimisers.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import os
 import random
 import re
 import shutil
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -331,6 +335,34 @@ def _verify_weights(directory: Path) -> None:
 
 
 # --------------------------------------------------------------------------- the trainer's state
+
+
+@dataclass
+class CheckpointContents:
+    """Everything one checkpoint holds, as the loop hands it over (`write_checkpoint`)."""
+
+    policies: Any                  # `codea1.models.Policies`: the weights (`policies/`)
+    optimizers: dict[str, Any]     # per set of weights: AdamW (`optim.pt`)
+    schedulers: dict[str, Any]     # per set of weights: the LR schedule (`optim.pt`)
+    book: Any                      # the Mistake Book: its `snapshot` is the checkpoint's copy
+    state: dict[str, Any]          # state.json: step, data position, metrics offsets, config...
+    weights: dict | None = None            # whole weights gathered from FSDP2 shards, or None
+    optimizer_states: dict | None = None   # whole optimiser states gathered likewise, or None
+
+
+def write_checkpoint(manager: CheckpointManager, step: int, contents: CheckpointContents) -> Path:
+    """Write `step-N` atomically (`CheckpointManager.save`): the weights, optimisers and
+    schedules, the random state (`rng.pt`), the Mistake Book's copy, then state.json."""
+    return manager.save(step, partial(_write_contents, contents))
+
+
+def _write_contents(contents: CheckpointContents, tmp: Path) -> None:
+    write_training_state(tmp, contents.policies, contents.optimizers, contents.schedulers, contents.weights,
+                         contents.optimizer_states)
+    save_rng(tmp / "rng.pt")
+    contents.book.snapshot(tmp / BOOK_FILE)
+    write_json(tmp / STATE_FILE, contents.state)
+
 
 
 def write_training_state(directory: Path, policies, optimizers: dict, schedulers: dict,

@@ -41,7 +41,7 @@ from codea1.grpo import (
     split_mini_batches,
 )
 from codea1.rollout import sample_seeds  # noqa: F401  (its old home)
-from codea1.train.one_process import OneProcess, apply_book_updates
+from codea1.train.one_process import OneProcess
 from codea1.trajectory import Trajectory, pack_micro_batches
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ def commit_book(ranks: Ranks, book, step: int, updates: Sequence[tuple[int, tupl
     metrics = None
     if ranks.main:
         ordered = [u for _, u in sorted((x for part in gathered for x in part), key=lambda x: x[0])]
-        metrics = apply_book_updates(book, step, ordered, net)
+        metrics = book.commit_step(step, ordered, net)
     return ranks.broadcast(metrics)
 
 
