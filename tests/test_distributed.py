@@ -62,12 +62,12 @@ def _free_port() -> int:
 def _rank(rank: int, world: int, port: int, tiny: dict, mode: str, run_dir: str, resume: bool,
           kill_at: int | None, report: str) -> None:
     """One rank: the scripted sampler, the launcher's variables, then `train`."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    fake = make_scripted(rollout.generate, tiny["problems"], {"junk": 0})
+    fake = make_scripted(hf_engine.generate, tiny["problems"], {"junk": 0})
     calls = {"n": 0}
 
     def generate(*args, **kwargs):
@@ -76,7 +76,7 @@ def _rank(rank: int, world: int, port: int, tiny: dict, mode: str, run_dir: str,
             os.kill(os.getpid(), signal.SIGKILL)   # this rank dies mid-step, no goodbye
         return fake(*args, **kwargs)
 
-    rollout.generate = generate
+    hf_engine.generate = generate
     out: dict = {"rank": rank}
     try:
         cfg = None if resume else load_config(preset="cpu-demo", overrides=_overrides(tiny, mode))
@@ -113,7 +113,7 @@ def _launch(tmp_path, tiny, mode, run_dir, world=2, resume=False, kill=None, lim
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from codea1.data import save_problems
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     root = tmp_path_factory.mktemp("tiny-dist")
     model = tiny_test_model(root / "model")
@@ -127,14 +127,14 @@ def tiny(tmp_path_factory):
 
 def _one_rank(tmp_path, tiny, mode, name="one"):
     """The reference: the same run in this process (one rank), same scripted sampler."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
-    real = rollout.generate
-    rollout.generate = make_scripted(real, tiny["problems"], {"junk": 0})
+    real = hf_engine.generate
+    hf_engine.generate = make_scripted(real, tiny["problems"], {"junk": 0})
     try:
         train(load_config(preset="cpu-demo", overrides=_overrides(tiny, mode)), tmp_path / name)
     finally:
-        rollout.generate = real
+        hf_engine.generate = real
     return tmp_path / name
 
 

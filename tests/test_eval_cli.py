@@ -21,7 +21,7 @@ PROBLEMS = [
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     return tiny_test_model(tmp_path_factory.mktemp("tiny"))
 
@@ -38,7 +38,7 @@ def invoke(*args):
 
 
 def scripted(role: str, texts: dict[str, list[str]]):
-    """A stand-in for `codea1.rollout.generate`: for the prompt of function f, the texts
+    """A stand-in for `codea1.engines.hf_engine.generate`: for the prompt of function f, the texts
     `texts[f]` (one a sample), so the scores are known by hand."""
     from paper_rows import ScriptedSample, prompt_text
 
@@ -56,10 +56,10 @@ def scripted(role: str, texts: dict[str, list[str]]):
 
 
 def test_eval_code_cli(tmp_path, tiny, data, monkeypatch):
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
     # add: 1 of 2 samples right (pass@1 50, pass@2 100); neg: none right
-    monkeypatch.setattr(rollout, "generate", scripted("code", {
+    monkeypatch.setattr(hf_engine, "generate", scripted("code", {
         "add": ["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n"],
         "neg": ["def neg(x):\n    return x\n", "def neg(x):\n    return abs(x)\n"]}))
     out = tmp_path / "out"
@@ -88,9 +88,9 @@ def test_eval_code_cli_from_a_checkpoint_directory(tmp_path, tiny, data):
 
 
 def test_eval_tests_cli(tmp_path, tiny, data, monkeypatch):
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
-    monkeypatch.setattr(rollout, "generate", scripted("test", {
+    monkeypatch.setattr(hf_engine, "generate", scripted("test", {
         "add": ["assert add(1, 2) == 3\nassert add(0, 0) == 0\n"],   # both hold
         "neg": ["assert neg(2) == -2\nassert neg(0) == 1\n"]}))      # the second is wrong
     out = tmp_path / "out"
@@ -133,11 +133,11 @@ def test_mutants_cli_lists_families(tmp_path):
 
 def test_eval_code_cli_reports_humaneval_plus_and_mbpp_plus_apart(tmp_path, tiny, monkeypatch):
     """`eval code --data <Code-A1 validation parquet>`: one table row per benchmark."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
     from paper_rows import scripted_generate, validation_file
 
     counts = {"running_max": 2, "vowel_runs": 0, "round_half_up": 2, "second_smallest": 1}
-    monkeypatch.setattr(rollout, "generate", scripted_generate(counts))
+    monkeypatch.setattr(hf_engine, "generate", scripted_generate(counts))
     data = validation_file(tmp_path / "validation_data_mix.parquet")
     result = invoke("code", "--model", tiny, "--data", data, "--n", 2, "--device", "cpu",
                     "--workers", 2, "--out", tmp_path / "out")

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from codea1.cli import app
 from codea1.eval.loading import load_eval_policies
 from codea1.export import export_run
-from codea1.models import tiny_test_model
+from tiny_model import tiny_test_model
 
 torch.set_num_threads(1)
 PROMPTS = ["def f(x):\n    return x + 1\n", "assert f(2) == 3\nfor i in range(n):"]

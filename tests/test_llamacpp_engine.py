@@ -12,7 +12,8 @@ import torch
 
 from codea1.engines import EngineUnavailable, make_engine, resolve_engine
 from codea1.engines.llamacpp_engine import base_gguf, export_lora_gguf, llamacpp_installed
-from codea1.models import ModelConfig, load_policies, tiny_test_model
+from codea1.models import ModelConfig, load_policies
+from tiny_model import tiny_test_model
 
 torch.set_num_threads(1)
 

@@ -17,13 +17,17 @@ from codea1.grpo import (
     GRPOConfig,
     Trajectory,
     first_mini_batch,
-    micro_batches,
-    pack_micro_batches,
-    sequence_logprobs,
-    trajectory_logprobs,
     update_policy,
 )
-from codea1.logprobs import _SampledTokenLogprob, pack_shared_prompt_rows, prompt_groups
+from codea1.logprobs import (
+    _SampledTokenLogprob,
+    micro_batches,
+    pack_shared_prompt_rows,
+    prompt_groups,
+    sequence_logprobs,
+    trajectory_logprobs,
+)
+from codea1.trajectory import pack_micro_batches
 
 OLD_PATH = dict(shared_prompt_rows=False, logprob_chunk_tokens=0, reuse_old_logprobs=False)
 

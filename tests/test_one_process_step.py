@@ -47,9 +47,9 @@ def _record_calls(monkeypatch) -> list[str]:
 
 @pytest.mark.parametrize("mode", ["a1", "selfplay"])
 def test_a_one_process_run_calls_nothing_of_distributed_after_start(tmp_path, tiny, monkeypatch, mode):
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
-    monkeypatch.setattr(rollout, "generate", make_scripted(rollout.generate, tiny["problems"]))
+    monkeypatch.setattr(hf_engine, "generate", make_scripted(hf_engine.generate, tiny["problems"]))
     calls = _record_calls(monkeypatch)
     assert calls == [] and D.init_ranks.__name__ == "recorded"   # the wrappers are in place
     result = train(load_config(preset="cpu-demo", overrides=tiny_overrides(tiny, mode, 2)), tmp_path / "run")

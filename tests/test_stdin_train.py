@@ -55,7 +55,7 @@ def _fenced(pairs) -> str:
 
 
 def make_scripted_stdin(real, problems):
-    """`real` (codea1.rollout.generate) with some completions replaced by scripted stdin ones."""
+    """`real` (codea1.engines.hf_engine.generate) with some completions replaced by scripted stdin ones."""
     by_question = [(p.question.strip(), p) for p in problems]
 
     def problem_of(prompt, tok):
@@ -104,10 +104,10 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture
 def scripted(monkeypatch, tiny):
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
-    monkeypatch.setattr(rollout, "generate",
-                        make_scripted_stdin(rollout.generate, stdin_problems(STDIN + HELDOUT, "x")))
+    monkeypatch.setattr(hf_engine, "generate",
+                        make_scripted_stdin(hf_engine.generate, stdin_problems(STDIN + HELDOUT, "x")))
 
 
 @pytest.mark.parametrize("mode", ["a1", "golden", "selfplay"])

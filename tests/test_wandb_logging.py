@@ -31,9 +31,9 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture
 def scripted(monkeypatch, tiny):
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
-    monkeypatch.setattr(rollout, "generate", make_scripted(rollout.generate, tiny["problems"]))
+    monkeypatch.setattr(hf_engine, "generate", make_scripted(hf_engine.generate, tiny["problems"]))
 
 
 def _config(tiny, steps=3, *extra):

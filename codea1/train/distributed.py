@@ -37,9 +37,9 @@ from codea1.grpo import (
     RoleBatch,
     UpdateStats,
     mini_batch_token_counts,
-    sequence_logprobs,
     split_mini_batches,
 )
+from codea1.logprobs import sequence_logprobs
 from codea1.rollout import sample_seeds  # noqa: F401  (its old home)
 from codea1.train.one_process import OneProcess
 from codea1.trajectory import Trajectory, pack_micro_batches
