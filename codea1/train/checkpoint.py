@@ -28,7 +28,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from codea1.output_files import naming_full_disk
+from codea1.output_files import fsync_path, naming_full_disk
+from codea1.output_files import atomic_write_text  # noqa: F401  (config.py's save_config takes it from here)
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 STATE_FILE = "state.json"
@@ -42,26 +43,11 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete or does not fit the run."""
 
 
-def _fsync_path(path: Path) -> None:
-    """fsync a file or a directory (directories: so a rename inside it is durable)."""
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if path.is_dir() else 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on directories; nothing more we can do
-    finally:
-        os.close(fd)
-
-
 def _fsync_tree(root: Path) -> None:
     for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
-            _fsync_path(Path(dirpath) / name)
-        _fsync_path(Path(dirpath))
+            fsync_path(Path(dirpath) / name)
+        fsync_path(Path(dirpath))
 
 
 class CheckpointManager:
@@ -103,7 +89,7 @@ class CheckpointManager:
             final = self.root / f"step-{step}"
             old = self._move_to_trash(final) if final.exists() else None  # re-saving a step
             os.replace(tmp, final)
-            _fsync_path(self.root)
+            fsync_path(self.root)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
         except BaseException:
@@ -138,7 +124,7 @@ class CheckpointManager:
                 shutil.rmtree(self._move_to_trash(child), ignore_errors=True)
                 removed.append(child)
         if removed:
-            _fsync_path(self.root)
+            fsync_path(self.root)
         return removed
 
     def _move_to_trash(self, path: Path) -> Path:
@@ -148,36 +134,8 @@ class CheckpointManager:
         if trash.exists():
             shutil.rmtree(trash, ignore_errors=True)
         os.replace(path, trash)
-        _fsync_path(self.root)
+        fsync_path(self.root)
         return trash
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Replace `path` by `text` in one step: a temporary file next to it, fsync'ed, renamed
-    over it, and the directory fsync'ed. A crash leaves the old file or the new, never a
-    part (at most a stray `.NAME.tmp-PID`, which `remove_stray_temps` clears)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with naming_full_disk(path), open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_path(path.parent)
-
-
-def remove_stray_temps(path: str | os.PathLike[str]) -> list[Path]:
-    """Delete the temporary files a crash inside `atomic_write_text(path, ...)` left."""
-    path = Path(path)
-    removed = []
-    for stray in path.parent.glob(f".{path.name}.tmp-*"):
-        stray.unlink(missing_ok=True)
-        removed.append(stray)
-    return removed
 
 
 def write_json(path: Path, data: Any) -> None:

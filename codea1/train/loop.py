@@ -48,7 +48,7 @@ from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, 
 from codea1.judge import Judge, JudgeConfig, ProblemRollout, extract_code
 from codea1.judge.judge import REFERENCE_SWITCHES
 from codea1.mistakes import MistakeBook
-from codea1.output_files import naming_full_disk
+from codea1.output_files import naming_full_disk, remove_stray_temps
 from codea1.rollout import (
     GenerationInterrupted,
     code_messages,
@@ -71,7 +71,6 @@ from codea1.train.checkpoint import (
     load_rng,
     read_state,
     read_training_state,
-    remove_stray_temps,
     restore_rng,
     verify_checkpoint,
     write_checkpoint,
