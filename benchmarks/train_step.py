@@ -122,7 +122,7 @@ def update_flops(policies, role: str, trajectories, grpo) -> float:
     Backward: frozen matmuls need input gradients only (1x forward), trainable ones input
     and weight gradients (2x), the head 1x (its input), attention 2x.
     """
-    from codea1.grpo import first_mini_batch
+    from codea1.grpo import split_mini_batches
 
     with policies.role(role) as model:
         frozen, trainable, head = _linear_params(model)
@@ -147,7 +147,8 @@ def update_flops(policies, role: str, trajectories, grpo) -> float:
         return fwd, bwd
 
     forward, backward = passes(trajectories)
-    reused = first_mini_batch(len(trajectories), grpo)
+    # the first mini-batch's old log-probs come from the update's own first pass (`grpo.update_role`)
+    reused = set(split_mini_batches(len(trajectories), grpo.mini_batches)[0]) if grpo.reuse_old_logprobs else set()
     old, _ = passes([s for i, s in enumerate(trajectories) if i not in reused])
     return forward + backward + old + (forward if grpo.kl_coef > 0 else 0.0)
 

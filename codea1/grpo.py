@@ -325,14 +325,6 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: GRPOConfig, total_step
     )
 
 
-def first_mini_batch(n: int, cfg: GRPOConfig) -> set[int]:
-    """The sequences whose old log-probs `update_policy` takes from its own first forward
-    pass (`reuse_old_logprobs`): nothing has moved the policy before they are computed."""
-    if not cfg.reuse_old_logprobs or n == 0:
-        return set()
-    return set(split_mini_batches(n, cfg.mini_batches)[0])
-
-
 @dataclass
 class UpdateStats:
     """What one `update_policy` call did, for the metrics.
@@ -404,7 +396,7 @@ def update_policy(
     `old_logps[i]` / `ref_logps[i]` are the per-token log-probs of sequence i's response
     under the policy before the update and under the frozen reference (computed by the
     caller, e.g. with `trajectory_logprobs`, because the reference may need another adapter
-    state). `old_logps[i]` may be None for the sequences of `first_mini_batch`: their
+    state). `old_logps[i]` may be None for the sequences of the first mini-batch: their
     forward pass comes before any optimiser step, so its detached values are the old ones.
     Each mini-batch is packed into micro-batches; their losses are divided by
     the mini-batch's total token count, so the accumulated gradient is the mini-batch's
@@ -475,7 +467,7 @@ def _micro_batch_loss(model, mb: MicroBatch, members: Sequence[int], cfg: GRPOCo
     isw = torch.cat([is_weights[g] for g in glob]) if is_weights is not None else None
     logp = sequence_logprobs(model, mb, cfg.logprob_chunk_tokens)
     for j, g in zip(mb.members, glob):
-        if old_logps[g] is None:  # not computed ahead: see `first_mini_batch`
+        if old_logps[g] is None:  # not computed ahead: the first mini-batch's (`update_role`)
             if moved:
                 raise ValueError(f"sequence {g} has no old log-probs and the policy has "
                                  "already moved in this update")
@@ -505,8 +497,8 @@ def update_role(policies, role: str, optimizer, seqs: Sequence[Trajectory], cfg:
                 show: Callable[[str], None] | None = None, hooks: RankHooks | None = None) -> UpdateStats:
     """One policy's GRPO update on its step's trajectories, as the reference's actor does it.
 
-    1. old log-probs (those of the first mini-batch taken from the update's own first pass,
-       `first_mini_batch`, unless a rollout engine's log-probs need comparing with all);
+    1. old log-probs (those of the first mini-batch, `layout[0]`, taken from the update's
+       own first pass, unless a rollout engine's log-probs need comparing with all);
     2. the frozen reference's log-probs (for the KL term);
     3. the rollout engine's log-prob mismatch and TIS weights (`rollout_correction`);
     4. `update_policy`: the mini-batch loop.

@@ -101,14 +101,6 @@ def offline_part_paths() -> list[Path]:
     return paths
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def assemble_offline_gguf(target_dir: Path | None = None) -> Path:
     """Concatenate the installed parts into one GGUF, once, atomically, sha256-checked.
 

@@ -16,7 +16,7 @@ import torch
 from codea1.grpo import (
     GRPOConfig,
     Trajectory,
-    first_mini_batch,
+    split_mini_batches,
     update_policy,
 )
 from codea1.logprobs import (
@@ -185,9 +185,8 @@ def test_reused_old_logprobs_equal_a_separate_pass():
     model = _lora(_lm())
     seqs = [s for s in _seqs() if s.completion_ids]
     cfg = GRPOConfig(mini_batches=2, grad_clip=1e9, kl_coef=0.0, micro_batch_tokens=16)
-    first = first_mini_batch(len(seqs), cfg)
+    first = set(split_mini_batches(len(seqs), cfg.mini_batches)[0])  # the first mini-batch (`update_role`)
     assert first == {0, 1, 2}
-    assert first_mini_batch(len(seqs), cfg.model_copy(update={"reuse_old_logprobs": False})) == set()
     full = trajectory_logprobs(model, seqs, cfg)
     partial = trajectory_logprobs(model, seqs, cfg, skip=first)
     assert [lp is None for lp in partial] == [i in first for i in range(len(seqs))]

@@ -155,33 +155,25 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- RNG
 
 
-def capture_rng(generators: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Every random state a step consumes: python, numpy, torch (CPU and CUDA), and named
-    `torch.Generator`s / `numpy.random.Generator`s the loop owns."""
+def capture_rng() -> dict[str, Any]:
+    """Every random state a step consumes: python's, numpy's and torch's (CPU and CUDA).
+    The loop owns no generator of its own: rollouts seed each sample's stream from its
+    place in the step (`codea1.rollout.sample_seeds`), so nothing else carries state from
+    step to step. (`generators` stays in the record, empty, as older checkpoints hold it.)"""
     import numpy as np
     import torch
 
-    state: dict[str, Any] = {
+    return {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "generators": {},
     }
-    for name, gen in (generators or {}).items():
-        if isinstance(gen, torch.Generator):
-            state["generators"][name] = ("torch", gen.get_state())
-        elif isinstance(gen, np.random.Generator):
-            state["generators"][name] = ("numpy", gen.bit_generator.state)
-        elif isinstance(gen, random.Random):
-            state["generators"][name] = ("python", gen.getstate())
-        else:
-            raise TypeError(f"generator {name!r}: cannot capture a {type(gen).__name__}")
-    return state
 
 
-def restore_rng(state: dict[str, Any], generators: dict[str, Any] | None = None) -> None:
-    """Put back what `capture_rng` took; the named generators must be the same kinds."""
+def restore_rng(state: dict[str, Any]) -> None:
+    """Put back what `capture_rng` took."""
     import numpy as np
     import torch
 
@@ -190,23 +182,12 @@ def restore_rng(state: dict[str, Any], generators: dict[str, Any] | None = None)
     torch.set_rng_state(state["torch"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-    saved = state.get("generators", {})
-    for name, gen in (generators or {}).items():
-        if name not in saved:
-            raise CheckpointError(f"the checkpoint has no state for the generator {name!r}")
-        kind, value = saved[name]
-        if kind == "torch":
-            gen.set_state(value)
-        elif kind == "numpy":
-            gen.bit_generator.state = value
-        else:
-            gen.setstate(value)
 
 
-def save_rng(path: Path, generators: dict[str, Any] | None = None, state: dict[str, Any] | None = None) -> None:
+def save_rng(path: Path, state: dict[str, Any] | None = None) -> None:
     import torch
 
-    torch.save(state if state is not None else capture_rng(generators), path)
+    torch.save(state if state is not None else capture_rng(), path)
 
 
 def load_rng(path: Path) -> dict[str, Any]:

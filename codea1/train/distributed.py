@@ -252,7 +252,10 @@ def uses_fsdp(cfg: "TrainConfig", ranks: Ranks) -> bool:
 def book_tops(ranks: Ranks, book, problems: Sequence[Any], slots: Sequence[int], k: int) -> list[list[str]]:
     """The Mistake Book tests replayed for this rank's problems: rank 0 reads them for the
     whole step (`problems` are the step's problems, in slot order) and sends them."""
-    tops = [book.top(p.id, k=k) for p in problems] if ranks.main else None
+    tops = None
+    if ranks.main:  # (one snapshot of the book for the whole step)
+        found = book.top_many([p.id for p in problems], k=k)
+        tops = [list(found[p.id]) for p in problems]
     tops = ranks.broadcast(tops)
     return [tops[s] for s in slots]
 

@@ -255,11 +255,6 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
 
-    def rng_generators(self) -> dict[str, Any]:
-        # rollouts seed each sample's stream from its place in the step (`_generate`):
-        # no generator of the loop's own carries state from step to step
-        return {}
-
     def save_checkpoint(self, manager: CheckpointManager, log: MetricsLog | None) -> Path | None:
         """Rank 0 writes the checkpoint (the others join in gathering sharded weights)."""
         weights = optim = None
@@ -295,7 +290,7 @@ class Trainer:
         if self.book is not None:
             self.book.restore(path / BOOK_FILE)
         self.sampler.load_state(state["data"])
-        restore_rng(load_rng(path / "rng.pt"), self.rng_generators())
+        restore_rng(load_rng(path / "rng.pt"))
         self.step = int(state["step"])
         return state
 
@@ -792,12 +787,12 @@ def _run_steps(trainer: Trainer, manager: CheckpointManager, log: MetricsLog | N
         if ranks.any(stop.poll() or refusal is not None):
             stopped, why = True, refusal or stop.reason or "a stop on another rank"
             break
-        rng_before = capture_rng(trainer.rng_generators())
+        rng_before = capture_rng()
         data_before = trainer.sampler.state()
         try:
             result = trainer.run_step()
         except StopRequested:
-            restore_rng(rng_before, trainer.rng_generators())
+            restore_rng(rng_before)
             trainer.sampler.load_state(data_before)
             stopped, why = True, stop.reason
             break
@@ -850,12 +845,12 @@ def _complete_row(trainer: Trainer, log: MetricsLog | None, show: Progress, row:
         if ranks.any(refusal is not None):
             return refusal or "the time limit on another rank"
         show.set_phase("validation", step)
-        rng = capture_rng(trainer.rng_generators())
+        rng = capture_rng()
         try:
             with trainer.stop.abandonable():
                 figures = trainer.validate()  # every rank its share; the figures on rank 0
         except StopRequested:
-            restore_rng(rng, trainer.rng_generators())
+            restore_rng(rng)
             return trainer.stop.reason
         trainer.budget.record("validation_s", figures.get("time/validation_s", 0.0))
         metrics.update(figures)

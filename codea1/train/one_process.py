@@ -53,8 +53,9 @@ class OneProcess:
     # ---------------------------------------------------------------- the step's
 
     def book_tops(self, book, problems: Sequence[Any], slots: Sequence[int], k: int) -> list[list[str]]:
-        """The Mistake Book tests replayed for each of this rank's problems."""
-        return [book.top(problems[s].id, k=k) for s in slots]
+        """The Mistake Book tests replayed for each of this rank's problems (one snapshot)."""
+        tops = book.top_many([problems[s].id for s in slots], k=k)
+        return [list(tops[problems[s].id]) for s in slots]
 
     def commit_book(self, book, step: int, updates: Sequence[tuple[int, tuple[str, Any]]],
                     net: bool = False) -> dict[str, Any]:
