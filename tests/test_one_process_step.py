@@ -12,18 +12,13 @@ import inspect
 
 import pytest
 import torch
-from tiny_run import make_scripted, make_tiny, tiny_overrides
+from tiny_run import make_scripted, tiny_overrides
 
 import codea1.train.distributed as D
 from codea1.train.config import load_config
 from codea1.train.loop import train
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 def _record_calls(monkeypatch) -> list[str]:

@@ -28,17 +28,12 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tiny_run import make_scripted, make_tiny, tiny_overrides  # noqa: E402
+from tiny_run import make_scripted, tiny_overrides  # noqa: E402
 
 from codea1.train.config import load_config  # noqa: E402
 from codea1.train.loop import train  # noqa: E402
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 def _recording(real, tiny, calls: list):

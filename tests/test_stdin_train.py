@@ -94,7 +94,7 @@ def make_scripted_stdin(real, problems):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny_stdin(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny-stdin")
     made = make_tiny(root)
     save_problems(stdin_problems(STDIN, "train"), made["train"])
@@ -103,7 +103,7 @@ def tiny(tmp_path_factory):
 
 
 @pytest.fixture
-def scripted(monkeypatch, tiny):
+def scripted(monkeypatch, tiny_stdin):
     import codea1.engines.hf_engine as hf_engine
 
     monkeypatch.setattr(hf_engine, "generate",
@@ -111,12 +111,12 @@ def scripted(monkeypatch, tiny):
 
 
 @pytest.mark.parametrize("mode", ["a1", "golden", "selfplay"])
-def test_a_stdin_problem_set_trains_end_to_end(tmp_path, tiny, scripted, mode):
+def test_a_stdin_problem_set_trains_end_to_end(tmp_path, tiny_stdin, scripted, mode):
     """Rewards carry a signal (right and wrong programs differ), tests enter the Mistake
     Book in their canonical form, both roles' weights move. Tried: judging stdin problems
     with the function-level judge (the dispatch on `Problem.kind` removed): no code sample
     trained (`update/code/sequences` 0) and the test failed."""
-    cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny, mode, 2), "validation.every=2",
+    cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny_stdin, mode, 2), "validation.every=2",
                                                     "rollout.code.max_new_tokens=8", "rollout.test.max_new_tokens=8"])
     result = train(cfg, tmp_path / "run")
     assert result.step == 2 and not result.stopped

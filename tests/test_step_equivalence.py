@@ -177,11 +177,6 @@ def _update_figures(run: Path) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(scope="module")
 def recorded() -> dict:
     if not GOLDEN.is_file():
         pytest.skip(f"{GOLDEN} is absent: record it with `python {Path(__file__).name} --record`")

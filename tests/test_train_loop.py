@@ -14,18 +14,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_run import make_scripted, make_tiny, tiny_overrides
+from tiny_run import make_scripted, tiny_overrides
 
 from codea1.train.config import load_config
 from codea1.train.loop import train
 from codea1.train.metrics import read_metrics
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import types
 
 import pytest
 import torch
-from tiny_run import make_scripted, make_tiny, tiny_overrides
+from tiny_run import make_scripted, tiny_overrides
 
 from codea1.train.config import load_config
 from codea1.train.loop import train
@@ -22,11 +22,6 @@ from codea1.train.metrics import read_metrics
 from codea1.train.wandb_logger import RUN_ID_FILE, SAMPLE_COLUMNS
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture
