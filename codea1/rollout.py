@@ -144,7 +144,7 @@ def _test_prompt(question: str, fn: str, code: str | None, white_box: bool, n_te
 test_messages.__test__ = False  # not a pytest test, though its name starts with "test"
 
 
-# --- sampling -------------------------------------------------------------------------------------
+# --- what every engine's sampling shares ----------------------------------------------------------
 
 
 @dataclass

@@ -434,6 +434,8 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
     return out
 
 
+# --- the engine -----------------------------------------------------------------------------------
+
 
 class HFEngine(RolloutEngine):
     """`generate` behind the `RolloutEngine` interface."""
