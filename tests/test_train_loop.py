@@ -183,7 +183,6 @@ def test_time_limit_stops_with_a_checkpoint_and_resumes(tmp_path, tiny, scripted
 
     import codea1.engines.hf_engine as hf_engine
 
-
     a, run = tmp_path / "a", tmp_path / "run"
     train(_config(tiny, "a1", 3), a)
     inner, calls = hf_engine.generate, {"test": 0}
