@@ -35,7 +35,8 @@ SHARED_MBPP = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "
 def eval_code_throughput(data: str, problems: int, max_new_tokens: int) -> None:
     import torch
 
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
+
     from codea1.eval.code import CodeEvalConfig, evaluate_code
     from codea1.eval.loading import load_eval_policies
 
@@ -44,7 +45,7 @@ def eval_code_throughput(data: str, problems: int, max_new_tokens: int) -> None:
     print(f"[eval code] model {meta.get('resolved')} loaded in {time.perf_counter() - started:.1f} s")
 
     gen_s = [0.0]
-    real_generate = rollout.generate
+    real_generate = hf_engine.generate
 
     def timed_generate(*args, **kwargs):
         t = time.perf_counter()
@@ -53,7 +54,7 @@ def eval_code_throughput(data: str, problems: int, max_new_tokens: int) -> None:
         finally:
             gen_s[0] += time.perf_counter() - t
 
-    rollout.generate = timed_generate
+    hf_engine.generate = timed_generate
     rates = {}
     try:
         # torch's thread count side by side: on a shared 2-core machine 1 thread can win
@@ -73,7 +74,7 @@ def eval_code_throughput(data: str, problems: int, max_new_tokens: int) -> None:
                   f"{total_s - gen_s[0]:.1f} s); pass@1 {row.get('pass@1', 0.0):.2f}; "
                   f"skipped {len(summary['skipped'])}")
     finally:
-        rollout.generate = real_generate
+        hf_engine.generate = real_generate
     if len(rates) == 2:
         one, many = rates[1], rates[max(rates)]
         print(f"[eval code] 1 thread / {max(rates)} threads: {one / many:.2f}x")

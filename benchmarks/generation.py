@@ -1,4 +1,4 @@
-"""Rollout speed: `codea1.rollout.generate` against plain batch-8 `model.generate`, side by side.
+"""Rollout speed: `codea1.engines.hf_engine.generate` against plain batch-8 `model.generate`, side by side.
 
 Target (issue 4): at least 2x the tokens/s of plain batch-8 `generate` on the same model,
 prompts and sampling settings, measured in the same run.
@@ -44,8 +44,12 @@ from __future__ import annotations
 
 import argparse
 import resource
+import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_model.py: the tiny random-weight model
 
 
 def _peak_rss_mib() -> float:
@@ -86,8 +90,10 @@ def main() -> None:
     import torch
 
     from codea1.data import bundled_problems
-    from codea1.models import ModelConfig, load_policies, tiny_test_model
-    from codea1.rollout import GenerationStats, SamplingConfig, code_messages, encode_prompts, generate, stop_token_ids, test_messages
+    from codea1.models import ModelConfig, load_policies
+    from tiny_model import tiny_test_model
+    from codea1.engines.hf_engine import generate
+    from codea1.rollout import GenerationStats, SamplingConfig, code_messages, encode_prompts, stop_token_ids, test_messages
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -164,7 +170,8 @@ def llamacpp_side_by_side(args) -> None:
                          "(pip install 'codea1[llamacpp]'; it compiles llama.cpp, a few minutes)") from None
     from codea1.data import bundled_problems
     from codea1.models import ModelConfig, load_policies, resolve_model
-    from codea1.rollout import GenerationStats, SamplingConfig, code_messages, encode_prompts, generate, stop_token_ids, test_messages
+    from codea1.engines.hf_engine import generate
+    from codea1.rollout import GenerationStats, SamplingConfig, code_messages, encode_prompts, stop_token_ids, test_messages
 
     resolved = resolve_model(args.model)
     if not resolved.gguf_file:
@@ -230,8 +237,10 @@ def engines_side_by_side(args) -> None:
 
     from codea1.data import bundled_problems
     from codea1.engines import EngineUnavailable, VLLMConfig, make_engine, resolve_engine
-    from codea1.grpo import Trajectory, trajectory_logprobs
-    from codea1.models import ModelConfig, load_policies, tiny_test_model
+    from codea1.grpo import Trajectory
+    from codea1.logprobs import trajectory_logprobs
+    from codea1.models import ModelConfig, load_policies
+    from tiny_model import tiny_test_model
     from codea1.rollout import (GenerationStats, SamplingConfig, context_length, code_messages, encode_prompts,
                                 fit_test_prompt, prompt_limit)
 

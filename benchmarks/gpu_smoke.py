@@ -9,7 +9,7 @@ What runs, each phase in its own process (its own CUDA context, peak memory and 
 
 1. `lora-shared`: `codea1.train.loop.train` for 2 steps (Code-A1 mode a1, the hf engine:
    rollouts of both roles, the sandboxed judge, the Mistake Book, the GRPO update, a
-   checkpoint) on a tiny random Qwen2 built on the spot (`codea1.models.tiny_test_model`),
+   checkpoint) on a tiny random Qwen2 built on the spot (`tests/tiny_model.py`),
    in bf16 on `cuda`.
 2. `full-fsdp2`: the same 2 steps with two full-weight models sharded by FSDP2 over a
    one-rank NCCL process group. A run takes its multi-GPU code paths (FSDP2 with float32
@@ -44,6 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tiny_model.py: the tiny random-weight model
 
 PHASES = ("lora-shared", "full-fsdp2")
 ROLES = ("code", "test")
@@ -52,9 +53,9 @@ ROLES = ("code", "test")
 def plant_answers(problems) -> None:
     """Replace the first sample of every group by the problem's reference (code) or golden
     tests (test), found by its function's name in the prompt, so that rewards differ."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
-    real = rollout.generate
+    real = hf_engine.generate
 
     def generate(policies, role, prompts, n=1, sampling=None, **kwargs):
         out = real(policies, role, prompts, n=n, sampling=sampling, **kwargs)
@@ -72,7 +73,7 @@ def plant_answers(problems) -> None:
             first.text, first.completion_ids, first.finished, first.truncated = answer, ids + [eos], True, False
         return out
 
-    rollout.generate = generate
+    hf_engine.generate = generate
 
 
 def start_one_rank(backend: str) -> None:
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_smoke: no CUDA device here (torch {torch.__version__}, torch.cuda.is_available() is False); "
               "run it on a GPU machine, or add --cpu-dry-run to run the same path on the CPU", file=sys.stderr)
         return 2
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     started = time.perf_counter()
     reports, failures = [], []

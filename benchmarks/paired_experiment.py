@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_model.py (--tiny)
 
 BASE = "qwen2.5-coder-0.5b-instruct"
 HELDOUT_SETS = ("mbpp", "heldout")
@@ -330,7 +331,7 @@ def run(plan: Plan) -> int:
     started = time.monotonic()
     say(planning(plan))
     if plan.tiny and not Path(plan.model).is_dir():
-        from codea1.models import tiny_test_model
+        from tiny_model import tiny_test_model
 
         tiny_test_model(plan.model)
     stage_data(plan)

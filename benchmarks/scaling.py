@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_model.py: the tiny random-weight model
+
 
 def _overrides(model: str, args) -> list[str]:
     return [f"model.name={model}", "model.dtype=float32", "model.lora_r=4", f"model.mode={args.mode}",
@@ -83,7 +85,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=24, help="new tokens per completion")
     ap.add_argument("--mode", default="lora-shared", choices=["lora-shared", "full"])
     args = ap.parse_args()
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     with tempfile.TemporaryDirectory(prefix="codea1-scaling-") as tmp:
         root = Path(tmp)

@@ -122,7 +122,7 @@ def update_flops(policies, role: str, trajectories, grpo) -> float:
     Backward: frozen matmuls need input gradients only (1x forward), trainable ones input
     and weight gradients (2x), the head 1x (its input), attention 2x.
     """
-    from codea1.grpo import first_mini_batch
+    from codea1.grpo import split_mini_batches
 
     with policies.role(role) as model:
         frozen, trainable, head = _linear_params(model)
@@ -147,7 +147,8 @@ def update_flops(policies, role: str, trajectories, grpo) -> float:
         return fwd, bwd
 
     forward, backward = passes(trajectories)
-    reused = first_mini_batch(len(trajectories), grpo)
+    # the first mini-batch's old log-probs come from the update's own first pass (`grpo.update_role`)
+    reused = set(split_mini_batches(len(trajectories), grpo.mini_batches)[0]) if grpo.reuse_old_logprobs else set()
     old, _ = passes([s for i, s in enumerate(trajectories) if i not in reused])
     return forward + backward + old + (forward if grpo.kl_coef > 0 else 0.0)
 
@@ -244,10 +245,11 @@ def compare_forwards(cfg, policies, steps: int, rounds: int, peak: float, bandwi
                 try:
                     ms = []
                     for _ in range(steps):
-                        m = trainer.run_step()
+                        result = trainer.run_step()
+                        m = result.metrics
                         m["bench/update_flops"] = sum(
                             update_flops(policies, "code" if key == "shared" else key, b.trajectories, cfg.grpo)
-                            for key, b in trainer._last_batches.updates().items())
+                            for key, b in result.batches.updates().items())
                         m["bench/limits"] = phase_limits(policies, m, peak, bandwidth)
                         ms.append(m)
                         print(f"  round {r + 1} {name}, step {trainer.step}: " + ", ".join(
@@ -540,9 +542,10 @@ def main() -> None:
             # 3. training steps
             steps = []
             for _ in range(args.steps):
-                m = trainer.run_step()
+                result = trainer.run_step()
+                m = result.metrics
                 flops = sum(update_flops(policies, "code" if key == "shared" else key, b.trajectories, cfg.grpo)
-                            for key, b in trainer._last_batches.updates().items())
+                            for key, b in result.batches.updates().items())
                 m["bench/update_flops"] = flops
                 steps.append(m)
                 print(f"step {trainer.step}: " + ", ".join(
@@ -553,7 +556,7 @@ def main() -> None:
             runs = []
             if args.compare_rounds:
                 print("\ncomparing update paths on step %d's trajectories:" % trainer.step, flush=True)
-                runs = compare_update_paths(trainer, trainer._last_batches, args.compare_rounds)
+                runs = compare_update_paths(trainer, result.batches, args.compare_rounds)
         finally:
             trainer.close()
 

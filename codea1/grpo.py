@@ -12,9 +12,10 @@ functions on tensors, so that each formula can be checked on hand-computed numbe
   the frozen reference, averaged over tokens;
 - `make_optimizer`, `make_scheduler`, `warmup_cosine`: AdamW with a linear warm-up from
   lr 0, then cosine (verl's `get_cosine_schedule_with_warmup`);
-- `trajectory_logprobs`, `update_policy`: log-probabilities of the response tokens of
-  packed (padding-free) micro-batches (`codea1.trajectory`), and one PPO epoch over
-  mini-batches with gradient accumulation equal to the whole mini-batch;
+- `update_policy`: one PPO epoch over mini-batches of packed (padding-free) micro-batches
+  (`codea1.trajectory`) with gradient accumulation equal to the whole mini-batch, the
+  response tokens' log-probabilities from `codea1.logprobs` (`sequence_logprobs`,
+  `trajectory_logprobs`, `micro_batches`);
 - `update_role`: one policy's update as the reference's actor runs it: old and reference
   log-probs, the rollout engine's importance correction (`rollout_correction`), then
   `update_policy`. Several ranks add their part through `RankHooks`; this module runs
@@ -25,24 +26,18 @@ Every number is a `GRPOConfig` field; the defaults are the reference implementat
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 
 import torch
-from peft.helpers import disable_input_dtype_casting
 
 from codea1.configs import GRPOConfig  # (the update's settings, torch-free; re-exported here)
 from codea1.engines.correction import logp_mismatch, tis_weights
-from codea1.logprobs import (
-    pack_shared_prompt_rows,
-    sampled_token_logprobs,
-    supports_shared_prompt_rows,
-)
+from codea1.logprobs import micro_batches, sequence_logprobs, trajectory_logprobs
 from codea1.merged_lora import merged_lora
-from codea1.trajectory import MicroBatch, Trajectory, pack_micro_batches
+from codea1.trajectory import MicroBatch, Trajectory
 
 
 # --------------------------------------------------------------------------- advantages
@@ -331,99 +326,6 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: GRPOConfig, total_step
     )
 
 
-def compute_context(model):
-    """Low-precision compute for LoRA adapters kept in float32 on a bf16/fp16 base.
-
-    peft keeps adapters in float32 (good: the optimiser's small steps survive) and casts
-    every layer's input up to float32 for them, which on a CPU costs more than the base
-    matmuls. Under autocast with peft's input casting off, the adapters compute in the
-    base dtype while their weights and gradients stay float32. A no-op otherwise.
-    """
-    base = next((p.dtype for p in model.parameters() if not p.requires_grad), None)
-    fp32_trainable = any(p.requires_grad and p.dtype == torch.float32 for p in model.parameters())
-    if base not in (torch.bfloat16, torch.float16) or not fp32_trainable or not hasattr(model, "peft_config"):
-        return contextlib.nullcontext()
-    device = next(model.parameters()).device.type
-    stack = contextlib.ExitStack()
-    stack.enter_context(torch.autocast(device_type=device, dtype=base))
-    stack.enter_context(disable_input_dtype_casting(model))
-    return stack
-
-
-def sequence_logprobs(model, mb: MicroBatch, chunk_tokens: int = 0) -> torch.Tensor:
-    """Log-probabilities (float32) of a micro-batch's response tokens under `model`.
-
-    The row is packed: with no attention mask and restarting position ids, transformers
-    builds a block-diagonal causal mask, so sequences never see each other. Only the
-    response positions are projected onto the vocabulary (`logits_to_keep`). Shared-prompt
-    rows and `chunk_tokens` > 0 go through `codea1.logprobs.sampled_token_logprobs`.
-    """
-    if chunk_tokens > 0 or mb.logit_index is not None:
-        with compute_context(model):
-            return sampled_token_logprobs(model, mb, chunk_tokens)
-    with compute_context(model):
-        out = model(
-            input_ids=mb.input_ids,
-            position_ids=mb.position_ids,
-            logits_to_keep=mb.keep,
-            use_cache=False,
-        )
-    logits = out.logits
-    logits = logits.reshape(-1, logits.shape[-1])
-    if logits.shape[0] != mb.targets.shape[0]:
-        raise RuntimeError(
-            f"model returned {logits.shape[0]} logits for {mb.targets.shape[0]} response tokens; "
-            "it must support boolean logits_to_keep and packed position_ids"
-        )
-    return -torch.nn.functional.cross_entropy(logits.float(), mb.targets, reduction="none")
-
-
-def micro_batches(model, seqs: Sequence[Trajectory], cfg: GRPOConfig) -> list[MicroBatch]:
-    """The update's micro-batches: shared-prompt rows when configured and the model's
-    attention takes a 4D mask, else one row per (prompt, response) pair."""
-    if cfg.shared_prompt_rows and supports_shared_prompt_rows(model):
-        return pack_shared_prompt_rows(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
-    return pack_micro_batches(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
-
-
-def first_mini_batch(n: int, cfg: GRPOConfig) -> set[int]:
-    """The sequences whose old log-probs `update_policy` takes from its own first forward
-    pass (`reuse_old_logprobs`): nothing has moved the policy before they are computed."""
-    if not cfg.reuse_old_logprobs or n == 0:
-        return set()
-    return set(split_mini_batches(n, cfg.mini_batches)[0])
-
-
-def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int | GRPOConfig,
-                        pack: bool = True, *, skip: Iterable[int] = (),
-                        pad_passes: Callable[[int, int], None] | None = None) -> list[torch.Tensor | None]:
-    """Per-sequence response log-probs without gradients (the old policy or the reference).
-
-    Sequences are packed like in the update (pass the `GRPOConfig` to use its layout;
-    a token budget packs one row per pair); a sequence with an empty response gets an
-    empty tensor, one listed in `skip` gets None (not computed). `pad_passes(micro_batches,
-    chunk_tokens)` runs first, under no_grad: where several FSDP2 ranks pad their forward
-    passes to the busiest rank's (`codea1.train.distributed.GradSync`).
-    """
-    skip = set(skip)
-    out: list[torch.Tensor | None] = [None if i in skip else torch.zeros(0) for i in range(len(seqs))]
-    todo = [i for i in range(len(seqs)) if i not in skip]
-    sub = [seqs[i] for i in todo]
-    if isinstance(token_budget, GRPOConfig):
-        cfg = token_budget
-        batches, chunk = micro_batches(model, sub, cfg), cfg.logprob_chunk_tokens
-    else:
-        batches, chunk = pack_micro_batches(sub, token_budget, pack), 0
-    with torch.no_grad():
-        if pad_passes is not None:
-            pad_passes(len(batches), chunk)
-        for mb in batches:
-            lp = sequence_logprobs(model, mb, chunk)
-            for j in mb.members:
-                out[todo[j]] = lp[mb.seq_index == j]
-    return out
-
-
 @dataclass
 class UpdateStats:
     """What one `update_policy` call did, for the metrics.
@@ -495,7 +397,7 @@ def update_policy(
     `old_logps[i]` / `ref_logps[i]` are the per-token log-probs of sequence i's response
     under the policy before the update and under the frozen reference (computed by the
     caller, e.g. with `trajectory_logprobs`, because the reference may need another adapter
-    state). `old_logps[i]` may be None for the sequences of `first_mini_batch`: their
+    state). `old_logps[i]` may be None for the sequences of the first mini-batch: their
     forward pass comes before any optimiser step, so its detached values are the old ones.
     Each mini-batch is packed into micro-batches; their losses are divided by
     the mini-batch's total token count, so the accumulated gradient is the mini-batch's
@@ -566,7 +468,7 @@ def _micro_batch_loss(model, mb: MicroBatch, members: Sequence[int], cfg: GRPOCo
     isw = torch.cat([is_weights[g] for g in glob]) if is_weights is not None else None
     logp = sequence_logprobs(model, mb, cfg.logprob_chunk_tokens)
     for j, g in zip(mb.members, glob):
-        if old_logps[g] is None:  # not computed ahead: see `first_mini_batch`
+        if old_logps[g] is None:  # not computed ahead: the first mini-batch's (`update_role`)
             if moved:
                 raise ValueError(f"sequence {g} has no old log-probs and the policy has "
                                  "already moved in this update")
@@ -596,8 +498,8 @@ def update_role(policies, role: str, optimizer, seqs: Sequence[Trajectory], cfg:
                 show: Callable[[str], None] | None = None, hooks: RankHooks | None = None) -> UpdateStats:
     """One policy's GRPO update on its step's trajectories, as the reference's actor does it.
 
-    1. old log-probs (those of the first mini-batch taken from the update's own first pass,
-       `first_mini_batch`, unless a rollout engine's log-probs need comparing with all);
+    1. old log-probs (those of the first mini-batch, `layout[0]`, taken from the update's
+       own first pass, unless a rollout engine's log-probs need comparing with all);
     2. the frozen reference's log-probs (for the KL term);
     3. the rollout engine's log-prob mismatch and TIS weights (`rollout_correction`);
     4. `update_policy`: the mini-batch loop.

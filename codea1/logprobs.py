@@ -1,8 +1,12 @@
-"""Response log-probabilities with less work and the same numbers.
+"""Response log-probabilities of the update's micro-batches, with less work and the same numbers.
 
-`grpo.pack_micro_batches` gives every (prompt, response) pair a row of its own, so a
-prompt sampled n times is computed n times, and the language-model head's float32
-log-softmax over the whole vocabulary is stored for every response token. Here:
+`sequence_logprobs` (one micro-batch, under `compute_context`: LoRA adapters in the base
+dtype), `trajectory_logprobs` (every sequence's, without gradients: the old policy's and
+the reference's) and `micro_batches` (the update's packing) are what `codea1.grpo`'s
+update calls. `trajectory.pack_micro_batches` gives every (prompt, response) pair a row
+of its own, so a prompt sampled n times is computed n times, and the language-model
+head's float32 log-softmax over the whole vocabulary is stored for every response token.
+Here:
 
 - shared-prompt rows (`pack_shared_prompt_rows`): the responses sampled from one
   prompt follow a single copy of it in one row; a 4D attention mask lets each response
@@ -15,18 +19,21 @@ log-softmax over the whole vocabulary is stored for every response token. Here:
   only the sampled token's log-softmax is kept; the backward pass recomputes a chunk's
   logits instead of holding all of them.
 
-`grpo.sequence_logprobs` / `grpo.update_policy` use these when the GRPO config asks
+`sequence_logprobs` / `grpo.update_policy` use these when the GRPO config asks
 (`shared_prompt_rows`, `logprob_chunk_tokens`); tests/test_logprobs.py checks log-probs,
 losses and gradients against the one-row-per-pair path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
+from peft.helpers import disable_input_dtype_casting
 
-from codea1.trajectory import MicroBatch, Trajectory
+from codea1.configs import GRPOConfig
+from codea1.trajectory import MicroBatch, Trajectory, pack_micro_batches
 
 # attention implementations that take an explicit 4D mask (boolean for sdpa, additive for eager)
 MASKED_ATTENTION = ("sdpa", "eager")
@@ -272,7 +279,7 @@ def sampled_token_logprobs(model, mb: MicroBatch, chunk_tokens: int) -> torch.Te
 
     Falls back to the model's own forward (with `logits_to_keep`) when the head is not a
     plain bias-free linear layer or the model post-processes its logits (soft-capping).
-    Must run inside `grpo.compute_context(model)`.
+    Must run inside `compute_context(model)`.
     """
     index = mb.logit_index if mb.logit_index is not None else mb.keep[0].nonzero().squeeze(-1)
     lm = _causal_lm(model)
@@ -290,3 +297,91 @@ def sampled_token_logprobs(model, mb: MicroBatch, chunk_tokens: int) -> torch.Te
     hidden = lm.get_decoder()(input_ids=mb.input_ids, position_ids=mb.position_ids,
                               attention_mask=mask, use_cache=False).last_hidden_state
     return _SampledTokenLogprob.apply(hidden[0, index], head.weight, mb.targets, chunk_tokens)
+
+
+# --------------------------------------------------------------------------- the update's log-probs
+
+
+def compute_context(model):
+    """Low-precision compute for LoRA adapters kept in float32 on a bf16/fp16 base.
+
+    peft keeps adapters in float32 (good: the optimiser's small steps survive) and casts
+    every layer's input up to float32 for them, which on a CPU costs more than the base
+    matmuls. Under autocast with peft's input casting off, the adapters compute in the
+    base dtype while their weights and gradients stay float32. A no-op otherwise.
+    """
+    base = next((p.dtype for p in model.parameters() if not p.requires_grad), None)
+    fp32_trainable = any(p.requires_grad and p.dtype == torch.float32 for p in model.parameters())
+    if base not in (torch.bfloat16, torch.float16) or not fp32_trainable or not hasattr(model, "peft_config"):
+        return contextlib.nullcontext()
+    device = next(model.parameters()).device.type
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.autocast(device_type=device, dtype=base))
+    stack.enter_context(disable_input_dtype_casting(model))
+    return stack
+
+
+def sequence_logprobs(model, mb: MicroBatch, chunk_tokens: int = 0) -> torch.Tensor:
+    """Log-probabilities (float32) of a micro-batch's response tokens under `model`.
+
+    The row is packed: with no attention mask and restarting position ids, transformers
+    builds a block-diagonal causal mask, so sequences never see each other. Only the
+    response positions are projected onto the vocabulary (`logits_to_keep`). Shared-prompt
+    rows and `chunk_tokens` > 0 go through `codea1.logprobs.sampled_token_logprobs`.
+    """
+    if chunk_tokens > 0 or mb.logit_index is not None:
+        with compute_context(model):
+            return sampled_token_logprobs(model, mb, chunk_tokens)
+    with compute_context(model):
+        out = model(
+            input_ids=mb.input_ids,
+            position_ids=mb.position_ids,
+            logits_to_keep=mb.keep,
+            use_cache=False,
+        )
+    logits = out.logits
+    logits = logits.reshape(-1, logits.shape[-1])
+    if logits.shape[0] != mb.targets.shape[0]:
+        raise RuntimeError(
+            f"model returned {logits.shape[0]} logits for {mb.targets.shape[0]} response tokens; "
+            "it must support boolean logits_to_keep and packed position_ids"
+        )
+    return -torch.nn.functional.cross_entropy(logits.float(), mb.targets, reduction="none")
+
+
+def micro_batches(model, seqs: Sequence[Trajectory], cfg: GRPOConfig) -> list[MicroBatch]:
+    """The update's micro-batches: shared-prompt rows when configured and the model's
+    attention takes a 4D mask, else one row per (prompt, response) pair."""
+    if cfg.shared_prompt_rows and supports_shared_prompt_rows(model):
+        return pack_shared_prompt_rows(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
+    return pack_micro_batches(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
+
+
+def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int | GRPOConfig,
+                        pack: bool = True, *, skip: Iterable[int] = (),
+                        pad_passes: Callable[[int, int], None] | None = None) -> list[torch.Tensor | None]:
+    """Per-sequence response log-probs without gradients (the old policy or the reference).
+
+    Sequences are packed like in the update (pass the `GRPOConfig` to use its layout;
+    a token budget packs one row per pair); a sequence with an empty response gets an
+    empty tensor, one listed in `skip` gets None (not computed). `pad_passes(micro_batches,
+    chunk_tokens)` runs first, under no_grad: where several FSDP2 ranks pad their forward
+    passes to the busiest rank's (`codea1.train.distributed.GradSync`).
+    """
+    skip = set(skip)
+    out: list[torch.Tensor | None] = [None if i in skip else torch.zeros(0) for i in range(len(seqs))]
+    todo = [i for i in range(len(seqs)) if i not in skip]
+    sub = [seqs[i] for i in todo]
+    if isinstance(token_budget, GRPOConfig):
+        cfg = token_budget
+        batches, chunk = micro_batches(model, sub, cfg), cfg.logprob_chunk_tokens
+    else:
+        batches, chunk = pack_micro_batches(sub, token_budget, pack), 0
+    with torch.no_grad():
+        if pad_passes is not None:
+            pad_passes(len(batches), chunk)
+        for mb in batches:
+            lp = sequence_logprobs(model, mb, chunk)
+            for j in mb.members:
+                out[todo[j]] = lp[mb.seq_index == j]
+    return out

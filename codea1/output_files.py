@@ -5,8 +5,12 @@
   the command reads), or None. The commands refuse such an OUT in one line before they
   read or write anything.
 - `atomic_output(path)`: a temporary file next to `path`, renamed over it only once it is
-  written whole; a failure (a crash, a full disk, an error while exporting) leaves `path`
-  as it was and no temporary file behind.
+  written whole and fsync'ed (and the folder fsync'ed after the rename, so the rename
+  survives a power cut); a failure (a crash, a full disk, an error while exporting)
+  leaves `path` as it was and no temporary file behind. The project's one atomic writer:
+  `atomic_write_text` (config.yaml) and the exported files go through it; a kill -9 can
+  leave a stray `.NAME.tmp-*`, which `remove_stray_temps(path)` clears.
+- `fsync_path(path)`: fsync a file or a folder (the checkpoints' durability).
 - `DiskFull`: the error of a write that found the file system full, naming the file
   (`disk_full(exc, path)` tells one from another error; the command line gives it its own
   exit code, `codea1.cli.EXIT_DISK_FULL`).
@@ -97,22 +101,35 @@ def input_named_as_output(out: str | os.PathLike[str],
     return None
 
 
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):  # not every file system lets a directory be opened
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """fsync a file or a directory (directories: so a rename inside it is durable)."""
+    path = Path(path)
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if path.is_dir() else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; nothing more we can do
+    finally:
+        os.close(fd)
+
+
+def _temporary_name(path: Path) -> Path:
+    """A fresh hidden name next to `path` with its suffix (a writer that reads the format
+    from the name still works): `.NAME.tmp-PID-RANDOM.SUFFIX`, never a user's file."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}{path.suffix}")
 
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path next to `path` (same suffix, so a writer that reads the format
-    from the name still works); when the block ends without error it is fsync'ed and renamed
-    over `path`, else removed. `path` is never opened for writing in place."""
+    """Yield a temporary path next to `path`; when the block ends without error it is
+    fsync'ed and renamed over `path` (the folder fsync'ed after), else removed. `path` is
+    never opened for writing in place."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp{path.suffix}")
+    tmp = _temporary_name(path)
     try:
         with naming_full_disk(path):
             yield tmp
@@ -122,4 +139,22 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Replace `path` by `text` in one step (`atomic_output`): a crash leaves the old file
+    or the new, never a part (at most a stray `.NAME.tmp-*`, which `remove_stray_temps`
+    clears)."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def remove_stray_temps(path: str | os.PathLike[str]) -> list[Path]:
+    """Delete the temporary files a kill inside `atomic_output(path)` left."""
+    path = Path(path)
+    removed = []
+    for stray in path.parent.glob(f".{path.name}.tmp-*"):
+        stray.unlink(missing_ok=True)
+        removed.append(stray)
+    return removed

@@ -122,7 +122,7 @@ def install_hooks(crash_at: str | None, trace: str | None = None) -> None:
         mark("update")
         return out
 
-    save_rng = loop.save_rng
+    save_rng = ckpt.save_rng
 
     def save_rng_hook(*args, **kwargs):
         mark("checkpoint")
@@ -162,7 +162,7 @@ def install_hooks(crash_at: str | None, trace: str | None = None) -> None:
     loop.Trainer._phase = phase_hook
     MistakeBook.apply_step = apply_step_hook
     grpo.update_policy = update_hook
-    loop.save_rng = save_rng_hook
+    ckpt.save_rng = save_rng_hook
     ckpt.CheckpointManager.prune = prune_hook
     ckpt.shutil = _Shutil
     if write_text is not None:
@@ -171,7 +171,7 @@ def install_hooks(crash_at: str | None, trace: str | None = None) -> None:
 
 def _run_job(job: dict) -> None:
     """The body of a forked child: one `train` call, with the scripted rollouts and hooks."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
     from codea1.train.config import load_config
     from codea1.train.loop import train
     from tiny_run import all_problems, make_scripted, make_tiny
@@ -183,7 +183,7 @@ def _run_job(job: dict) -> None:
         prints = {name: fingerprint(path) for name, path in job["fingerprint"].items()}
         Path(job["out"]).write_text(json.dumps(prints))
         return
-    rollout.generate = make_scripted(rollout.generate, all_problems())
+    hf_engine.generate = make_scripted(hf_engine.generate, all_problems())
     install_hooks(job.get("crash_at"), job.get("trace"))
     if job.get("resume"):
         train(None, job["run_dir"], resume=True, steps=job.get("steps"))

@@ -210,7 +210,7 @@ class ScriptedSample:
 
 
 def scripted_generate(right_counts: dict[str, int]):
-    """A stand-in for `codea1.rollout.generate`: for a code prompt of function f, the first
+    """A stand-in for `codea1.engines.hf_engine.generate`: for a code prompt of function f, the first
     `right_counts[f]` of the n samples are right, the others wrong."""
 
     def generate(policies, role, prompts, n=1, sampling=None, **kw):
@@ -242,7 +242,7 @@ class CharTokenizer:
 
 class ScriptedPolicies:
     """Just the tokenizer and device of `Policies`: what evaluation and validation need to
-    sample through the `hf` rollout engine from a scripted `codea1.rollout.generate`."""
+    sample through the `hf` rollout engine from a scripted `codea1.engines.hf_engine.generate`."""
 
     tokenizer = CharTokenizer()
     device = "cpu"

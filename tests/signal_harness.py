@@ -4,7 +4,7 @@ that Ctrl-C a real trainer (tests/test_stop_signals.py).
     python tests/signal_harness.py SLOW -- train --preset cpu-demo ...
 
 SLOW is "generate:ROLE:CALL:SECONDS" (the CALL-th call, 1-based, of
-`codea1.rollout.generate` for ROLE first spends SECONDS in torch matrix products: a stand-in
+`codea1.engines.hf_engine.generate` for ROLE first spends SECONDS in torch matrix products: a stand-in
 for a long prefill, real torch operations that a signal handler can only run between) or
 "book:CALL:SECONDS" (the CALL-th Mistake Book commit does, before it writes: a part of the
 step that a first Ctrl-C must not cut short). Nothing in codea1 knows about this file.
@@ -28,10 +28,10 @@ def spin(seconds: float) -> None:
 def install(spec: str) -> None:
     kind, *rest = spec.split(":")
     if kind == "generate":
-        import codea1.rollout as rollout
+        import codea1.engines.hf_engine as hf_engine
 
         role, call, seconds = rest[0], int(rest[1]), float(rest[2])
-        inner, calls = rollout.generate, {"n": 0}
+        inner, calls = hf_engine.generate, {"n": 0}
 
         def slow(policies, r, prompts, *args, **kwargs):
             if r == role:
@@ -41,7 +41,7 @@ def install(spec: str) -> None:
                     spin(seconds)
             return inner(policies, r, prompts, *args, **kwargs)
 
-        rollout.generate = slow
+        hf_engine.generate = slow
     elif kind == "book":
         from codea1.mistakes import MistakeBook
 

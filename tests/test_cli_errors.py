@@ -190,7 +190,7 @@ def test_version():
 def test_a_device_that_is_not_there_is_one_line_and_leaves_no_output_dir(inputs):
     import torch
 
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -40,7 +40,7 @@ def run(tmp_path_factory):
     sys.path.insert(0, str(Path(__file__).parent))
     from export_runs import make_run
 
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     root = tmp_path_factory.mktemp("export")
     return make_run(root / "run", tiny_test_model(root / "model"))
@@ -60,7 +60,8 @@ def test_an_adapter_of_a_base_without_config_exports_without_a_warning(tmp_path)
     """A GGUF base (no config.json beside it) made peft warn "Could not find a config file
     ..." into export's output (fault tried: peft's save_embedding_layers="auto")."""
     from codea1.engines.adapters import export_adapter
-    from codea1.models import ModelConfig, load_policies, tiny_test_model
+    from codea1.models import ModelConfig, load_policies
+    from tiny_model import tiny_test_model
 
     policies = load_policies(ModelConfig(name=str(tiny_test_model(tmp_path / "model")), mode="lora-shared",
                                          dtype="float32", lora_r=4))

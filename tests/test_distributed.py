@@ -38,9 +38,9 @@ VALIDATED = ("val/problems", "val/code_pass_rate", "val/code_golden_rate", "val/
              "val/test_valid_ratio", "val/test_pass_on_reference", "val/test_kill_rate", "val/test_wrong_candidates")
 
 
-def _overrides(tiny, mode):
-    return [f"model.name={tiny['model']}", "model.dtype=float32", "model.lora_r=4", f"model.mode={mode}",
-            "steps=3", f"data.train={tiny['train']}", f"data.heldout={tiny['heldout']}",
+def _overrides(tiny_dist, mode):
+    return [f"model.name={tiny_dist['model']}", "model.dtype=float32", "model.lora_r=4", f"model.mode={mode}",
+            "steps=3", f"data.train={tiny_dist['train']}", f"data.heldout={tiny_dist['heldout']}",
             # 3 problems a step: rank 0 holds slots 0 and 2, rank 1 slot 1 (uneven on purpose)
             "data.problems_per_step=3", "rollout.n_code=4", "rollout.n_test=2",
             "rollout.code.max_new_tokens=6", "rollout.test.max_new_tokens=6",
@@ -59,15 +59,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank(rank: int, world: int, port: int, tiny: dict, mode: str, run_dir: str, resume: bool,
+def _rank(rank: int, world: int, port: int, tiny_dist: dict, mode: str, run_dir: str, resume: bool,
           kill_at: int | None, report: str) -> None:
     """One rank: the scripted sampler, the launcher's variables, then `train`."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    fake = make_scripted(rollout.generate, tiny["problems"], {"junk": 0})
+    fake = make_scripted(hf_engine.generate, tiny_dist["problems"], {"junk": 0})
     calls = {"n": 0}
 
     def generate(*args, **kwargs):
@@ -76,10 +76,10 @@ def _rank(rank: int, world: int, port: int, tiny: dict, mode: str, run_dir: str,
             os.kill(os.getpid(), signal.SIGKILL)   # this rank dies mid-step, no goodbye
         return fake(*args, **kwargs)
 
-    rollout.generate = generate
+    hf_engine.generate = generate
     out: dict = {"rank": rank}
     try:
-        cfg = None if resume else load_config(preset="cpu-demo", overrides=_overrides(tiny, mode))
+        cfg = None if resume else load_config(preset="cpu-demo", overrides=_overrides(tiny_dist, mode))
         result = train(cfg, run_dir, resume=resume)
         out.update(step=result.step, stopped=result.stopped)
     except BaseException as exc:  # reported to the test, which asserts on it
@@ -87,7 +87,7 @@ def _rank(rank: int, world: int, port: int, tiny: dict, mode: str, run_dir: str,
     Path(report).write_text(json.dumps(out))
 
 
-def _launch(tmp_path, tiny, mode, run_dir, world=2, resume=False, kill=None, limit=240.0):
+def _launch(tmp_path, tiny_dist, mode, run_dir, world=2, resume=False, kill=None, limit=240.0):
     """Run `world` ranks; returns each rank's (exit code, report)."""
     ctx = mp.get_context("spawn")
     port = _free_port()
@@ -95,7 +95,7 @@ def _launch(tmp_path, tiny, mode, run_dir, world=2, resume=False, kill=None, lim
     for r in range(world):
         report = tmp_path / f"report-{r}-{time.monotonic_ns()}.json"
         kill_at = kill[1] if kill is not None and kill[0] == r else None
-        p = ctx.Process(target=_rank, args=(r, world, port, tiny, mode, str(run_dir), resume, kill_at, str(report)))
+        p = ctx.Process(target=_rank, args=(r, world, port, tiny_dist, mode, str(run_dir), resume, kill_at, str(report)))
         p.start()
         procs.append(p)
         reports.append(report)
@@ -111,9 +111,9 @@ def _launch(tmp_path, tiny, mode, run_dir, world=2, resume=False, kill=None, lim
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny_dist(tmp_path_factory):
     from codea1.data import save_problems
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     root = tmp_path_factory.mktemp("tiny-dist")
     model = tiny_test_model(root / "model")
@@ -125,16 +125,16 @@ def tiny(tmp_path_factory):
             "problems": _problems(PROBLEMS + HELDOUT, "x")}
 
 
-def _one_rank(tmp_path, tiny, mode, name="one"):
+def _one_rank(tmp_path, tiny_dist, mode, name="one"):
     """The reference: the same run in this process (one rank), same scripted sampler."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
-    real = rollout.generate
-    rollout.generate = make_scripted(real, tiny["problems"], {"junk": 0})
+    real = hf_engine.generate
+    hf_engine.generate = make_scripted(real, tiny_dist["problems"], {"junk": 0})
     try:
-        train(load_config(preset="cpu-demo", overrides=_overrides(tiny, mode)), tmp_path / name)
+        train(load_config(preset="cpu-demo", overrides=_overrides(tiny_dist, mode)), tmp_path / name)
     finally:
-        rollout.generate = real
+        hf_engine.generate = real
     return tmp_path / name
 
 
@@ -174,10 +174,10 @@ def _assert_same_run(a: Path, b: Path, atol: float) -> None:
 
 
 @pytest.mark.parametrize("mode, atol", [("lora-shared", 1e-6), ("full", 1e-5)], ids=["lora_shared", "full_fsdp2"])
-def test_two_ranks_equal_one_rank(tmp_path, tiny, mode, atol):
+def test_two_ranks_equal_one_rank(tmp_path, tiny_dist, mode, atol):
     """LoRA gradients all-reduced, or full weights sharded with FSDP2: the same run as one rank."""
-    one = _one_rank(tmp_path, tiny, mode)
-    results = _launch(tmp_path, tiny, mode, tmp_path / "two")
+    one = _one_rank(tmp_path, tiny_dist, mode)
+    results = _launch(tmp_path, tiny_dist, mode, tmp_path / "two")
     for code, report in results:
         assert code == 0 and report and "error" not in report and report["step"] == 3, results
     _assert_same_run(one, tmp_path / "two", atol=atol)
@@ -187,18 +187,18 @@ def test_two_ranks_equal_one_rank(tmp_path, tiny, mode, atol):
     assert not any("time/comm_s" in r for r in read_metrics(one))
 
 
-def test_killed_rank_stops_every_rank_and_resume_is_exact(tmp_path, tiny):
+def test_killed_rank_stops_every_rank_and_resume_is_exact(tmp_path, tiny_dist):
     """Rank 1 is SIGKILLed in step 2's test rollout: rank 0 stops (no hang) with one clear
     error; resuming on 2 ranks from step 1's checkpoint ends where an unbroken run ends."""
-    one = _one_rank(tmp_path, tiny, "lora-shared")
+    one = _one_rank(tmp_path, tiny_dist, "lora-shared")
     run = tmp_path / "broken"
-    results = _launch(tmp_path, tiny, "lora-shared", run, kill=(1, 4), limit=150.0)
+    results = _launch(tmp_path, tiny_dist, "lora-shared", run, kill=(1, 4), limit=150.0)
     (code0, rep0), (code1, rep1) = results
     assert code1 == -signal.SIGKILL and rep1 is None
     assert rep0 is not None and "RankLost" in rep0.get("error", ""), rep0
     assert "--resume" in rep0["error"]
     assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.startswith("step-")) == ["step-1"]
-    results = _launch(tmp_path, tiny, "lora-shared", run, resume=True)
+    results = _launch(tmp_path, tiny_dist, "lora-shared", run, resume=True)
     for code, report in results:
         assert code == 0 and report and "error" not in report and report["step"] == 3, results
     _assert_same_run(one, run, atol=1e-6)

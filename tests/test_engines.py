@@ -19,8 +19,10 @@ from codea1.engines import EngineUnavailable, VLLMConfig, make_engine, resolve_e
 from codea1.engines.adapters import export_adapter
 from codea1.engines.correction import logp_mismatch, tis_weights
 from codea1.engines.hf_engine import HFEngine
-from codea1.grpo import GRPOConfig, Trajectory, grpo_token_loss, trajectory_logprobs, update_policy
-from codea1.rollout import GenerationStats, SamplingConfig, encode_prompts, generate
+from codea1.grpo import GRPOConfig, Trajectory, grpo_token_loss, update_policy
+from codea1.logprobs import trajectory_logprobs
+from codea1.engines.hf_engine import generate
+from codea1.rollout import GenerationStats, SamplingConfig, encode_prompts
 
 torch.set_num_threads(1)
 SAMPLING = SamplingConfig(max_new_tokens=5, temperature=1.0)
@@ -29,7 +31,7 @@ TEXTS = ["def f(x):\n", "assert f(2) == 3\n", "Write a function.\n"]
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     return tiny_test_model(tmp_path_factory.mktemp("engines") / "model")
 

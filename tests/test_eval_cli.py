@@ -19,13 +19,6 @@ PROBLEMS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from codea1.models import tiny_test_model
-
-    return tiny_test_model(tmp_path_factory.mktemp("tiny"))
-
-
 @pytest.fixture
 def data(tmp_path):
     path = tmp_path / "p.jsonl"
@@ -38,7 +31,7 @@ def invoke(*args):
 
 
 def scripted(role: str, texts: dict[str, list[str]]):
-    """A stand-in for `codea1.rollout.generate`: for the prompt of function f, the texts
+    """A stand-in for `codea1.engines.hf_engine.generate`: for the prompt of function f, the texts
     `texts[f]` (one a sample), so the scores are known by hand."""
     from paper_rows import ScriptedSample, prompt_text
 
@@ -55,15 +48,15 @@ def scripted(role: str, texts: dict[str, list[str]]):
     return generate
 
 
-def test_eval_code_cli(tmp_path, tiny, data, monkeypatch):
-    import codea1.rollout as rollout
+def test_eval_code_cli(tmp_path, tiny_model_dir, data, monkeypatch):
+    import codea1.engines.hf_engine as hf_engine
 
     # add: 1 of 2 samples right (pass@1 50, pass@2 100); neg: none right
-    monkeypatch.setattr(rollout, "generate", scripted("code", {
+    monkeypatch.setattr(hf_engine, "generate", scripted("code", {
         "add": ["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n"],
         "neg": ["def neg(x):\n    return x\n", "def neg(x):\n    return abs(x)\n"]}))
     out = tmp_path / "out"
-    result = invoke("code", "--model", tiny, "--data", data, "--n", 2, "--max-new-tokens", 8,
+    result = invoke("code", "--model", tiny_model_dir, "--data", data, "--n", 2, "--max-new-tokens", 8,
                     "--device", "cpu", "--out", out)
     assert result.exit_code == 0, result.output
     assert "pass@1" in result.output and "summary.json" in result.output
@@ -74,10 +67,10 @@ def test_eval_code_cli(tmp_path, tiny, data, monkeypatch):
         ("p/add", False), ("p/add", True), ("p/neg", False), ("p/neg", False)]
 
 
-def test_eval_code_cli_from_a_checkpoint_directory(tmp_path, tiny, data):
+def test_eval_code_cli_from_a_checkpoint_directory(tmp_path, tiny_model_dir, data):
     from codea1.models import ModelConfig, load_policies
 
-    policies = load_policies(ModelConfig(name=str(tiny), device="cpu", dtype="float32"))
+    policies = load_policies(ModelConfig(name=str(tiny_model_dir), device="cpu", dtype="float32"))
     ckpt = tmp_path / "run" / "checkpoints" / "step-3"
     policies.save(ckpt)
     out = tmp_path / "out"
@@ -87,14 +80,14 @@ def test_eval_code_cli_from_a_checkpoint_directory(tmp_path, tiny, data):
     assert json.loads((out / "model.json").read_text())["checkpoint"] == str(ckpt)
 
 
-def test_eval_tests_cli(tmp_path, tiny, data, monkeypatch):
-    import codea1.rollout as rollout
+def test_eval_tests_cli(tmp_path, tiny_model_dir, data, monkeypatch):
+    import codea1.engines.hf_engine as hf_engine
 
-    monkeypatch.setattr(rollout, "generate", scripted("test", {
+    monkeypatch.setattr(hf_engine, "generate", scripted("test", {
         "add": ["assert add(1, 2) == 3\nassert add(0, 0) == 0\n"],   # both hold
         "neg": ["assert neg(2) == -2\nassert neg(0) == 1\n"]}))      # the second is wrong
     out = tmp_path / "out"
-    result = invoke("tests", "--model", tiny, "--data", data, "--k", 2, "--max-new-tokens", 8,
+    result = invoke("tests", "--model", tiny_model_dir, "--data", data, "--k", 2, "--max-new-tokens", 8,
                     "--device", "cpu", "--out", out)
     assert result.exit_code == 0, result.output
     row = json.loads((out / "summary.json").read_text())["sources"]["all"]
@@ -112,10 +105,10 @@ def test_eval_tests_cli(tmp_path, tiny, data, monkeypatch):
     assert "mut@2_tasks" in result.output and "mut@2_all" in result.output
 
 
-def test_bad_inputs_exit_with_a_message(tmp_path, tiny):
-    result = invoke("code", "--model", tiny, "--data", tmp_path / "missing.jsonl", "--out", tmp_path / "o")
+def test_bad_inputs_exit_with_a_message(tmp_path, tiny_model_dir):
+    result = invoke("code", "--model", tiny_model_dir, "--data", tmp_path / "missing.jsonl", "--out", tmp_path / "o")
     assert result.exit_code == 2 and "no such file" in result.output
-    result = invoke("tests", "--model", tiny, "--data", "bundled", "--k", 0, "--out", tmp_path / "o2")
+    result = invoke("tests", "--model", tiny_model_dir, "--data", "bundled", "--k", 0, "--out", tmp_path / "o2")
     assert result.exit_code == 2 and "Invalid value for '--k'" in result.stderr
     bad = tmp_path / "bad.py"
     bad.write_text("def f(:\n")
@@ -131,15 +124,15 @@ def test_mutants_cli_lists_families(tmp_path):
     assert "25 mutants" in result.output and "binary 11" in result.output
 
 
-def test_eval_code_cli_reports_humaneval_plus_and_mbpp_plus_apart(tmp_path, tiny, monkeypatch):
+def test_eval_code_cli_reports_humaneval_plus_and_mbpp_plus_apart(tmp_path, tiny_model_dir, monkeypatch):
     """`eval code --data <Code-A1 validation parquet>`: one table row per benchmark."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
     from paper_rows import scripted_generate, validation_file
 
     counts = {"running_max": 2, "vowel_runs": 0, "round_half_up": 2, "second_smallest": 1}
-    monkeypatch.setattr(rollout, "generate", scripted_generate(counts))
+    monkeypatch.setattr(hf_engine, "generate", scripted_generate(counts))
     data = validation_file(tmp_path / "validation_data_mix.parquet")
-    result = invoke("code", "--model", tiny, "--data", data, "--n", 2, "--device", "cpu",
+    result = invoke("code", "--model", tiny_model_dir, "--data", data, "--n", 2, "--device", "cpu",
                     "--workers", 2, "--out", tmp_path / "out")
     assert result.exit_code == 0, result.output
     rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if line.count("│") > 3}
@@ -147,14 +140,14 @@ def test_eval_code_cli_reports_humaneval_plus_and_mbpp_plus_apart(tmp_path, tiny
     assert "HumanEvalStyle/2: the reference fails its golden tests" in result.output
 
 
-def test_eval_samples_each_problem_from_its_own_stream(tmp_path, tiny, data):
+def test_eval_samples_each_problem_from_its_own_stream(tmp_path, tiny_model_dir, data):
     """Sampled evaluation through the rollout engine: a problem's samples depend on the
     seed and the problem, not on the problems batched with it (so a resumed or re-batched
     evaluation draws the same samples), and the engine is recorded in model.json."""
     runs = {}
     for per_batch in (1, 2):
         out = tmp_path / f"out{per_batch}"
-        result = invoke("code", "--model", tiny, "--data", data, "--n", 3, "--temperature", 1.0, "--top-p", 1.0,
+        result = invoke("code", "--model", tiny_model_dir, "--data", data, "--n", 3, "--temperature", 1.0, "--top-p", 1.0,
                         "--max-new-tokens", 6, "--problems-per-batch", per_batch, "--seed", 5,
                         "--engine", "hf", "--device", "cpu", "--out", out)
         assert result.exit_code == 0, result.output
@@ -164,7 +157,7 @@ def test_eval_samples_each_problem_from_its_own_stream(tmp_path, tiny, data):
     assert runs[1] == runs[2]
     texts = [c for _p, _s, c in runs[1]]
     assert len(set(texts)) > 1   # sampled, not one text repeated
-    result = invoke("code", "--model", tiny, "--data", data, "--n", 3, "--temperature", 1.0, "--top-p", 1.0,
+    result = invoke("code", "--model", tiny_model_dir, "--data", data, "--n", 3, "--temperature", 1.0, "--top-p", 1.0,
                     "--max-new-tokens", 6, "--seed", 6, "--device", "cpu", "--out", tmp_path / "seed6")
     assert result.exit_code == 0, result.output
     other = [r["completion"] for r in map(json.loads, (tmp_path / "seed6" / "samples.jsonl").read_text().splitlines())]
@@ -172,12 +165,12 @@ def test_eval_samples_each_problem_from_its_own_stream(tmp_path, tiny, data):
 
 
 @pytest.mark.parametrize("command", ["code", "tests"])
-def test_an_engine_that_cannot_run_here_is_one_line_and_writes_nothing(tmp_path, tiny, data, command, monkeypatch):
+def test_an_engine_that_cannot_run_here_is_one_line_and_writes_nothing(tmp_path, tiny_model_dir, data, command, monkeypatch):
     out = tmp_path / "out"
-    result = invoke(command, "--model", tiny, "--data", data, "--engine", "vllm", "--device", "cpu", "--out", out)
+    result = invoke(command, "--model", tiny_model_dir, "--data", data, "--engine", "vllm", "--device", "cpu", "--out", out)
     assert result.exit_code == 2, result.output
     assert "--engine vllm" in result.output and "Traceback" not in result.output
     assert not out.exists()
-    result = invoke(command, "--model", tiny, "--data", data, "--engine", "vlm", "--out", out)
+    result = invoke(command, "--model", tiny_model_dir, "--data", data, "--engine", "vlm", "--out", out)
     assert result.exit_code == 2 and "--engine" in result.stderr and "llamacpp" in result.stderr
     assert not out.exists()

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-import codea1.rollout as rollout
+import codea1.engines.hf_engine as hf_engine
+
 from codea1.data import Problem, save_problems
 from codea1.eval.code import CodeEvalConfig, evaluate_code
 from codea1.eval.store import read_samples
@@ -37,7 +38,7 @@ class FakeSample:
 
 
 def canned(calls):
-    """A stand-in for rollout.generate: even samples right, odd ones wrong."""
+    """A stand-in for hf_engine.generate: even samples right, odd ones wrong."""
 
     def generate(policies, role, prompts, n=1, sampling=None, **kw):
         assert role == "code"
@@ -70,7 +71,7 @@ def data(tmp_path):
 
 def test_pass_at_k_per_source_with_skips(tmp_path, data, executor, monkeypatch):
     calls = []
-    monkeypatch.setattr(rollout, "generate", canned(calls))
+    monkeypatch.setattr(hf_engine, "generate", canned(calls))
     out = tmp_path / "out"
     summary = evaluate_code("fake", data, out, CodeEvalConfig(n=4), policies=ScriptedPolicies(), executor=executor)
     assert summary["ks"] == [1, 4]
@@ -93,7 +94,7 @@ def test_pass_at_k_per_source_with_skips(tmp_path, data, executor, monkeypatch):
 
 def test_resume_skips_done_problems_and_survives_a_torn_line(tmp_path, data, executor, monkeypatch):
     calls = []
-    monkeypatch.setattr(rollout, "generate", canned(calls))
+    monkeypatch.setattr(hf_engine, "generate", canned(calls))
     out = tmp_path / "out"
     cfg = CodeEvalConfig(n=2, problems_per_batch=1)
     first = evaluate_code("fake", data, out, cfg, policies=ScriptedPolicies(), executor=executor)
@@ -112,7 +113,7 @@ def test_resume_skips_done_problems_and_survives_a_torn_line(tmp_path, data, exe
 
 
 def test_other_settings_in_the_same_directory_are_refused(tmp_path, data, executor, monkeypatch):
-    monkeypatch.setattr(rollout, "generate", canned([]))
+    monkeypatch.setattr(hf_engine, "generate", canned([]))
     out = tmp_path / "out"
     evaluate_code("fake", data, out, CodeEvalConfig(n=2, limit=1), policies=ScriptedPolicies(), executor=executor)
     with pytest.raises(ValueError, match="other settings.*n: 2 on disk vs 3 now"):
@@ -171,7 +172,7 @@ def test_golden_runs_get_the_memory_cap_of_data_check(tmp_path, executor, monkey
                   test_program="buf = bytearray(400 * 2**20)\nassert add(1, 2) == 3\n", source="setA")
     path = tmp_path / "big.jsonl"
     save_problems([big], path)
-    monkeypatch.setattr(rollout, "generate", canned([]))
+    monkeypatch.setattr(hf_engine, "generate", canned([]))
     assert CodeEvalConfig().memory_mb == 4096
     summary = evaluate_code("fake", path, tmp_path / "a", CodeEvalConfig(n=2), policies=ScriptedPolicies(), executor=executor)
     assert summary["sources"]["all"]["problems"] == 1 and not summary["skipped"]
@@ -188,7 +189,7 @@ def test_code_a1_validation_file_reports_each_benchmark(tmp_path, executor, monk
     from paper_rows import scripted_generate, validation_file
 
     counts = {"running_max": 4, "vowel_runs": 1, "round_half_up": 4, "second_smallest": 2}
-    monkeypatch.setattr(rollout, "generate", scripted_generate(counts))
+    monkeypatch.setattr(hf_engine, "generate", scripted_generate(counts))
     data = validation_file(tmp_path / "validation_data_mix.parquet")
     summary = evaluate_code("fake", data, tmp_path / "out", CodeEvalConfig(n=4), policies=ScriptedPolicies(),
                             executor=executor)

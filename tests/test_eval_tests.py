@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-import codea1.rollout as rollout
+import codea1.engines.hf_engine as hf_engine
+
 from codea1.data import Problem, save_problems
 from codea1.eval.tests_eval import TestEvalConfig, evaluate_tests, score_tests, select_tests
 from paper_rows import ScriptedPolicies, prompt_text
@@ -99,7 +100,7 @@ def test_evaluate_tests_on_unleaked_json_and_resume(tmp_path, executor, monkeypa
     ]))
     texts = {"clamp": COMPLETION, "add": "```python\nassert add(2, 2) == 4\nassert add(0, 0) == 0\n```"}
     calls = []
-    monkeypatch.setattr(rollout, "generate", canned(texts, calls))
+    monkeypatch.setattr(hf_engine, "generate", canned(texts, calls))
     out = tmp_path / "out"
     summary = evaluate_tests("fake", data, out, TestEvalConfig(k=5), policies=ScriptedPolicies(), executor=executor)
     row = summary["sources"]["all"]
@@ -156,7 +157,7 @@ def test_aggregation_hand_counted_on_three_tasks_one_failing(tmp_path, executor,
     killed ((a + b) >> c and (a + b) ^ c are 0 on both tests); g 13 mutants, its first
     test kills 5 and its second test fails on the reference (g(-1) is False)."""
     path, texts = three_tasks(tmp_path)
-    monkeypatch.setattr(rollout, "generate", by_name(texts, []))
+    monkeypatch.setattr(hf_engine, "generate", by_name(texts, []))
     summary = evaluate_tests("fake", path, tmp_path / "out", TestEvalConfig(k=2), policies=ScriptedPolicies(),
                              executor=executor)
     row = summary["sources"]["all"]
@@ -175,7 +176,7 @@ def test_aggregation_hand_counted_on_three_tasks_one_failing(tmp_path, executor,
 
 def test_tree_style_and_dedupe_are_options(tmp_path, executor, monkeypatch):
     path, texts = three_tasks(tmp_path)
-    monkeypatch.setattr(rollout, "generate", by_name(texts, []))
+    monkeypatch.setattr(hf_engine, "generate", by_name(texts, []))
     cfg = TestEvalConfig(k=2, mutation_style="tree")
     row = evaluate_tests("fake", path, tmp_path / "out", cfg, policies=ScriptedPolicies(),
                          executor=executor)["sources"]["all"]
@@ -195,7 +196,7 @@ def test_functions_without_mutation_points_score_as_cosmic_ray_reports_them(tmp_
                     reference="def ident(x):\n    return x\n", tests=["assert ident(1) == 1"])
     path = tmp_path / "p.jsonl"
     save_problems([ident], path)
-    monkeypatch.setattr(rollout, "generate", by_name({"ident": "assert ident(1) == 1\nassert ident(2) == 2"}, []))
+    monkeypatch.setattr(hf_engine, "generate", by_name({"ident": "assert ident(1) == 1\nassert ident(2) == 2"}, []))
     summary = evaluate_tests("fake", path, tmp_path / "out", TestEvalConfig(k=2), policies=ScriptedPolicies(),
                              executor=executor)
     row = summary["sources"]["all"]
@@ -211,7 +212,7 @@ def test_ult_problems_run_after_its_import_header(tmp_path, executor, monkeypatc
     data.write_text(json.dumps([
         {"task_id": "ULT/9", "func_name": "norm2", "code": "def norm2(v):\n    return float(np.sqrt(sum(x * x for x in v)))\n",
          "prompt": "Euclidean norm.", "test_list": ["assert norm2([3, 4]) == 5.0"]}]))
-    monkeypatch.setattr(rollout, "generate", by_name({"norm2": "assert norm2([3, 4]) == 5.0"}, []))
+    monkeypatch.setattr(hf_engine, "generate", by_name({"norm2": "assert norm2([3, 4]) == 5.0"}, []))
     got = evaluate_tests("fake", data, tmp_path / "out", TestEvalConfig(k=1), policies=ScriptedPolicies(),
                          executor=executor)
     assert got["sources"]["all"]["pass@1"] == 100.0  # `np` comes from the header
@@ -219,7 +220,7 @@ def test_ult_problems_run_after_its_import_header(tmp_path, executor, monkeypatc
     assert got["sources"]["all"]["LineCov@1"] == 100.0
     row = json.loads((tmp_path / "out" / "samples.jsonl").read_text().splitlines()[0])
     assert (row["statements"], row["covered_statements"]) == (16, 16)
-    monkeypatch.setattr(rollout, "generate", by_name({"norm2": "assert norm2([3, 4]) == 5.0"}, []))
+    monkeypatch.setattr(hf_engine, "generate", by_name({"norm2": "assert norm2([3, 4]) == 5.0"}, []))
     bare = evaluate_tests("fake", data, tmp_path / "bare", TestEvalConfig(k=1, header="none"),
                           policies=ScriptedPolicies(), executor=executor)
     assert bare["sources"]["all"]["pass@1"] == 0.0

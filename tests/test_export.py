@@ -14,20 +14,14 @@ from typer.testing import CliRunner
 from codea1.cli import app
 from codea1.eval.loading import load_eval_policies
 from codea1.export import export_run
-from codea1.models import tiny_test_model
 
 torch.set_num_threads(1)
 PROMPTS = ["def f(x):\n    return x + 1\n", "assert f(2) == 3\nfor i in range(n):"]
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return tiny_test_model(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(scope="module")
-def run(tiny, tmp_path_factory):
-    return make_run(tmp_path_factory.mktemp("runs") / "run", tiny)
+def run(tiny_model_dir, tmp_path_factory):
+    return make_run(tmp_path_factory.mktemp("runs") / "run", tiny_model_dir)
 
 
 def _ids(tokenizer):
@@ -104,7 +98,7 @@ def test_model_card_names_base_step_validation_and_command(run, tmp_path):
     assert "model.mode lora-shared; LoRA r=4" in card and "lora_r: 4" in card
 
 
-def test_peft_adapter_loads_with_peft_model(run, tiny, tmp_path):
+def test_peft_adapter_loads_with_peft_model(run, tiny_model_dir, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
@@ -112,18 +106,18 @@ def test_peft_adapter_loads_with_peft_model(run, tiny, tmp_path):
     result = export_run(run, out, "test", fmt="peft")
     assert result.dtype == "float32"
     assert {"adapter_config.json", "adapter_model.safetensors", "README.md"} <= {p.name for p in out.iterdir()}
-    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny)
-    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32), out)
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model_dir)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), out)
     expected, ids, mask = _policy_logits(run, "test")
     torch.testing.assert_close(_hf_logits(model, ids, mask), expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("model_mode", ["full", "selfplay", "full-selfplay"])
-def test_other_weight_layouts_merge_too(tiny, tmp_path, model_mode):
+def test_other_weight_layouts_merge_too(tiny_model_dir, tmp_path, model_mode):
     from transformers import AutoModelForCausalLM
 
     mode = "a1" if model_mode == "full" else "selfplay"
-    run_dir = make_run(tmp_path / "run", tiny, mode=mode, model_mode=model_mode, steps=(3,))
+    run_dir = make_run(tmp_path / "run", tiny_model_dir, mode=mode, model_mode=model_mode, steps=(3,))
     export_run(run_dir, tmp_path / "out", "test")
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32)
     expected, ids, mask = _policy_logits(run_dir, "test")
@@ -146,7 +140,7 @@ def test_cli_writes_and_says_what(run, tmp_path):
 
 @pytest.mark.parametrize("case", ["no-run", "no-checkpoint", "missing-step", "out-not-empty", "out-is-file",
                                   "golden-test-role", "bad-format", "bad-role", "gguf-on-hf-base"])
-def test_bad_input_is_one_line_and_nothing_written(tiny, run, tmp_path, case):
+def test_bad_input_is_one_line_and_nothing_written(tiny_model_dir, run, tmp_path, case):
     out = tmp_path / "out"
     run_dir = run
     args = ["--role", "code"]
@@ -169,7 +163,7 @@ def test_bad_input_is_one_line_and_nothing_written(tiny, run, tmp_path, case):
         out.write_text("mine")
         expected = f"error: Invalid value for OUT: {out} is a file, expected a directory (see 'codea1 export --help')"
     elif case == "golden-test-role":
-        run_dir = make_run(tmp_path / "golden", tiny, mode="golden", steps=(1,))
+        run_dir = make_run(tmp_path / "golden", tiny_model_dir, mode="golden", steps=(1,))
         args = ["--role", "test"]
         expected = (f"error: --role test: {run_dir} is a golden run, which trains the code model only "
                     "(its test weights are the base model's)")
@@ -182,7 +176,7 @@ def test_bad_input_is_one_line_and_nothing_written(tiny, run, tmp_path, case):
     else:
         args += ["--format", "gguf-lora"]
         expected = (f"error: --format gguf-lora: llama.cpp applies the adapter to a GGUF base, but this run's "
-                    f"base is {tiny} (local-dir: {tiny}); use --format peft or merged")
+                    f"base is {tiny_model_dir} (local-dir: {tiny_model_dir}); use --format peft or merged")
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     code, lines = _cli("export", str(run_dir), str(out), *args)
     assert (code, lines) == (2, [expected])

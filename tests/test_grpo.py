@@ -17,14 +17,14 @@ from codea1.grpo import (
     k3_kl,
     make_optimizer,
     make_scheduler,
-    pack_micro_batches,
     select_test_groups,
     split_mini_batches,
     token_mean,
-    trajectory_logprobs,
     update_policy,
     warmup_cosine,
 )
+from codea1.logprobs import trajectory_logprobs
+from codea1.trajectory import pack_micro_batches
 
 
 # ------------------------------------------------------------------ advantages, filtering
@@ -391,7 +391,7 @@ def test_compute_context_runs_fp32_lora_in_bf16_and_keeps_fp32_grads(tiny_lm):
 
     from peft import LoraConfig, get_peft_model
 
-    from codea1.grpo import compute_context
+    from codea1.logprobs import compute_context
 
     base = copy.deepcopy(tiny_lm).to(torch.bfloat16)
     model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
@@ -402,12 +402,12 @@ def test_compute_context_runs_fp32_lora_in_bf16_and_keeps_fp32_grads(tiny_lm):
             p.normal_(0, 0.05)
     seqs = [Trajectory([1, 2, 3], [4, 5, 6, 7], 1.0)]
     mb = pack_micro_batches(seqs, 4096)[0]
-    from codea1.grpo import sequence_logprobs
+    from codea1.logprobs import sequence_logprobs
 
     fast = sequence_logprobs(model, mb)          # under compute_context (bf16 adapters)
     with torch.no_grad():
         import contextlib
-        import codea1.grpo as g
+        import codea1.logprobs as g
         saved = g.compute_context
         g.compute_context = lambda m: contextlib.nullcontext()
         try:

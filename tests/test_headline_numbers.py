@@ -101,9 +101,9 @@ def _scripted(real):
 
 def _headline_run(root: Path, mode: str, *extra: str):
     """One step on T/even and T/vowels, validated on those and T/max before and after."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
     from codea1.data import Problem, save_problems
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
     from codea1.train.config import load_config
     from codea1.train.loop import train
     from codea1.train.metrics import read_metrics
@@ -120,12 +120,12 @@ def _headline_run(root: Path, mode: str, *extra: str):
         "rollout.n_code=4", "rollout.code.max_new_tokens=4", "validation.every=1", "validation.n_code=4",
         "validation.sampling.max_new_tokens=4", "validation.sampling.temperature=1.0", "judge.workers=2", "logging.progress=none",
         "logging.tensorboard=false", "threads=1", "grpo.micro_batch_tokens=1024", *extra])
-    real = rollout.generate
-    rollout.generate = _scripted(real)
+    real = hf_engine.generate
+    hf_engine.generate = _scripted(real)
     try:
         train(cfg, root / "run")
     finally:
-        rollout.generate = real
+        hf_engine.generate = real
     samples = [json.loads(x) for x in (root / "run" / "samples.jsonl").read_text().splitlines()]
     return read_metrics(root / "run"), samples
 

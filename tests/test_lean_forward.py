@@ -2,7 +2,7 @@
 
 Checked on a tiny random Qwen2 with a LoRA adapter whose B matrices are non-zero (so the
 merge matters): prefill and decode logits against the model's own forward, samples of
-`rollout.generate` with the lean forward on and off, the adapters-off (reference) state,
+`hf_engine.generate` with the lean forward on and off, the adapters-off (reference) state,
 and row dropping when some samples finish early. Fault tried: the decode step not letting
 a new token attend to itself (`valid` set after the attention) -> the decode-logit tests
 fail by ~0.1.
@@ -16,8 +16,10 @@ torch = pytest.importorskip("torch")
 
 from codea1.lean_forward import KVCache, LeanModel, unsupported
 from codea1.packed_linear import Linear  # noqa: E402
-from codea1.models import ModelConfig, load_policies, tiny_test_model  # noqa: E402
-from codea1.rollout import SamplingConfig, generate, lean_model, release_lean  # noqa: E402
+from codea1.models import ModelConfig, load_policies  # noqa: E402
+from tiny_model import tiny_test_model  # noqa: E402
+from codea1.engines.hf_engine import generate, lean_model, release_lean  # noqa: E402
+from codea1.rollout import SamplingConfig  # noqa: E402
 
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [20, 21, 22, 23, 24, 25, 26, 27, 28]]
 

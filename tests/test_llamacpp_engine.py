@@ -12,7 +12,8 @@ import torch
 
 from codea1.engines import EngineUnavailable, make_engine, resolve_engine
 from codea1.engines.llamacpp_engine import base_gguf, export_lora_gguf, llamacpp_installed
-from codea1.models import ModelConfig, load_policies, tiny_test_model
+from codea1.models import ModelConfig, load_policies
+from tiny_model import tiny_test_model
 
 torch.set_num_threads(1)
 
@@ -28,7 +29,7 @@ def _offline_gguf():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny_policies(tmp_path_factory):
     directory = tiny_test_model(tmp_path_factory.mktemp("tiny"))
     return load_policies(ModelConfig(name=str(directory), mode="lora-shared", dtype="float32", lora_r=4,
                                      lora_alpha=8))
@@ -46,12 +47,12 @@ def test_choosing_llamacpp(monkeypatch):
         resolve_engine("llamacpp", "cuda")
 
 
-def test_a_model_that_is_not_gguf_is_refused(tiny, monkeypatch):
+def test_a_model_that_is_not_gguf_is_refused(tiny_policies, monkeypatch):
     monkeypatch.setattr("codea1.engines.llamacpp_engine.llamacpp_installed", lambda: True)
     with pytest.raises(EngineUnavailable, match=r"as a GGUF file.*rollout.engine=hf"):
-        base_gguf(tiny)
+        base_gguf(tiny_policies)
     with pytest.raises(EngineUnavailable, match="as a GGUF file"):
-        make_engine("llamacpp", tiny)
+        make_engine("llamacpp", tiny_policies)
 
 
 def test_train_refuses_a_missing_llamacpp_before_writing_anything(tmp_path, monkeypatch):
@@ -70,7 +71,7 @@ def test_train_refuses_a_missing_llamacpp_before_writing_anything(tmp_path, monk
     assert not run.exists()
 
 
-def test_lora_export_names_layouts_and_scale(tiny, tmp_path):
+def test_lora_export_names_layouts_and_scale(tiny_policies, tmp_path):
     """Every A and B matrix lands under the base's tensor name, values and layout intact;
     alpha is written so that llama.cpp's alpha / r equals peft's scaling."""
     import gguf
@@ -78,7 +79,7 @@ def test_lora_export_names_layouts_and_scale(tiny, tmp_path):
     from peft import get_peft_model_state_dict
 
     base = _offline_gguf()
-    model = tiny.module("code")
+    model = tiny_policies.module("code")
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, param in model.named_parameters():

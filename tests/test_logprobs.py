@@ -16,14 +16,18 @@ import torch
 from codea1.grpo import (
     GRPOConfig,
     Trajectory,
-    first_mini_batch,
-    micro_batches,
-    pack_micro_batches,
-    sequence_logprobs,
-    trajectory_logprobs,
+    split_mini_batches,
     update_policy,
 )
-from codea1.logprobs import _SampledTokenLogprob, pack_shared_prompt_rows, prompt_groups
+from codea1.logprobs import (
+    _SampledTokenLogprob,
+    micro_batches,
+    pack_shared_prompt_rows,
+    prompt_groups,
+    sequence_logprobs,
+    trajectory_logprobs,
+)
+from codea1.trajectory import pack_micro_batches
 
 OLD_PATH = dict(shared_prompt_rows=False, logprob_chunk_tokens=0, reuse_old_logprobs=False)
 
@@ -200,9 +204,8 @@ def test_reused_old_logprobs_equal_a_separate_pass():
     model = _lora(_lm())
     seqs = [s for s in _seqs() if s.completion_ids]
     cfg = GRPOConfig(mini_batches=2, grad_clip=1e9, kl_coef=0.0, micro_batch_tokens=16)
-    first = first_mini_batch(len(seqs), cfg)
+    first = set(split_mini_batches(len(seqs), cfg.mini_batches)[0])  # the first mini-batch (`update_role`)
     assert first == {0, 1, 2}
-    assert first_mini_batch(len(seqs), cfg.model_copy(update={"reuse_old_logprobs": False})) == set()
     full = trajectory_logprobs(model, seqs, cfg)
     partial = trajectory_logprobs(model, seqs, cfg, skip=first)
     assert [lp is None for lp in partial] == [i in first for i in range(len(seqs))]

@@ -264,3 +264,18 @@ def test_cli_stats_list_show_export(tmp_path):
     lines = [line.split() for line in r.output.splitlines()]
     for label, value in (("problems", "2"), ("tests", "3"), ("total frequency", "5"), ("last step", "7")):
         assert label.split() + [value] in lines, r.output
+
+
+def test_commit_step_applies_the_step_and_reports_the_books_figures(book):
+    """`commit_step`, a training step's commit point: the step applied (as `apply_step`)
+    and the book's `mistakes/*` figures read after it. Fault tried: the book's stats read
+    before the step is applied (size 2 instead of 3): this test failed."""
+    book.apply_step(1, {"p": upd(failed={"a": 2, "b": 1})})
+    figures = book.commit_step(2, [("p", upd(failed={"c": 1}, passed={"a": 1, "b": 1})),
+                                   ("q", upd(failed={"x": 3}))])
+    assert figures == {"mistakes/size": 3, "mistakes/problems": 2, "mistakes/added": 2,
+                       "mistakes/increased": 0, "mistakes/decreased": 1, "mistakes/removed": 1}
+    assert freqs(book, "p") == {"a": 1, "c": 1} and freqs(book, "q") == {"x": 3}
+    assert book.last_step == 2
+    with pytest.raises(ValueError, match="not after the last applied step"):   # apply_step's own refusal
+        book.commit_step(2, [("p", upd(failed={"c": 1}))])

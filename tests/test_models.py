@@ -12,7 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from codea1 import models as M  # noqa: E402
-from codea1.models import ModelConfig, ModelError, load_policies, resolve_model, tiny_test_model  # noqa: E402
+from codea1.models import ModelConfig, ModelError, load_policies, resolve_model  # noqa: E402
+from tiny_model import tiny_test_model  # noqa: E402
 
 torch.set_num_threads(1)
 

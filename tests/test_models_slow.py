@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 torch = pytest.importorskip("torch")
 
 from codea1.models import ModelConfig, ModelError, load_policies, offline_part_paths  # noqa: E402
-from codea1.rollout import GenerationStats, SamplingConfig, code_messages, generate  # noqa: E402
+from codea1.engines.hf_engine import generate  # noqa: E402
+from codea1.rollout import GenerationStats, SamplingConfig, code_messages  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -12,18 +12,13 @@ import inspect
 
 import pytest
 import torch
-from tiny_run import make_scripted, make_tiny, tiny_overrides
+from tiny_run import make_scripted, tiny_overrides
 
 import codea1.train.distributed as D
 from codea1.train.config import load_config
 from codea1.train.loop import train
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 def _record_calls(monkeypatch) -> list[str]:
@@ -47,9 +42,9 @@ def _record_calls(monkeypatch) -> list[str]:
 
 @pytest.mark.parametrize("mode", ["a1", "selfplay"])
 def test_a_one_process_run_calls_nothing_of_distributed_after_start(tmp_path, tiny, monkeypatch, mode):
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
-    monkeypatch.setattr(rollout, "generate", make_scripted(rollout.generate, tiny["problems"]))
+    monkeypatch.setattr(hf_engine, "generate", make_scripted(hf_engine.generate, tiny["problems"]))
     calls = _record_calls(monkeypatch)
     assert calls == [] and D.init_ranks.__name__ == "recorded"   # the wrappers are in place
     result = train(load_config(preset="cpu-demo", overrides=tiny_overrides(tiny, mode, 2)), tmp_path / "run")

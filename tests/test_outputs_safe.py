@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from codea1.cli import app
 from codea1.data import bundled_problems, save_problems
 from codea1.mistakes import MistakeBook, MistakeUpdate
-from codea1.output_files import atomic_output, input_named_as_output
+from codea1.output_files import atomic_output, atomic_write_text, input_named_as_output, remove_stray_temps
 
 
 def _book(run: Path) -> Path:
@@ -50,6 +50,23 @@ def test_atomic_output_replaces_whole_or_not_at_all(tmp_path):
         assert tmp.parent == target.parent and tmp.suffix == ".jsonl" and tmp != target
         tmp.write_text("new\n")
     assert target.read_text() == "new\n" and _no_temps(tmp_path)
+
+
+def test_atomic_write_text_leaves_nothing_and_its_strays_are_cleared(tmp_path):
+    """config.yaml's writer is the one atomic writer's text form: the text replaces the file
+    whole with nothing left beside it, and `remove_stray_temps` clears what a kill mid-write
+    leaves (`.NAME.tmp-*`, the writer's own names) and nothing of the user's. Fault tried:
+    `remove_stray_temps` globbing `NAME.tmp*` (the user's `config.yaml.tmp` deleted, the
+    stray kept): this test failed."""
+    target = tmp_path / "config.yaml"
+    atomic_write_text(target, "steps: 1\n")
+    atomic_write_text(target, "steps: 2\n")
+    assert target.read_text() == "steps: 2\n" and _no_temps(tmp_path)
+    stray = tmp_path / f".config.yaml.tmp-{os.getpid()}"          # a kill between write and rename
+    stray.write_text("steps: 3")
+    (tmp_path / "config.yaml.tmp").write_text("mine\n")
+    assert remove_stray_temps(target) == [stray]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "config.yaml.tmp"]
 
 
 def test_an_output_naming_an_input_is_found_through_links_and_dots(tmp_path):

@@ -14,7 +14,7 @@ from tiny_run import make_tiny, tiny_overrides
 
 
 def scripted_generate(problems):
-    """`codea1.rollout.generate` replaced by fixed completions: per problem, the code model
+    """`codea1.engines.hf_engine.generate` replaced by fixed completions: per problem, the code model
     writes [right in ```python, wrong in ```python, right in ```py, right unterminated], the
     test model [a pytest-style suite of the golden asserts, a top-level suite with wrong
     expectations and `assert len([1, 2]) == 2`]."""
@@ -49,14 +49,14 @@ def scripted_generate(problems):
 
 
 def test_reward_semantics_benchmark_shows_what_the_switches_change(tmp_path, monkeypatch, capsys):
-    from codea1 import rollout
+    from codea1.engines import hf_engine
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "reward_semantics.py"
     spec = importlib.util.spec_from_file_location("reward_semantics_bench", script)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     tiny = make_tiny(tmp_path)
-    monkeypatch.setattr(rollout, "generate", scripted_generate(tiny["problems"]))
+    monkeypatch.setattr(hf_engine, "generate", scripted_generate(tiny["problems"]))
     sets = [a for o in tiny_overrides(tiny, steps=1) for a in ("--set", o)]
     out_json = tmp_path / "figures.json"
     monkeypatch.setattr(sys, "argv", ["reward_semantics.py", *sets, "--json", str(out_json)])

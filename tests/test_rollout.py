@@ -8,7 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from codea1.models import ModelConfig, load_policies, tiny_test_model  # noqa: E402
+from codea1.models import ModelConfig, load_policies  # noqa: E402
+
+from tiny_model import tiny_test_model  # noqa: E402
+from codea1.engines.hf_engine import generate, sample_next  # noqa: E402
 from codea1.rollout import (  # noqa: E402
     GenerationInterrupted,
     GenerationStats,
@@ -20,9 +23,7 @@ from codea1.rollout import (  # noqa: E402
     code_messages,
     encode_prompts,
     fit_test_prompt,
-    generate,
     prompt_limit,
-    sample_next,
     split_overlong,
     stop_token_ids,
     test_messages,
@@ -332,7 +333,7 @@ def test_growing_cache_matches_dynamic_cache_past_its_capacity(policies):
     """The preallocated cache grows (and selects rows) exactly like transformers' own."""
     from transformers import DynamicCache
 
-    from codea1.rollout import _growing_cache
+    from codea1.engines.hf_engine import _growing_cache
 
     model = policies.module("code")
     ids = torch.tensor([[5, 9, 30, 41, 7], [3, 3, 8, 19, 2]])
@@ -364,7 +365,7 @@ def test_bf16_sampling_leaves_float32_adapters_untouched(tmp_path):
             p.add_(torch.randn(p.shape, generator=g))
     before = [(p, p.data_ptr(), p.detach().clone()) for p in params]
     assert {p.dtype for p in params} == {torch.float32}
-    from codea1.rollout import _adapters_in_model_dtype
+    from codea1.engines.hf_engine import _adapters_in_model_dtype
 
     model = pol.module("code")
     with _adapters_in_model_dtype(model, torch.bfloat16):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_run import make_tiny, tiny_overrides
+from tiny_run import tiny_overrides
 from typer.testing import CliRunner
 
 from codea1.cli import EXIT_DISK_FULL, app, explain
@@ -23,11 +23,6 @@ from codea1.train.metrics import read_metrics
 
 torch.set_num_threads(1)
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 def _config(tiny, steps=2, *extra):

@@ -28,17 +28,12 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tiny_run import make_scripted, make_tiny, tiny_overrides  # noqa: E402
+from tiny_run import make_scripted, tiny_overrides  # noqa: E402
 
 from codea1.train.config import load_config  # noqa: E402
 from codea1.train.loop import train  # noqa: E402
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 def _recording(real, tiny, calls: list):
@@ -59,17 +54,17 @@ def _recording(real, tiny, calls: list):
 
 
 def _run(tiny, tmp: Path, name: str, mode: str, steps: int, *extra: str) -> list[dict]:
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
     calls: list[dict] = []
-    real = rollout.generate
-    rollout.generate = _recording(real, tiny, calls)
+    real = hf_engine.generate
+    hf_engine.generate = _recording(real, tiny, calls)
     try:
         cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny, mode, steps), "checkpoint.every=5",
                                                         "logging.tensorboard=false", *extra])
         assert train(cfg, tmp / name).step == steps
     finally:
-        rollout.generate = real
+        hf_engine.generate = real
     return calls
 
 
@@ -152,10 +147,10 @@ def _drawing_from_torch(scripted, tiny):
 def test_resume_restores_torchs_rng(tiny, tmp_path, monkeypatch):
     """3 steps straight == 2 steps, stop, resume for the third, when the step draws from
     torch's global RNG (`_drawing_from_torch`; LoRA dropout on too)."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
     from safetensors.torch import load_file
 
-    monkeypatch.setattr(rollout, "generate", _drawing_from_torch(make_scripted(rollout.generate, tiny["problems"]), tiny))
+    monkeypatch.setattr(hf_engine, "generate", _drawing_from_torch(make_scripted(hf_engine.generate, tiny["problems"]), tiny))
     over = [*tiny_overrides(tiny, "golden", 3), "model.lora_dropout=0.3", "validation.every=0",
             "validation.at_start=false", "validation.at_end=false", "logging.tensorboard=false",
             "grpo.lr=2e-2", "grpo.min_lr_ratio=1.0"]

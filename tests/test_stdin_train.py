@@ -55,7 +55,7 @@ def _fenced(pairs) -> str:
 
 
 def make_scripted_stdin(real, problems):
-    """`real` (codea1.rollout.generate) with some completions replaced by scripted stdin ones."""
+    """`real` (codea1.engines.hf_engine.generate) with some completions replaced by scripted stdin ones."""
     by_question = [(p.question.strip(), p) for p in problems]
 
     def problem_of(prompt, tok):
@@ -94,7 +94,7 @@ def make_scripted_stdin(real, problems):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny_stdin(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny-stdin")
     made = make_tiny(root)
     save_problems(stdin_problems(STDIN, "train"), made["train"])
@@ -103,20 +103,20 @@ def tiny(tmp_path_factory):
 
 
 @pytest.fixture
-def scripted(monkeypatch, tiny):
-    import codea1.rollout as rollout
+def scripted(monkeypatch, tiny_stdin):
+    import codea1.engines.hf_engine as hf_engine
 
-    monkeypatch.setattr(rollout, "generate",
-                        make_scripted_stdin(rollout.generate, stdin_problems(STDIN + HELDOUT, "x")))
+    monkeypatch.setattr(hf_engine, "generate",
+                        make_scripted_stdin(hf_engine.generate, stdin_problems(STDIN + HELDOUT, "x")))
 
 
 @pytest.mark.parametrize("mode", ["a1", "golden", "selfplay"])
-def test_a_stdin_problem_set_trains_end_to_end(tmp_path, tiny, scripted, mode):
+def test_a_stdin_problem_set_trains_end_to_end(tmp_path, tiny_stdin, scripted, mode):
     """Rewards carry a signal (right and wrong programs differ), tests enter the Mistake
     Book in their canonical form, both roles' weights move. Tried: judging stdin problems
     with the function-level judge (the dispatch on `Problem.kind` removed): no code sample
     trained (`update/code/sequences` 0) and the test failed."""
-    cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny, mode, 2), "validation.every=2",
+    cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny_stdin, mode, 2), "validation.every=2",
                                                     "rollout.code.max_new_tokens=8", "rollout.test.max_new_tokens=8"])
     result = train(cfg, tmp_path / "run")
     assert result.step == 2 and not result.stopped

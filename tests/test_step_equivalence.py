@@ -130,20 +130,20 @@ def fingerprint(run: Path) -> dict[str, str]:
 def run_fingerprint(tiny: dict, name: str, root: Path) -> dict[str, str]:
     """Train the named run for STEPS steps under `root` and fingerprint it (the run's
     metrics rows are left in `root / name`)."""
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
     from codea1.train.config import load_config
     from codea1.train.loop import train
 
     mode, extra = RUNS[name]
-    real = rollout.generate
-    rollout.generate = make_scripted(real, tiny["problems"])
+    real = hf_engine.generate
+    hf_engine.generate = make_scripted(real, tiny["problems"])
     try:
         torch.set_num_threads(1)
         cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny, mode, STEPS), *MOVING, *extra])
         result = train(cfg, root / name)
         assert result.step == STEPS and not result.stopped
     finally:
-        rollout.generate = real
+        hf_engine.generate = real
     return fingerprint(root / name)
 
 
@@ -174,11 +174,6 @@ def _update_figures(run: Path) -> dict[str, float]:
     rows = read_metrics(run)
     return {what: max((v for r in rows for k, v in r.items() if k.startswith("update/") and k.endswith("/" + what)),
                       default=0.0) for what in ("kl", "clip_frac", "dual_clip_frac")}
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture(scope="module")

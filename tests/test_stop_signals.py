@@ -20,17 +20,11 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-from tiny_run import make_tiny, tiny_overrides
+from tiny_run import tiny_overrides
 
 from codea1.train.metrics import read_metrics
 
 HARNESS = Path(__file__).with_name("signal_harness.py")
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 class Trainer:

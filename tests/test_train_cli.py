@@ -30,7 +30,7 @@ def test_resume_takes_no_new_config(tmp_path):
 
 
 def test_tiny_run_and_resume_from_the_command_line(tmp_path):
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     model = tiny_test_model(tmp_path / "model")
     run = tmp_path / "run"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_run import make_scripted, make_tiny, tiny_overrides
+from tiny_run import make_scripted, tiny_overrides
 
 from codea1.train.config import load_config
 from codea1.train.loop import train
@@ -23,18 +23,13 @@ from codea1.train.metrics import read_metrics
 torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
-
-
 @pytest.fixture
 def scripted(monkeypatch, tiny):
-    """Wrap `codea1.rollout.generate` with scripted completions drawn from its generator."""
-    import codea1.rollout as rollout
+    """Wrap `codea1.engines.hf_engine.generate` with scripted completions drawn from its generator."""
+    import codea1.engines.hf_engine as hf_engine
 
     counts = {"junk": 0}
-    monkeypatch.setattr(rollout, "generate", make_scripted(rollout.generate, tiny["problems"], counts))
+    monkeypatch.setattr(hf_engine, "generate", make_scripted(hf_engine.generate, tiny["problems"], counts))
     return counts
 
 
@@ -186,11 +181,11 @@ def test_time_limit_stops_with_a_checkpoint_and_resumes(tmp_path, tiny, scripted
     the budget is judged after each step) took the sleeping step's 60 s and failed."""
     import time
 
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
     a, run = tmp_path / "a", tmp_path / "run"
     train(_config(tiny, "a1", 3), a)
-    inner, calls = rollout.generate, {"test": 0}
+    inner, calls = hf_engine.generate, {"test": 0}
 
     def slow_step_one(policies, role, prompts, n=1, sampling=None, **kw):
         if role == "test":
@@ -199,7 +194,7 @@ def test_time_limit_stops_with_a_checkpoint_and_resumes(tmp_path, tiny, scripted
                 time.sleep(60)
         return inner(policies, role, prompts, n=n, sampling=sampling, **kw)
 
-    monkeypatch.setattr(rollout, "generate", slow_step_one)
+    monkeypatch.setattr(hf_engine, "generate", slow_step_one)
     t = time.monotonic()
     first = train(_config(tiny, "a1", 3), run, time_limit_s=15)
     took = time.monotonic() - t
@@ -207,7 +202,7 @@ def test_time_limit_stops_with_a_checkpoint_and_resumes(tmp_path, tiny, scripted
     assert 15 <= took < 18, took
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-0"]
     assert [r["step"] for r in read_metrics(run)] == [0]
-    monkeypatch.setattr(rollout, "generate", inner)
+    monkeypatch.setattr(hf_engine, "generate", inner)
     assert train(None, run, resume=True, time_limit_s=1e6).step == 3
     assert _stable(read_metrics(a)) == _stable(read_metrics(run))
     spent = train(_config(tiny, "a1", 1), tmp_path / "spent", time_limit_s=1e-3)
@@ -250,12 +245,13 @@ def test_sigterm_mid_run_checkpoints_and_resumes_exactly(tmp_path, tiny, scripte
 def test_sigterm_during_a_rollout_stops_at_once_and_resumes_exactly(tmp_path, tiny, scripted, monkeypatch):
     """SIGTERM while step 2's tests are being sampled: decoding stops at its next token,
     the step is abandoned (nothing committed), step 1 is saved, and resume is exact."""
+    import codea1.engines.hf_engine as hf_engine
     import codea1.rollout as rollout
 
     a, b = tmp_path / "a", tmp_path / "b"
     train(_config(tiny, "a1", 3), a)
 
-    inner = rollout.generate
+    inner = hf_engine.generate
     calls = {"test": 0}
 
     def signal_then_generate(policies, role, prompts, n=1, sampling=None, **kw):
@@ -268,10 +264,10 @@ def test_sigterm_during_a_rollout_stops_at_once_and_resumes_exactly(tmp_path, ti
                 raise rollout.GenerationInterrupted("re-raised for the loop")
         return inner(policies, role, prompts, n=n, sampling=sampling, **kw)
 
-    monkeypatch.setattr(rollout, "generate", signal_then_generate)
+    monkeypatch.setattr(hf_engine, "generate", signal_then_generate)
     first = train(_config(tiny, "a1", 3), b)
     assert first.stopped and first.step == 1
-    monkeypatch.setattr(rollout, "generate", inner)
+    monkeypatch.setattr(hf_engine, "generate", inner)
     second = train(None, b, resume=True)
     assert second.step == 3
     assert _stable(read_metrics(a)) == _stable(read_metrics(b))

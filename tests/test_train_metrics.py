@@ -81,6 +81,11 @@ class FakeClock:
         return self.now
 
 
+def status_line(p: Progress) -> str:
+    """The display's text, as it reads now, on one line (was `Progress.status_line`)."""
+    return f"{p.steps_text()} | {p.time_text()} | {p.phase_text()}"
+
+
 def test_live_display_moves_within_a_phase():
     """The picture is rebuilt at each refresh: the phase's elapsed time, the run's elapsed
     time, the ETA and the phase's own progress change while one phase runs."""
@@ -89,24 +94,24 @@ def test_live_display_moves_within_a_phase():
     try:
         p.set_phase("loading the models")
         clock.now += 45
-        assert "loading the models 00:45" in p.status_line()
-        assert "ETA after the first step" in p.status_line()
+        assert "loading the models 00:45" in status_line(p)
+        assert "ETA after the first step" in status_line(p)
         p.set_phase("code rollout", 1)
         clock.now += 300
         p.step_done(1, {})          # step 1 took 300 s
         p.set_phase("code rollout", 2)
         tokens = [0]
         p.watch(lambda: f"{tokens[0]:,} tokens sampled")
-        first = p.status_line()
+        first = status_line(p)
         clock.now += 60
         tokens[0] = 1234
-        later = p.status_line()
+        later = status_line(p)
         assert "code rollout 00:00" in first and "code rollout 01:00" in later
         assert "ETA 45:00" in first and "ETA 44:00" in later   # 9 steps x 300 s, counting down
         assert "0 tokens sampled" in first and "1,234 tokens sampled" in later
         assert "elapsed 05:45" in first and "elapsed 06:45" in later
         clock.now += 1000           # a slow step: never below the 8 whole steps after it
-        assert "ETA 40:00" in p.status_line()
+        assert "ETA 40:00" in status_line(p)
         # what rich's Live draws at each refresh is rebuilt now, not frozen at the last phase change
         from rich.console import Console
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+import codea1.engines.hf_engine as hf_engine
+
 import codea1.rollout as rollout
 from codea1.cli import app
 from codea1.train.config import ConfigError, load_config, require_data
@@ -69,7 +71,7 @@ def test_validation_reports_avg_and_pass_at_k_per_data_source(tmp_path, monkeypa
     from codea1.train.distributed import Ranks
 
     counts = {"running_max": 4, "vowel_runs": 1, "round_half_up": 3, "second_smallest": 2}
-    monkeypatch.setattr(rollout, "generate", scripted_generate(counts))
+    monkeypatch.setattr(hf_engine, "generate", scripted_generate(counts))
     trainer = Trainer.__new__(Trainer)
     trainer.cfg = load_config(preset="paper-1.5b", overrides=[
         "data.train=x", "data.heldout=x", "validation.n_code=4", "validation.sampling.batch_size=8"])
@@ -108,7 +110,7 @@ def test_validation_asks_with_each_rows_own_prompt(tmp_path, monkeypatch):
         seen.extend(prompt_text(p, policies) for p in prompts)
         return inner(policies, role, prompts, n=n, sampling=sampling, **kw)
 
-    monkeypatch.setattr(rollout, "generate", recording)
+    monkeypatch.setattr(hf_engine, "generate", recording)
     heldout = load_problems(validation_file(tmp_path / "validation_data_mix.parquet"))
     tok = ScriptedPolicies.tokenizer
     for switch, expected in (("false", [p.meta["prompt"] for p in heldout]),

@@ -39,7 +39,7 @@ def tiny_args(model: Path, run: Path, steps: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     return tiny_test_model(tmp_path_factory.mktemp("tiny") / "model")
 

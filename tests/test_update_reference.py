@@ -25,7 +25,8 @@ import pytest
 import torch
 
 from codea1.grpo import GRPOConfig, update_policy, update_role
-from codea1.models import load_policies, tiny_test_model
+from codea1.models import load_policies
+from tiny_model import tiny_test_model
 from codea1.trajectory import Trajectory
 
 torch.set_num_threads(1)

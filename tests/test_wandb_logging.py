@@ -14,7 +14,7 @@ import types
 
 import pytest
 import torch
-from tiny_run import make_scripted, make_tiny, tiny_overrides
+from tiny_run import make_scripted, tiny_overrides
 
 from codea1.train.config import load_config
 from codea1.train.loop import train
@@ -24,16 +24,11 @@ from codea1.train.wandb_logger import RUN_ID_FILE, SAMPLE_COLUMNS
 torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny(tmp_path_factory.mktemp("tiny"))
-
-
 @pytest.fixture
 def scripted(monkeypatch, tiny):
-    import codea1.rollout as rollout
+    import codea1.engines.hf_engine as hf_engine
 
-    monkeypatch.setattr(rollout, "generate", make_scripted(rollout.generate, tiny["problems"]))
+    monkeypatch.setattr(hf_engine, "generate", make_scripted(hf_engine.generate, tiny["problems"]))
 
 
 def _config(tiny, steps=3, *extra):

@@ -1,7 +1,7 @@
 """A tiny random-weight model, a few problems and scripted rollouts, for training-loop tests.
 
 A random model writes junk, so every reward would be 0 and nothing would train.
-`make_scripted(real, problems)` therefore wraps the real `codea1.rollout.generate`: it
+`make_scripted(real, problems)` therefore wraps the real `codea1.engines.hf_engine.generate`: it
 still samples from the tiny model (consuming the same random stream), then replaces some
 completions, chosen with that stream, by scripted ones: the reference solution, a wrong
 solution, golden asserts, asserts with wrong expectations, and junk (nothing, no code
@@ -66,7 +66,7 @@ def tiny_paths(root: Path) -> dict:
 def make_tiny(root: Path) -> dict:
     """The tiny model and the problem files under `root` (paths, and every problem)."""
     from codea1.data import save_problems
-    from codea1.models import tiny_test_model
+    from tiny_model import tiny_test_model
 
     paths = tiny_paths(root)
     tiny_test_model(paths["model"])
@@ -76,7 +76,7 @@ def make_tiny(root: Path) -> dict:
 
 
 def make_scripted(real, all_problems, counts: dict | None = None):
-    """`real` (codea1.rollout.generate) with some completions replaced by scripted ones,
+    """`real` (codea1.engines.hf_engine.generate) with some completions replaced by scripted ones,
     chosen with each prompt's own random stream (the same on any rank, in any batch)."""
     import torch
 

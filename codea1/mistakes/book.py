@@ -308,6 +308,17 @@ class MistakeBook:
         with naming_full_disk(self.path):  # the transaction is rolled back: the book stays as it was
             return self._apply_step(step, updates, net)
 
+    def commit_step(self, step: int, updates: Iterable[tuple[str, MistakeUpdate]], net: bool = False) -> dict[str, int]:
+        """A training step's commit point: `apply_step`, then the book's `mistakes/*` metrics
+        (its size after the step and what the step changed)."""
+        summary = self.apply_step(step, updates, net=net)
+        stats = self.stats()
+        return {
+            "mistakes/size": stats.tests, "mistakes/problems": stats.problems,
+            "mistakes/added": summary.added, "mistakes/increased": summary.increased,
+            "mistakes/decreased": summary.decreased, "mistakes/removed": summary.removed,
+        }
+
     def _apply_step(self, step: int, updates: dict[str, MistakeUpdate], net: bool) -> StepSummary:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")

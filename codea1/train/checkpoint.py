@@ -9,9 +9,11 @@ checkpoints beyond `keep` are removed after a save, each first renamed out of th
 half-deleted `step-N`. `CheckpointManager.clean()` (run when a run starts or resumes)
 removes what a crash can leave behind: temporary and half-deleted directories.
 
-What goes in it is the loop's business (`Trainer.save_checkpoint`); this module provides
-the atomic directory, the listing, the capture/restore of every random number
-generator, and the writing and reading of the trainer's weights and optimisers.
+What goes in it is the loop's business (`Trainer.save_checkpoint` fills a
+`CheckpointContents`); this module writes it (`write_checkpoint`: weights, optimisers,
+schedules, random state, Mistake Book copy, state.json) and provides the atomic
+directory, the listing, the capture/restore of every random number generator, and the
+reading of the trainer's weights and optimisers.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ import os
 import random
 import re
 import shutil
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from codea1.output_files import naming_full_disk
+from codea1.output_files import fsync_path, naming_full_disk
+from codea1.output_files import atomic_write_text  # noqa: F401  (config.py's save_config takes it from here)
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 STATE_FILE = "state.json"
@@ -38,26 +43,11 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete or does not fit the run."""
 
 
-def _fsync_path(path: Path) -> None:
-    """fsync a file or a directory (directories: so a rename inside it is durable)."""
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if path.is_dir() else 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on directories; nothing more we can do
-    finally:
-        os.close(fd)
-
-
 def _fsync_tree(root: Path) -> None:
     for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
-            _fsync_path(Path(dirpath) / name)
-        _fsync_path(Path(dirpath))
+            fsync_path(Path(dirpath) / name)
+        fsync_path(Path(dirpath))
 
 
 class CheckpointManager:
@@ -99,7 +89,7 @@ class CheckpointManager:
             final = self.root / f"step-{step}"
             old = self._move_to_trash(final) if final.exists() else None  # re-saving a step
             os.replace(tmp, final)
-            _fsync_path(self.root)
+            fsync_path(self.root)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
         except BaseException:
@@ -134,7 +124,7 @@ class CheckpointManager:
                 shutil.rmtree(self._move_to_trash(child), ignore_errors=True)
                 removed.append(child)
         if removed:
-            _fsync_path(self.root)
+            fsync_path(self.root)
         return removed
 
     def _move_to_trash(self, path: Path) -> Path:
@@ -144,36 +134,8 @@ class CheckpointManager:
         if trash.exists():
             shutil.rmtree(trash, ignore_errors=True)
         os.replace(path, trash)
-        _fsync_path(self.root)
+        fsync_path(self.root)
         return trash
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Replace `path` by `text` in one step: a temporary file next to it, fsync'ed, renamed
-    over it, and the directory fsync'ed. A crash leaves the old file or the new, never a
-    part (at most a stray `.NAME.tmp-PID`, which `remove_stray_temps` clears)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with naming_full_disk(path), open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_path(path.parent)
-
-
-def remove_stray_temps(path: str | os.PathLike[str]) -> list[Path]:
-    """Delete the temporary files a crash inside `atomic_write_text(path, ...)` left."""
-    path = Path(path)
-    removed = []
-    for stray in path.parent.glob(f".{path.name}.tmp-*"):
-        stray.unlink(missing_ok=True)
-        removed.append(stray)
-    return removed
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -193,33 +155,25 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- RNG
 
 
-def capture_rng(generators: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Every random state a step consumes: python, numpy, torch (CPU and CUDA), and named
-    `torch.Generator`s / `numpy.random.Generator`s the loop owns."""
+def capture_rng() -> dict[str, Any]:
+    """Every random state a step consumes: python's, numpy's and torch's (CPU and CUDA).
+    The loop owns no generator of its own: rollouts seed each sample's stream from its
+    place in the step (`codea1.rollout.sample_seeds`), so nothing else carries state from
+    step to step. (`generators` stays in the record, empty, as older checkpoints hold it.)"""
     import numpy as np
     import torch
 
-    state: dict[str, Any] = {
+    return {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "generators": {},
     }
-    for name, gen in (generators or {}).items():
-        if isinstance(gen, torch.Generator):
-            state["generators"][name] = ("torch", gen.get_state())
-        elif isinstance(gen, np.random.Generator):
-            state["generators"][name] = ("numpy", gen.bit_generator.state)
-        elif isinstance(gen, random.Random):
-            state["generators"][name] = ("python", gen.getstate())
-        else:
-            raise TypeError(f"generator {name!r}: cannot capture a {type(gen).__name__}")
-    return state
 
 
-def restore_rng(state: dict[str, Any], generators: dict[str, Any] | None = None) -> None:
-    """Put back what `capture_rng` took; the named generators must be the same kinds."""
+def restore_rng(state: dict[str, Any]) -> None:
+    """Put back what `capture_rng` took."""
     import numpy as np
     import torch
 
@@ -228,23 +182,12 @@ def restore_rng(state: dict[str, Any], generators: dict[str, Any] | None = None)
     torch.set_rng_state(state["torch"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-    saved = state.get("generators", {})
-    for name, gen in (generators or {}).items():
-        if name not in saved:
-            raise CheckpointError(f"the checkpoint has no state for the generator {name!r}")
-        kind, value = saved[name]
-        if kind == "torch":
-            gen.set_state(value)
-        elif kind == "numpy":
-            gen.bit_generator.state = value
-        else:
-            gen.setstate(value)
 
 
-def save_rng(path: Path, generators: dict[str, Any] | None = None, state: dict[str, Any] | None = None) -> None:
+def save_rng(path: Path, state: dict[str, Any] | None = None) -> None:
     import torch
 
-    torch.save(state if state is not None else capture_rng(generators), path)
+    torch.save(state if state is not None else capture_rng(), path)
 
 
 def load_rng(path: Path) -> dict[str, Any]:
@@ -331,6 +274,34 @@ def _verify_weights(directory: Path) -> None:
 
 
 # --------------------------------------------------------------------------- the trainer's state
+
+
+@dataclass
+class CheckpointContents:
+    """Everything one checkpoint holds, as the loop hands it over (`write_checkpoint`)."""
+
+    policies: Any                  # `codea1.models.Policies`: the weights (`policies/`)
+    optimizers: dict[str, Any]     # per set of weights: AdamW (`optim.pt`)
+    schedulers: dict[str, Any]     # per set of weights: the LR schedule (`optim.pt`)
+    book: Any                      # the Mistake Book: its `snapshot` is the checkpoint's copy
+    state: dict[str, Any]          # state.json: step, data position, metrics offsets, config...
+    weights: dict | None = None            # whole weights gathered from FSDP2 shards, or None
+    optimizer_states: dict | None = None   # whole optimiser states gathered likewise, or None
+
+
+def write_checkpoint(manager: CheckpointManager, step: int, contents: CheckpointContents) -> Path:
+    """Write `step-N` atomically (`CheckpointManager.save`): the weights, optimisers and
+    schedules, the random state (`rng.pt`), the Mistake Book's copy, then state.json."""
+    return manager.save(step, partial(_write_contents, contents))
+
+
+def _write_contents(contents: CheckpointContents, tmp: Path) -> None:
+    write_training_state(tmp, contents.policies, contents.optimizers, contents.schedulers, contents.weights,
+                         contents.optimizer_states)
+    save_rng(tmp / "rng.pt")
+    contents.book.snapshot(tmp / BOOK_FILE)
+    write_json(tmp / STATE_FILE, contents.state)
+
 
 
 def write_training_state(directory: Path, policies, optimizers: dict, schedulers: dict,

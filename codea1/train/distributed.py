@@ -37,11 +37,11 @@ from codea1.grpo import (
     RoleBatch,
     UpdateStats,
     mini_batch_token_counts,
-    sequence_logprobs,
     split_mini_batches,
 )
+from codea1.logprobs import sequence_logprobs
 from codea1.rollout import sample_seeds  # noqa: F401  (its old home)
-from codea1.train.one_process import OneProcess, apply_book_updates
+from codea1.train.one_process import OneProcess
 from codea1.trajectory import Trajectory, pack_micro_batches
 
 if TYPE_CHECKING:
@@ -252,7 +252,10 @@ def uses_fsdp(cfg: "TrainConfig", ranks: Ranks) -> bool:
 def book_tops(ranks: Ranks, book, problems: Sequence[Any], slots: Sequence[int], k: int) -> list[list[str]]:
     """The Mistake Book tests replayed for this rank's problems: rank 0 reads them for the
     whole step (`problems` are the step's problems, in slot order) and sends them."""
-    tops = [book.top(p.id, k=k) for p in problems] if ranks.main else None
+    tops = None
+    if ranks.main:  # (one snapshot of the book for the whole step)
+        found = book.top_many([p.id for p in problems], k=k)
+        tops = [list(found[p.id]) for p in problems]
     tops = ranks.broadcast(tops)
     return [tops[s] for s in slots]
 
@@ -266,7 +269,7 @@ def commit_book(ranks: Ranks, book, step: int, updates: Sequence[tuple[int, tupl
     metrics = None
     if ranks.main:
         ordered = [u for _, u in sorted((x for part in gathered for x in part), key=lambda x: x[0])]
-        metrics = apply_book_updates(book, step, ordered, net)
+        metrics = book.commit_step(step, ordered, net)
     return ranks.broadcast(metrics)
 
 

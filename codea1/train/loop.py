@@ -48,6 +48,7 @@ from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, 
 from codea1.judge import Judge, JudgeConfig, ProblemRollout, extract_code
 from codea1.judge.judge import REFERENCE_SWITCHES
 from codea1.mistakes import MistakeBook
+from codea1.output_files import naming_full_disk, remove_stray_temps
 from codea1.rollout import (
     GenerationInterrupted,
     code_messages,
@@ -64,17 +65,15 @@ from codea1.train import distributed as D
 from codea1.train.checkpoint import (
     BOOK_FILE,
     CONFIG_FILE,
+    CheckpointContents,
     CheckpointManager,
     capture_rng,
     load_rng,
     read_state,
     read_training_state,
-    remove_stray_temps,
     restore_rng,
-    save_rng,
     verify_checkpoint,
-    write_json,
-    write_training_state,
+    write_checkpoint,
 )
 from codea1.train.config import (
     ConfigError,
@@ -99,7 +98,7 @@ from codea1.train.metrics import (
     step_samples,
 )
 from codea1.train.one_process import OneProcess
-from codea1.train.records import StepRewards, StepRollout
+from codea1.train.records import StepResult, StepRewards, StepRollout
 from codea1.train.run_lock import RunLock
 from codea1.train.stopping import StopFlag, StopRequested, TimeBudget
 from codea1.train.training_data import (  # noqa: F401  (select_problems: re-exported)
@@ -256,11 +255,6 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
 
-    def rng_generators(self) -> dict[str, Any]:
-        # rollouts seed each sample's stream from its place in the step (`_generate`):
-        # no generator of the loop's own carries state from step to step
-        return {}
-
     def save_checkpoint(self, manager: CheckpointManager, log: MetricsLog | None) -> Path | None:
         """Rank 0 writes the checkpoint (the others join in gathering sharded weights)."""
         weights = optim = None
@@ -270,24 +264,21 @@ class Trainer:
             self.ranks.barrier()
             return None
 
-        def write(tmp: Path) -> None:
-            write_training_state(tmp, self.policies, self.optimizers, self.schedulers, weights, optim)
-            save_rng(tmp / "rng.pt", self.rng_generators())
-            self.book.snapshot(tmp / BOOK_FILE)
-            log.sync()
-            write_json(tmp / "state.json", {
-                "step": self.step,
-                "data": self.sampler.state(),
-                "metrics_offsets": log.offsets(),
-                "config_sha256": config_digest(self.cfg),
-                "config": self.cfg.model_dump(mode="json"),  # a resume compares config.yaml with it
-                "pending": self.pending,  # a step's row whose validation a stop cut short
-                "skipped_problems": self.skipped_problems,
-                "mode": self.cfg.mode,
-                "saved_at": time.time(),
-            })
-
-        path = manager.save(self.step, write)
+        with naming_full_disk(manager.root / f"step-{self.step}"):  # (as a full disk while writing it)
+            log.sync()  # the metrics files whole on disk before state.json records their offsets
+        state = {
+            "step": self.step,
+            "data": self.sampler.state(),
+            "metrics_offsets": log.offsets(),
+            "config_sha256": config_digest(self.cfg),
+            "config": self.cfg.model_dump(mode="json"),  # a resume compares config.yaml with it
+            "pending": self.pending,  # a step's row whose validation a stop cut short
+            "skipped_problems": self.skipped_problems,
+            "mode": self.cfg.mode,
+            "saved_at": time.time(),
+        }
+        path = write_checkpoint(manager, self.step, CheckpointContents(
+            self.policies, self.optimizers, self.schedulers, self.book, state, weights, optim))
         self.ranks.barrier()
         return path
 
@@ -299,7 +290,7 @@ class Trainer:
         if self.book is not None:
             self.book.restore(path / BOOK_FILE)
         self.sampler.load_state(state["data"])
-        restore_rng(load_rng(path / "rng.pt"), self.rng_generators())
+        restore_rng(load_rng(path / "rng.pt"))
         self.step = int(state["step"])
         return state
 
@@ -316,8 +307,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
 
-    def run_step(self) -> dict[str, Any]:
-        """One training step; returns its metrics. May raise StopRequested before the commit."""
+    def run_step(self) -> StepResult:
+        """One training step; returns its metrics, samples and batches. May raise
+        StopRequested before the commit."""
         cfg, step, times = self.cfg, self.step + 1, {}
         started, comm_before = time.perf_counter(), self.ranks.comm_s
         rollout = self._draw_problems(step)
@@ -335,7 +327,6 @@ class Trainer:
         with self.phase("update", times, may_stop=False):
             batches = self._select(rollout.problems, rollout.code_samples, rewards.code, rollout.suites,
                                    rewards.test, rewards.judgements)
-            self._last_batches = batches  # kept for inspection (benchmarks/train_step.py)
             update_metrics = self._update(batches, rollout.slots)
         self.step = step
         metrics = step_metrics(rollout, rewards, book_metrics, update_metrics, times, epoch=self.sampler.epoch,
@@ -344,8 +335,8 @@ class Trainer:
         if self.ranks.enabled:
             metrics["time/comm_s"] = self.ranks.comm_s - comm_before
         metrics["time/step_s"] = time.perf_counter() - started
-        self._last_samples = self.ranks.step_samples(samples, rollout.slots, cfg.logging.samples_per_step)
-        return self.ranks.step_metrics(metrics, len(rollout.problems))
+        return StepResult(step, self.ranks.step_metrics(metrics, len(rollout.problems)),
+                          self.ranks.step_samples(samples, rollout.slots, cfg.logging.samples_per_step), batches)
 
     @contextlib.contextmanager
     def phase(self, name: str, times: dict[str, float], may_stop: bool = True) -> Iterator[None]:
@@ -398,8 +389,9 @@ class Trainer:
     def _code_rollout(self, r: StepRollout) -> None:
         """n_code candidates per problem, and the code each one holds."""
         own = not self.cfg.rollout.project_code_prompt
-        r.code_samples = self._generate("code", [code_messages(p, own) for p in r.problems], self.cfg.rollout.n_code,
-                                        self.cfg.rollout.code, r.code_stats, [(s,) for s in r.slots])
+        seeds = sample_seeds(self.cfg.seed, r.step, "code", [(s,) for s in r.slots])
+        r.code_samples = self.generate("code", [code_messages(p, own) for p in r.problems], self.cfg.rollout.n_code,
+                                       self.cfg.rollout.code, r.code_stats, seeds)
         r.codes = [[extract_code(s.text) for s in group] for group in r.code_samples]
 
     def _test_rollout(self, r: StepRollout) -> None:
@@ -409,11 +401,12 @@ class Trainer:
         prompts, where = [], []
         for pi, p in enumerate(r.problems):
             for ci, code in (enumerate(r.codes[pi]) if ro.white_box else [(None, None)]):
-                prompts.append(self._test_prompt(p, code, ro.test, r.test_stats))
+                prompts.append(self.test_prompt(p, code, ro.test, r.test_stats))
                 where.append((pi, ci))
         n = ro.n_test if ro.white_box else ro.n_test * ro.n_code
-        out = self._generate("test", prompts, n, ro.test, r.test_stats,
+        seeds = sample_seeds(self.cfg.seed, r.step, "test",
                              [(r.slots[pi],) if ci is None else (r.slots[pi], ci) for pi, ci in where])
+        out = self.generate("test", prompts, n, ro.test, r.test_stats, seeds)
         r.suites = [[] for _ in r.problems]
         for (pi, ci), group in zip(where, out):
             if ci is not None:
@@ -421,23 +414,26 @@ class Trainer:
             else:
                 r.suites[pi] = [group[c * ro.n_test:(c + 1) * ro.n_test] for c in range(ro.n_code)]
 
-    def _generate(self, role: str, prompts, n: int, sampling, gen_stats, places):
-        """Sample; each prompt's stream is seeded from `places` (its slot in the step, ...)."""
-        seeds = sample_seeds(self.cfg.seed, self.step + 1, role, places)
+    def generate(self, role: str, prompts, n: int, sampling, stats, seeds: Sequence[int], *,
+                 label: str = "", stoppable: bool = True) -> list[list[Any]]:
+        """`n` samples per prompt from the run's rollout engine with `role`'s weights (whole
+        ones under FSDP2), shown on the live display (`label` first): the one rollout door
+        of training and validation. `seeds`: one stream a prompt (`rollout.sample_seeds`).
+        `stoppable`: a stop asked for mid-call abandons it (raises StopRequested)."""
         if self.progress is not None:
             rows = n * len(prompts)
-            self.progress.watch(lambda: sampling_detail(gen_stats.tokens_decoded, rows, len(prompts)))
+            self.progress.watch(lambda: label + sampling_detail(stats.tokens_decoded, rows, len(prompts)))
         try:
-            with self._sampling_weights(role):
+            with self.sampling_weights(role):
                 return self.engine.generate(role, encode_prompts(self.policies.tokenizer, prompts), n=n,
-                                            sampling=sampling, seeds=seeds, stats=gen_stats,
-                                            should_stop=self.stop.poll)
+                                            sampling=sampling, seeds=seeds, stats=stats,
+                                            should_stop=self.stop.poll if stoppable else None)
         except GenerationInterrupted:
             # nothing of this step is committed yet: abandon it like any stop before commit
             self._check_stop(interrupted=True)
             raise StopRequested(self.stop.reason) from None
 
-    def _test_prompt(self, problem, code: str | None, sampling, stats):
+    def test_prompt(self, problem, code: str | None, sampling, stats):
         """A test prompt (token ids, or chat messages under `cut_prompts_left`) that fits the
         test model's limit without losing its head (`codea1.rollout.fit_test_prompt`);
         a shortened one is counted in `stats.prompts_shortened`."""
@@ -450,7 +446,7 @@ class Trainer:
         stats.prompts_shortened += int(shortened)
         return ids
 
-    def _sampling_weights(self, role: str):
+    def sampling_weights(self, role: str):
         """Whole weights for sampling under FSDP2 (every rank enters together), else nothing."""
         return D.gathered(self.policies.module(role)) if self.sharded else contextlib.nullcontext()
 
@@ -791,17 +787,18 @@ def _run_steps(trainer: Trainer, manager: CheckpointManager, log: MetricsLog | N
         if ranks.any(stop.poll() or refusal is not None):
             stopped, why = True, refusal or stop.reason or "a stop on another rank"
             break
-        rng_before = capture_rng(trainer.rng_generators())
+        rng_before = capture_rng()
         data_before = trainer.sampler.state()
         try:
-            metrics = trainer.run_step()
+            result = trainer.run_step()
         except StopRequested:
-            restore_rng(rng_before, trainer.rng_generators())
+            restore_rng(rng_before)
             trainer.sampler.load_state(data_before)
             stopped, why = True, stop.reason
             break
+        metrics = result.metrics
         budget.record_step({"step": step, **(metrics or {})})  # (rank 0's: the others have none)
-        why = _complete_row(trainer, log, show, {"step": step, "metrics": metrics, "samples": trainer._last_samples,
+        why = _complete_row(trainer, log, show, {"step": step, "metrics": metrics, "samples": result.samples,
                                                  "validate": _validates(cfg, trainer, step)}, rows)
         done_here += 1
         stop_now = bool(why) or ranks.any(stop.poll()) or (stop_after is not None and done_here >= stop_after)
@@ -848,12 +845,12 @@ def _complete_row(trainer: Trainer, log: MetricsLog | None, show: Progress, row:
         if ranks.any(refusal is not None):
             return refusal or "the time limit on another rank"
         show.set_phase("validation", step)
-        rng = capture_rng(trainer.rng_generators())
+        rng = capture_rng()
         try:
             with trainer.stop.abandonable():
                 figures = trainer.validate()  # every rank its share; the figures on rank 0
         except StopRequested:
-            restore_rng(rng, trainer.rng_generators())
+            restore_rng(rng)
             return trainer.stop.reason
         trainer.budget.record("validation_s", figures.get("time/validation_s", 0.0))
         metrics.update(figures)

@@ -287,10 +287,6 @@ class Progress:
         text = f"{self.phase} {_fmt_duration(self.clock() - self.phase_started)}"
         return text + (f" ({self.detail()})" if self.detail is not None else "")
 
-    def status_line(self) -> str:
-        """The display's text, as it reads now, on one line."""
-        return f"{self.steps_text()} | {self.time_text()} | {self.phase_text()}"
-
     def _render(self):
         from rich.markup import escape
         from rich.progress_bar import ProgressBar

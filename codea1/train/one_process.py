@@ -53,13 +53,14 @@ class OneProcess:
     # ---------------------------------------------------------------- the step's
 
     def book_tops(self, book, problems: Sequence[Any], slots: Sequence[int], k: int) -> list[list[str]]:
-        """The Mistake Book tests replayed for each of this rank's problems."""
-        return [book.top(problems[s].id, k=k) for s in slots]
+        """The Mistake Book tests replayed for each of this rank's problems (one snapshot)."""
+        tops = book.top_many([problems[s].id for s in slots], k=k)
+        return [list(tops[problems[s].id]) for s in slots]
 
     def commit_book(self, book, step: int, updates: Sequence[tuple[int, tuple[str, Any]]],
                     net: bool = False) -> dict[str, Any]:
         """The commit point: the step's `(slot, (problem id, update))` applied in slot order."""
-        return apply_book_updates(book, step, [u for _, u in sorted(updates, key=lambda x: x[0])], net)
+        return book.commit_step(step, [u for _, u in sorted(updates, key=lambda x: x[0])], net)
 
     def layout(self, batch: RoleBatch, slots: Sequence[int] | None, mini_batches: int) -> list[list[int]]:
         """The indices of `batch.trajectories` in each mini-batch of the update."""
@@ -73,13 +74,3 @@ class OneProcess:
         """The step's metrics over every rank (on rank 0; None elsewhere)."""
         return metrics
 
-
-def apply_book_updates(book, step: int, ordered: Sequence[tuple[str, Any]], net: bool) -> dict[str, Any]:
-    """Apply the step's Mistake Book updates in one transaction; the `mistakes/*` metrics."""
-    summary = book.apply_step(step, ordered, net=net)
-    stats = book.stats()
-    return {
-        "mistakes/size": stats.tests, "mistakes/problems": stats.problems,
-        "mistakes/added": summary.added, "mistakes/increased": summary.increased,
-        "mistakes/decreased": summary.decreased, "mistakes/removed": summary.removed,
-    }

@@ -14,10 +14,10 @@ from typing import Any
 
 from codea1.eval.passk import aggregate, default_ks
 from codea1.judge import ProblemRollout, extract_code
-from codea1.rollout import GenerationStats, code_messages, encode_prompts, sample_seeds
+from codea1.rollout import GenerationStats, code_messages, sample_seeds
 from codea1.sandbox import Limits
 from codea1.train.golden import golden_results, has_golden
-from codea1.train.metrics import mean, sampling_detail
+from codea1.train.metrics import mean
 
 
 def validate(trainer) -> dict[str, Any]:
@@ -41,20 +41,19 @@ def validate(trainer) -> dict[str, Any]:
     per_call = max(1, v.sampling.batch_size // v.n_code)
     rows: list[tuple[int, str, list[float], list[float]]] = []   # (index, source, correct, golden rate)
     kept: list[tuple[int, Any, list[Any], list[Any]]] = []   # (index, problem, codes, golden results)
-    with trainer._sampling_weights("code"):
-        for idx in _validation_calls(trainer.ranks, len(problems), per_call):
-            part = [problems[i] for i in idx]
-            own = not trainer.cfg.rollout.project_code_prompt
-            code_out = _validation_generate(trainer, "code", [code_messages(p, own) for p in part], v.n_code,
-                                                 [("validation", i) for i in idx])
-            items = [(p, p.program(extract_code(s.text))) for p, g in zip(part, code_out) for s in g]
-            gold = golden_results(trainer.executor, items, limits)
-            for k, (i, p) in enumerate(zip(idx, part)):
-                results = gold[k * v.n_code:(k + 1) * v.n_code]
-                rows.append((i, p.source or "unknown", [float(r.correct) for r in results],
-                             [r.pass_rate for r in results]))
-                if i < v.test_problems:
-                    kept.append((i, p, code_out[k], results))
+    for idx in _validation_calls(trainer.ranks, len(problems), per_call):
+        part = [problems[i] for i in idx]
+        own = not trainer.cfg.rollout.project_code_prompt
+        code_out = _validation_generate(trainer, "code", [code_messages(p, own) for p in part], v.n_code,
+                                        [("validation", i) for i in idx])
+        items = [(p, p.program(extract_code(s.text))) for p, g in zip(part, code_out) for s in g]
+        gold = golden_results(trainer.executor, items, limits)
+        for k, (i, p) in enumerate(zip(idx, part)):
+            results = gold[k * v.n_code:(k + 1) * v.n_code]
+            rows.append((i, p.source or "unknown", [float(r.correct) for r in results],
+                         [r.pass_rate for r in results]))
+            if i < v.test_problems:
+                kept.append((i, p, code_out[k], results))
     tests = None
     if v.test_model and trainer.cfg.mode != "golden" and trainer.judge is not None:
         tests = _validate_tests(trainer, kept)
@@ -88,26 +87,22 @@ def _validation_calls(ranks, n: int, per_call: int) -> list[list[int]]:
     return [mine[c * len(mine) // calls:(c + 1) * len(mine) // calls] for c in range(calls)]
 
 def _validation_generate(trainer, role: str, prompts, n: int, places) -> list[list[Any]]:
-    """Validation samples from the rollout engine, each prompt's stream seeded from its
-    place (its own streams: validation never shifts the training ones)."""
+    """Validation samples through training's rollout door (`Trainer.generate`), each
+    prompt's stream seeded from its place (its own streams: validation never shifts the
+    training ones); a stop is answered by the validation's own abandonable block."""
     seeds = sample_seeds(trainer.cfg.seed, trainer.step, f"val/{role}", places)
-    stats = GenerationStats()
-    if trainer.progress is not None:
-        rows = n * len(prompts)
-        trainer.progress.watch(lambda: f"{role} model: " + sampling_detail(stats.tokens_decoded, rows, len(prompts)))
-    return trainer.engine.generate(role, encode_prompts(trainer.policies.tokenizer, prompts), n=n,
-                                sampling=trainer.cfg.validation.sampling, seeds=seeds, stats=stats)
+    return trainer.generate(role, prompts, n, trainer.cfg.validation.sampling, GenerationStats(), seeds,
+                            label=f"{role} model: ", stoppable=False)
 
 def _validate_tests(trainer, kept) -> list[tuple[int, list[tuple[float, float]], int, int]]:
     """The test model on this rank's held-out codes: per problem (index, each suite's
     (valid ratio, pass on the reference), kills of wrong codes, wrong-code suites)."""
     v = trainer.cfg.validation
     shortened = GenerationStats()
-    prompts = [trainer._test_prompt(p, extract_code(s.text), v.sampling, shortened)
+    prompts = [trainer.test_prompt(p, extract_code(s.text), v.sampling, shortened)
                for _i, p, samples, _ in kept for s in samples]
     places = [(i, c) for i, _p, samples, _ in kept for c in range(len(samples))]
-    with trainer._sampling_weights("test"):
-        test_out = _validation_generate(trainer, "test", prompts, v.n_test, places)
+    test_out = _validation_generate(trainer, "test", prompts, v.n_test, places)
     rollouts, k = [], 0
     for _i, p, samples, _ in kept:
         groups = test_out[k:k + len(samples)]
