@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.configs import MAX_TEMPERATURE, SamplingConfig, check_engine_name
-from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
 from codea1.eval.loading import (
     eval_engine,
     load_eval_policies,
@@ -33,7 +32,7 @@ from codea1.eval.loading import (
     sample_problems,
     set_threads,
 )
-from codea1.eval.passk import aggregate, default_ks
+from codea1.passk import aggregate, default_ks
 from codea1.eval.store import (
     MODEL_FILE,
     append_rows,
@@ -49,6 +48,7 @@ from codea1.judge.stdin import golden_verdicts
 from codea1.models import check_model_name
 from codea1.rollout import code_messages
 from codea1.sandbox import Executor, Limits
+from codea1.sandbox.types import GOLDEN_MEMORY_MB
 
 if TYPE_CHECKING:
     from codea1.data import Problem

@@ -34,7 +34,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
 from codea1.interpreter import HANDOFF_INTERVAL_S, gc_paused, quick_handoff
 from codea1.judge.extract import extract_code
 from codea1.judge.golden import golden_job, verdict_of
@@ -55,6 +54,7 @@ from codea1.judge.reading import read_reference_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.sandbox import CallResult, Job, Limits, RunResult, encode, to_source, values_equal
 from codea1.sandbox.decode import python_equal
+from codea1.sandbox.types import GOLDEN_MEMORY_MB
 
 if TYPE_CHECKING:
     from codea1.data import Problem

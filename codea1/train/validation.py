@@ -12,7 +12,7 @@ import math
 import time
 from typing import Any
 
-from codea1.eval.passk import aggregate, default_ks
+from codea1.passk import aggregate, default_ks
 from codea1.judge import ProblemRollout, extract_code
 from codea1.rollout import GenerationStats, code_messages, encode_prompts, sample_seeds
 from codea1.sandbox import Limits
