@@ -333,7 +333,8 @@ class JudgeProgress:
 
 
 class Judge:
-    """Judges steps of Code-A1 on a sandboxed `Executor` (see module docstring)."""
+    """Judges steps of Code-A1 on a sandboxed `Executor` (see module docstring); the
+    in-process `codea1.judge.backend.StepJudge`."""
 
     def __init__(self, executor: Executor, config: JudgeConfig | None = None) -> None:
         self.executor = executor
@@ -791,6 +792,9 @@ class Judge:
         if any(_kind(r) != "function" for r in rollouts):
             return self._by_kind(rollouts, lambda judge, part: judge.infra_failures(part, why))
         return [self._unjudged(self._plan(r), f"infra: {why}", None) for r in rollouts]
+
+    def close(self) -> None:
+        """Nothing to release (`StepJudge.close`): the executor belongs to whoever made it."""
 
     def judge(self, rollout: ProblemRollout) -> ProblemJudgement:
         """Judge a single problem (the debugging CLI's entry)."""

@@ -45,7 +45,7 @@ from codea1 import grpo, models
 from codea1.data.sampler import ProblemSampler
 from codea1.engines import make_engine
 from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, select_batches, warmup_cosine
-from codea1.judge import Judge, JudgeConfig, ProblemRollout, extract_code
+from codea1.judge import Judge, JudgeConfig, ProblemRollout, StepJudge, extract_code
 from codea1.judge.judge import REFERENCE_SWITCHES
 from codea1.mistakes import MistakeBook
 from codea1.rollout import (
@@ -176,7 +176,7 @@ class Trainer:
         workers = cfg.judge.workers if not self.ranks.enabled else D.local_workers(cfg.judge.workers, self.ranks)
         self._executor_cm = Executor(workers=workers, limits=self.limits)
         self.executor = self._executor_cm.__enter__()
-        self.judge = self._make_judge() if cfg.mode != "golden" else None
+        self.judge: StepJudge | None = self._make_judge() if cfg.mode != "golden" else None
         self.book = MistakeBook(self.run_dir / BOOK_FILE) if self.ranks.main else None  # rank 0's alone
         self.step = 0
         self.progress = progress
@@ -211,7 +211,7 @@ class Trainer:
         self.hooks = D.GradSync(self.ranks, sharded=sharded).hooks(self.cfg.grpo.logprob_chunk_tokens)
         return sharded, compute_dtype
 
-    def _make_judge(self):
+    def _make_judge(self) -> StepJudge:
         cfg = self.cfg
         judge_config = JudgeConfig(
             alpha=cfg.judge.alpha, suite_size=cfg.judge.suite_size,
@@ -310,7 +310,7 @@ class Trainer:
         with contextlib.suppress(Exception):
             self.engine.close()
         with contextlib.suppress(Exception):
-            if hasattr(self.judge, "close"):
+            if self.judge is not None:
                 self.judge.close()
         self._executor_cm.__exit__(None, None, None)
 
@@ -463,7 +463,7 @@ class Trainer:
         k = self.cfg.mistakes.top_k or self.cfg.judge.suite_size
         mistakes = (self.ranks.book_tops(self.book, r.step_problems, r.slots, k) if self.cfg.mistakes.enabled
                     else [[] for _ in r.problems])
-        if self.progress is not None and hasattr(self.judge, "progress"):  # (the Ray backend counts none)
+        if self.progress is not None and self.judge.progress is not None:  # (the Ray backend counts none)
             judge = self.judge
             self.progress.watch(lambda: str(judge.progress))
         code, test, metrics, judgements = self._judge_a1(r.problems, r.code_samples, r.suites, mistakes)
