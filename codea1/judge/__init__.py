@@ -6,6 +6,7 @@ sandbox (`judge`), and scored (`rewards`).
 """
 
 from codea1.judge.backend import StepJudge
+from codea1.judge.config import JudgeConfig
 from codea1.judge.extract import code_blocks, extract_code, extract_test_source
 from codea1.judge.judge import (
     DUPLICATE,
@@ -14,7 +15,6 @@ from codea1.judge.judge import (
     WRONG_EXPECTATION,
     GoldenResult,
     Judge,
-    JudgeConfig,
     JudgeProgress,
     ProblemJudgement,
     ProblemRollout,

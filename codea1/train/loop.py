@@ -45,8 +45,7 @@ from codea1 import grpo, models
 from codea1.data.sampler import ProblemSampler
 from codea1.engines import make_engine
 from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, select_batches, warmup_cosine
-from codea1.judge import Judge, JudgeConfig, ProblemRollout, StepJudge, extract_code
-from codea1.judge.judge import REFERENCE_SWITCHES
+from codea1.judge import Judge, ProblemRollout, StepJudge, extract_code
 from codea1.mistakes import MistakeBook
 from codea1.rollout import (
     GenerationInterrupted,
@@ -59,7 +58,7 @@ from codea1.rollout import (
     split_overlong,
     test_messages,
 )
-from codea1.sandbox import Executor, Limits
+from codea1.sandbox import Executor
 from codea1.train import distributed as D
 from codea1.train.checkpoint import (
     BOOK_FILE,
@@ -171,8 +170,7 @@ class Trainer:
             opt = make_optimizer(self.policies.trainable_parameters("code" if key == "shared" else key), cfg.grpo)
             self.optimizers[key] = opt
             self.schedulers[key] = make_scheduler(opt, cfg.grpo, cfg.steps)
-        self.limits = Limits(timeout_s=cfg.judge.timeout_s, call_timeout_s=cfg.judge.call_timeout_s,
-                             memory_mb=cfg.judge.memory_mb)
+        self.limits = cfg.judge.sandbox_limits()
         workers = cfg.judge.workers if not self.ranks.enabled else D.local_workers(cfg.judge.workers, self.ranks)
         self._executor_cm = Executor(workers=workers, limits=self.limits)
         self.executor = self._executor_cm.__enter__()
@@ -212,17 +210,12 @@ class Trainer:
         return sharded, compute_dtype
 
     def _make_judge(self) -> StepJudge:
-        cfg = self.cfg
-        judge_config = JudgeConfig(
-            alpha=cfg.judge.alpha, suite_size=cfg.judge.suite_size,
-            nonprintable_penalty=cfg.judge.nonprintable_penalty, limits=self.limits,
-            **cfg.judge.model_dump(include=set(REFERENCE_SWITCHES)))
-        if cfg.judge.backend != "ray":
-            return Judge(self.executor, judge_config)
+        j = self.cfg.judge
+        if j.backend != "ray":
+            return Judge(self.executor, j.judge_config())
         from codea1.judge.ray_backend import RayJudge  # (ray: an optional extra)
 
-        j = cfg.judge
-        return RayJudge(judge_config, self.limits, workers=j.workers, address=j.ray_address, actors=j.ray_actors,
+        return RayJudge(j.judge_config(), self.limits, workers=j.workers, address=j.ray_address, actors=j.ray_actors,
                         batch_problems=j.ray_batch_problems, in_flight=j.ray_in_flight, retries=j.ray_retries,
                         require=j.ray_require)
 
