@@ -43,8 +43,8 @@ from codea1.eval.store import (
     write_summary,
 )
 from codea1.judge import extract_code
-from codea1.judge.golden import Verdict, golden_job, verdict_of  # noqa: F401  (re-exported: their old home)
-from codea1.judge.stdin import golden_verdicts
+from codea1.judge.golden import golden_item, golden_results, has_golden
+from codea1.judge.golden import golden_job, verdict_of  # noqa: F401  (re-exported: their old home)
 from codea1.models import check_model_name
 from codea1.rollout import code_messages
 from codea1.sandbox import Executor, Limits
@@ -112,7 +112,7 @@ def skip_reason(problem: Problem) -> str | None:
     missing = missing_libraries(problem)
     if missing:
         return f"libraries not installed: {', '.join(missing)}"
-    if not problem.tests and not problem.test_program:
+    if not has_golden(problem):
         return "no golden tests"
     return None
 
@@ -122,9 +122,9 @@ def reference_times(executor, problems: Sequence[Problem], limits) -> dict[str, 
     # (a problem without a reference, as LiveCodeBench ships them, is timed by the minimum)
     out: dict[str, tuple[float | None, str | None]] = {p.id: (0.0, None) for p in problems if not p.reference.strip()}
     timed = [p for p in problems if p.reference.strip()]
-    verdicts = golden_verdicts(executor, [(p, p.program(p.reference)) for p in timed], limits)
-    for p, (v, wall_s) in zip(timed, verdicts):
-        out[p.id] = (wall_s, None) if v.passed else (None, f"the reference fails its golden tests ({v.status}: {v.detail})")
+    verdicts = golden_results(executor, [golden_item(p, p.reference) for p in timed], limits)
+    for p, v in zip(timed, verdicts):
+        out[p.id] = (v.wall_s, None) if v.passed else (None, f"the reference fails its golden tests ({v.status}: {v.detail})")
     return out
 
 
@@ -165,10 +165,10 @@ def _golden_rows(ex, chunk, samples, ref, config: CodeEvalConfig) -> dict[str, l
         timeout = max(config.min_timeout_s, config.slowdown * base_s)
         limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
         for i, s in enumerate(group):
-            jobs.append((p, p.program(extract_code(s.text))))
+            jobs.append(golden_item(p, extract_code(s.text)))
             owners.append((p, i, s))
             per_job.append(limits)
-    verdicts = [v for v, _ in golden_verdicts(ex, jobs, per_job)]
+    verdicts = golden_results(ex, jobs, per_job)
     rows_by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (p, i, s), v in zip(owners, verdicts):
         rows_by_problem[p.id].append({

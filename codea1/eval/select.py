@@ -69,7 +69,7 @@ from codea1.eval.store import (
 )
 from codea1.judge import extract_code
 from codea1.eval.stdin_tests import run_stdin_generated_tests, stdin_generated_tests
-from codea1.judge.stdin import golden_verdicts
+from codea1.judge.golden import golden_item, golden_results
 from codea1.judge.parse import parse_completion
 from codea1.models import check_model_name
 from codea1.rollout import code_messages, test_messages
@@ -417,7 +417,7 @@ def _judge_problem(ex, p: "Problem", texts: list[str], suites: list[str], ref_s:
     pick = choose([o.passes for o in outcomes], [o.behaviour for o in outcomes])
     timeout = max(CodeEvalConfig.min_timeout_s, CodeEvalConfig.slowdown * (ref_s or 0.0))
     golden_limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
-    verdicts = [v for v, _ in golden_verdicts(ex, [(p, p.program(extract_code(t))) for t in texts], golden_limits)]
+    verdicts = golden_results(ex, [golden_item(p, extract_code(t)) for t in texts], golden_limits)
     if any(v.status == "infra" for v in verdicts):
         return None
     return {"problem_id": p.id, "source": p.source, "tests": [t.text for t in tests],

@@ -7,13 +7,13 @@ sandbox (`judge`), and scored (`rewards`).
 
 from codea1.judge.backend import StepJudge
 from codea1.judge.config import JudgeConfig
+from codea1.judge.golden import GoldenResult
 from codea1.judge.extract import code_blocks, extract_code, extract_test_source
 from codea1.judge.judge import (
     DUPLICATE,
     REFERENCE_RAISED,
     UNPARSABLE,
     WRONG_EXPECTATION,
-    GoldenResult,
     Judge,
     JudgeProgress,
     ProblemJudgement,

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from codea1.interpreter import gc_paused, quick_handoff
 from codea1.judge.config import JudgeConfig
 from codea1.judge.extract import extract_code
-from codea1.judge.golden import golden_job, verdict_of
+from codea1.judge.golden import GoldenResult, golden_item, golden_results, has_golden
 from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, parse_completion, parse_tests
 from codea1.judge import program_scoring as programs
 from codea1.judge.outcomes import (
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from codea1.sandbox import Executor
 
 __all__ = [
-    "GoldenResult",
     "Judge",
     "JudgeConfig",
     "ProblemJudgement",
@@ -77,7 +76,8 @@ __all__ = [
 
 
 #: Judges of the other problem kinds (`Problem.kind`), by kind: a class built as
-#: `cls(executor, config)` with `judge_step`, `infra_failures` and `evaluate_golden_many`.
+#: `cls(executor, config)` with `judge_step` and `infra_failures` (golden verdicts of every
+#: kind are `codea1.judge.golden`'s).
 #: `codea1.judge.stdin` registers "stdin" (the package imports it). `Judge` hands each
 #: problem of such a kind to its judge and keeps the function-level ones.
 KIND_JUDGES: dict[str, type] = {}
@@ -116,15 +116,6 @@ class ProblemRollout:
                 f"problem {self.problem.id!r}: {len(self.codes)} codes but {len(self.tests)} lists of test suites "
                 "(expected one list per candidate code)"
             )
-
-
-@dataclass(frozen=True)
-class GoldenResult:
-    """Whether a code passes a problem's golden tests; `detail` says why not."""
-
-    passed: bool
-    detail: str | None = None
-    infra: bool = False
 
 
 # --------------------------------------------------------------------------------------
@@ -689,30 +680,21 @@ class Judge:
         return self.evaluate_golden_many([(problem, code)])[0]
 
     def evaluate_golden_many(self, items: Sequence[tuple[Problem, str]]) -> list[GoldenResult]:
-        """Golden-test verdicts for many (problem, code) pairs, in parallel sandbox runs.
-
-        The job and the verdict are those of `codea1 eval code` (`codea1.judge.golden`), so
-        validation during training and evaluation afterwards agree: the code (after the
-        problem's imports) runs with the golden test program, then every golden assert.
-        """
-        if any(_kind(p) != "function" for p, _ in items):
-            return self._by_kind(items, lambda judge, part: judge.evaluate_golden_many(part))
-        jobs = []
-        for problem, code in items:
-            if not problem.tests and not problem.test_program:
+        """Golden-test results of (problem, raw completion or code) pairs, in parallel runs:
+        the code (`lenient_code_fences` as configured) after the problem's imports, under
+        `golden_limits`, by the one golden path (`codea1.judge.golden`) that training's
+        golden reward, validation and `codea1 eval code` take too."""
+        for problem, _code in items:
+            if not has_golden(problem):
                 raise ValueError(f"problem {problem.id!r} has no golden tests (neither `tests` nor `test_program`)")
-            jobs.append(golden_job(problem, problem.program(extract_code(code, lenient=self.config.lenient_code_fences)),
-                                   self.config.golden_limits))
-        verdicts = [verdict_of(run) for run in self.executor.run_many(jobs)]
-        return [
-            GoldenResult(v.passed, None if v.passed else f"{v.status}: {v.detail}", infra=v.status == "infra")
-            for v in verdicts
-        ]
+        lenient = self.config.lenient_code_fences
+        programs = [golden_item(p, extract_code(code, lenient=lenient)) for p, code in items]
+        return golden_results(self.executor, programs, self.config.golden_limits)
 
-    def _by_kind(self, items: Sequence, work) -> list:
-        """`work(judge, items of one kind)` for each problem kind among `items` (rollouts or
-        (problem, code) pairs), this judge doing the function-level ones; results in order."""
-        kinds = [_kind(item[0] if isinstance(item, tuple) else item) for item in items]
+    def _by_kind(self, items: Sequence[ProblemRollout], work) -> list:
+        """`work(judge, rollouts of one kind)` for each problem kind among `items`, this
+        judge doing the function-level ones; results in order."""
+        kinds = [_kind(item) for item in items]
         results: list = [None] * len(items)
         for kind in dict.fromkeys(kinds):
             if kind == "function":

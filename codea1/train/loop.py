@@ -85,7 +85,7 @@ from codea1.train.config import (
     resume_changes,
     save_config,
 )
-from codea1.train.golden import golden_items, golden_results
+from codea1.judge.golden import golden_items, golden_results
 from codea1.train.metrics import (
     MetricsLog,
     Progress,
