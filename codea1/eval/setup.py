@@ -5,22 +5,34 @@ the sampling settings): `with_sampling` lets the config take the sampling settin
 keywords as its command-line options name them (`CodeEvalConfig(temperature=0.2)`), checks
 them naming the option, and reads them back as attributes (`config.temperature`). The
 sandbox executor, the policies and the rollout engine are started by `start_executor`,
-`load_policies` and `start_engine`, the same way for the three commands (`loading`'s
-functions are looked up when called: tests replace them).
+`load_policies` and `start_engine` (`start_model`: both), the same way for the three commands (`loading`'s
+functions are looked up when called: tests replace them); `open_evaluation` and
+`finish_evaluation` open OUT (resuming what is on disk) and write its summary.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import MISSING, asdict, fields
-from typing import Any
+from dataclasses import MISSING, asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from codea1.configs import MAX_TEMPERATURE, SamplingConfig, check_engine_name
 from codea1.eval import loading
+from codea1.eval.loading import load_eval_problems
+from codea1.eval.store import MODEL_FILE, check_out_dir, data_digest, open_eval_dir, write_json, write_summary
+from codea1.models import check_model_name
 from codea1.sandbox import Executor
 
+if TYPE_CHECKING:
+    from codea1.data import Problem
+
 SAMPLING_KEYS: tuple[str, ...] = tuple(SamplingConfig.model_fields)
+
+#: `on_progress(problems done, problems, the summary so far)` of `evaluate_code` / `evaluate_tests`
+OnProgress = Callable[[int, int, dict[str, Any]], None]
 
 
 def check_sampling(values: dict[str, Any]) -> None:
@@ -85,8 +97,61 @@ def load_policies(config: Any, model: str, step: int | None = None) -> tuple[Any
     return loading.load_eval_policies(model, config.device, config.dtype, step=step)
 
 
+def start_model(stack: ExitStack, config: Any, model: str, policies: Any = None) -> tuple[Any, Any, dict[str, Any]]:
+    """(policies, engine, meta) for sampling: torch's --threads set, `model` loaded unless
+    `policies` are given, the engine started (closed with `stack`); `meta` says where the
+    model came from (when loaded here) and which engine samples (model.json)."""
+    loading.set_threads(config.threads)
+    meta: dict[str, Any] = {}
+    if policies is None:
+        policies, meta = load_policies(config, model)
+    engine = start_engine(stack, config, policies)
+    return policies, engine, {**meta, "engine": engine.name}
+
+
+def batches(problems: Sequence[Problem], size: int) -> Iterator[list[Problem]]:
+    """The problems `size` at a time (generated together, then written to disk)."""
+    for start in range(0, len(problems), size):
+        yield list(problems[start:start + size])
+
+
 def start_engine(stack: ExitStack, config: Any, policies: Any) -> Any:
     """The rollout engine of `config.engine` over `policies`, closed with `stack`."""
     engine = loading.eval_engine(config.engine, policies, config.threads)
     stack.callback(engine.close)
     return engine
+
+
+@dataclass
+class Evaluation:
+    """An evaluation directory opened for a run: its problems and the samples on disk."""
+
+    out: Path
+    problems: list[Problem]
+    samples_path: Path
+    done: dict[str, dict[int, dict[str, Any]]]
+
+
+def open_evaluation(out: str | Path, model: str | None, data: str | Path, config: Any,
+                    policies: Any = None) -> Evaluation:
+    """Check OUT and the model before anything is created, load the problems, and open
+    (or resume) OUT's samples.jsonl for this config (`config.identity()`)."""
+    out = Path(out)
+    check_out_dir(out, model, str(data))
+    problems = load_eval_problems(data, config.limit)
+    if policies is None:
+        check_model_name(model or "")  # a missing path is refused before OUT is created
+    samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
+    return Evaluation(out, problems, samples_path, done)
+
+
+def finish_evaluation(ev: Evaluation, summary: dict[str, Any], model: str | None, data: str | Path, config: Any,
+                      meta: dict[str, Any]) -> dict[str, Any]:
+    """Write where the model came from (`meta`, when one was loaded) and the summary with
+    the run's identity and settings; returns the summary."""
+    if meta:
+        write_json(ev.out / MODEL_FILE, meta)
+    summary.update({"model": model, "data": str(data), "data_digest": data_digest(ev.problems),
+                    "config": config_record(config)})
+    write_summary(ev.out, summary)
+    return summary
