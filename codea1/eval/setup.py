@@ -5,9 +5,10 @@ the sampling settings): `with_sampling` lets the config take the sampling settin
 keywords as its command-line options name them (`CodeEvalConfig(temperature=0.2)`), checks
 them naming the option, and reads them back as attributes (`config.temperature`). The
 sandbox executor, the policies and the rollout engine are started by `start_executor`,
-`load_policies` and `start_engine` (`start_model`: both), the same way for the three commands (`loading`'s
-functions are looked up when called: tests replace them); `open_evaluation` and
-`finish_evaluation` open OUT (resuming what is on disk) and write its summary.
+`load_policies` and `start_engine` (`start_model`: both), the same way for the three
+commands (`loading`'s functions are looked up when called: tests replace them);
+`open_evaluation` and `finish_evaluation` open OUT (resuming what is on disk) and write
+its summary.
 """
 
 from __future__ import annotations
