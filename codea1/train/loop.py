@@ -46,6 +46,7 @@ from codea1.data.sampler import ProblemSampler
 from codea1.engines import make_engine
 from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, select_batches, warmup_cosine
 from codea1.judge import Judge, ProblemRollout, StepJudge, extract_code
+from codea1.judge.golden import golden_items, golden_results
 from codea1.mistakes import MistakeBook
 from codea1.rollout import (
     GenerationInterrupted,
@@ -85,7 +86,6 @@ from codea1.train.config import (
     resume_changes,
     save_config,
 )
-from codea1.judge.golden import golden_items, golden_results
 from codea1.train.metrics import (
     MetricsLog,
     Progress,
