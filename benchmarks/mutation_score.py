@@ -6,7 +6,7 @@
 Each target is one module, the functions in it that hold the math, and the test files
 that guard them (TARGETS below): GRPO's advantages, sample selection, losses and LR
 schedule (`codea1/grpo.py`), the reward formulas (`codea1/judge/rewards.py`), pass@k
-(`codea1/eval/passk.py`), the selection rule of `codea1 eval select` (`choose`), and the
+(`codea1/passk.py`), the selection rule of `codea1 eval select` (`choose`), and the
 Mistake Book's ranking (how failures and passes move a test's frequency, and the order
 `top` reads). Mutants outside the named functions are marked skipped before the run, so
 a target costs (its mutants in those functions) x (one run of its test files).
@@ -56,7 +56,7 @@ TARGETS = (  # (the new exact tests first: a mutant they kill costs one short ru
     Target("rewards", "codea1/judge/rewards.py",
            ("valid_ratio", "score_suite", "code_reward", "test_reward", "nonprintable_share"),
            ("tests/test_math_exact.py", "tests/test_rewards.py")),
-    Target("passk", "codea1/eval/passk.py",
+    Target("passk", "codea1/passk.py",
            ("pass_at_k", "avg_at_n", "default_ks", "aggregate"),
            ("tests/test_math_exact.py", "tests/test_eval_passk.py")),
     Target("select", "codea1/eval/select.py",

@@ -26,7 +26,6 @@ import re
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -84,8 +83,8 @@ def main() -> None:
         trainer = Trainer(cfg, Path(tmp))
         reference_judge = trainer.judge
         judges = {"reference": (reference_judge, False),
-                  "before": (Judge(trainer.executor, replace(reference_judge.config, **BEFORE)), False),
-                  "strict": (Judge(trainer.executor, replace(reference_judge.config, **STRICT)), True)}
+                  "before": (Judge(trainer.executor, reference_judge.config.model_copy(update=BEFORE)), False),
+                  "strict": (Judge(trainer.executor, reference_judge.config.model_copy(update=STRICT)), True)}
         original = trainer._judge_a1
 
         def judge_thrice(problems, code_samples, test_samples, mistakes):

@@ -14,7 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from codea1.configs import ModelConfig, check_engine_name  # torch-free: --dtype, --device, --engine
-from codea1.data.check import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+from codea1.sandbox.types import GOLDEN_MEMORY_MB, GOLDEN_TIMEOUT_S  # the golden-run defaults
 
 # --- the sandbox ---------------------------------------------------------------------------
 
@@ -25,10 +25,10 @@ def _positive(value: float) -> float:
 
 
 TIMEOUT_OPTION = typer.Option(
-    DEFAULT_TIMEOUT_S, "--timeout", callback=_positive,
+    GOLDEN_TIMEOUT_S, "--timeout", callback=_positive,
     help="Wall-clock seconds one sandbox run may take (a golden program of a real data set can take a minute).")
 MEMORY_MB_OPTION = typer.Option(
-    DEFAULT_MEMORY_MB, "--memory-mb", min=64,
+    GOLDEN_MEMORY_MB, "--memory-mb", min=64,
     help="Memory cap of one sandbox run, in MiB (real golden programs need up to 4 GiB).")
 WORKERS_OPTION = typer.Option(
     None, "--workers", min=1, help="Sandbox worker processes (default: the CPU count).")

@@ -6,7 +6,7 @@ from math import comb
 
 import pytest
 
-from codea1.eval.passk import aggregate, avg_at_n, default_ks, pass_at_k
+from codea1.passk import aggregate, avg_at_n, default_ks, pass_at_k
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 10, 32, 100])

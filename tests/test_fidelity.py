@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from codea1.judge.judge import REFERENCE_SWITCHES, JudgeConfig
+from codea1.judge.config import REFERENCE_SWITCHES, JudgeConfig
 from codea1.train.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from tiny_run import PROBLEMS, problems  # noqa: E402
 
 from codea1.sandbox import Executor, Limits  # noqa: E402
-from codea1.train.golden import golden_results  # noqa: E402
+from codea1.judge.golden import golden_results  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -24,11 +24,11 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "codea1"
 #: (layer, modules), lowest first. A dotted name stands for the module and everything below
 #: it, the most specific name winning; the bare package name only for `codea1/__init__.py`; a
 #: command-line module (`*.cli`, `cli_options`, `__main__`, `codea1.plot`, which holds
-#: `plot_command`) is always in the last layer. `codea1.eval.passk` (the pass@k estimator,
-#: imports nothing of codea1) sits in the foundation: training's validation reports pass@k.
+#: `plot_command`) is always in the last layer. `codea1.passk` (the pass@k estimator,
+#: imports nothing of codea1) sits in the foundation: training's validation and eval report pass@k.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("codea1", "codea1.interpreter", "codea1.output_files", "codea1.configs", "codea1.sandbox",
-                    "codea1.eval.passk")),
+                    "codea1.passk")),
     ("data", ("codea1.data",)),
     ("mistakes", ("codea1.mistakes",)),        # the store the judge's MistakeUpdate goes into
     ("models", ("codea1.models", "codea1.packed_linear")),
@@ -237,10 +237,10 @@ def test_every_module_is_in_a_layer(graph):
     a module no name covers is an error that says where to add it."""
     layers = {name: LAYERS[layer_of(name, LAYERS)][0] for name in module_files(PACKAGE_DIR)}
     assert set(layers.values()) == {name for name, _ in LAYERS}   # no layer left empty
-    assert {m: layers[m] for m in ("codea1", "codea1.eval.passk", "codea1.eval.select", "codea1.sandbox.executor",
+    assert {m: layers[m] for m in ("codea1", "codea1.passk", "codea1.eval.select", "codea1.sandbox.executor",
                                    "codea1.sandbox.cli", "codea1.train.config", "codea1.train.config_cli",
                                    "codea1.grpo", "codea1.judge.golden", "codea1.engines.interface")} == {
-        "codea1": "foundation", "codea1.eval.passk": "foundation", "codea1.eval.select": "eval",
+        "codea1": "foundation", "codea1.passk": "foundation", "codea1.eval.select": "eval",
         "codea1.sandbox.executor": "foundation", "codea1.sandbox.cli": "cli", "codea1.train.config": "train",
         "codea1.train.config_cli": "cli", "codea1.grpo": "update", "codea1.judge.golden": "judge",
         "codea1.engines.interface": "engines"}

@@ -19,7 +19,7 @@ from codea1.judge import DUPLICATE, REFERENCE_RAISED, UNPARSABLE, WRONG_EXPECTAT
 from codea1.judge.reading import read_reference_tests
 from codea1.sandbox import Executor, Job, Limits
 from codea1.sandbox._worker import _Output
-from codea1.train.golden import golden_items, golden_results
+from codea1.judge.golden import golden_items, golden_results
 
 LIMITS = Limits(timeout_s=10.0, call_timeout_s=0.5)
 ADD = Problem(id="t/add", question="", entry_point="add", reference="def add(a, b):\n    return a + b\n")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from codea1.eval.passk import aggregate, avg_at_n, default_ks, pass_at_k
+from codea1.passk import aggregate, avg_at_n, default_ks, pass_at_k
 from codea1.judge import rewards
 from codea1.judge.rewards import score_suite, valid_ratio
 

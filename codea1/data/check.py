@@ -15,13 +15,10 @@ from typing import TYPE_CHECKING
 
 from codea1.data.problem import Problem
 from codea1.sandbox import Executor, Job, Limits, encode, values_equal
+from codea1.sandbox.types import GOLDEN_MEMORY_MB, GOLDEN_TIMEOUT_S
 
 if TYPE_CHECKING:
     from codea1.sandbox import RunResult
-
-# Golden test programs of real data sets are big (MBPP+ up to ~800 KB, hundreds of inputs).
-DEFAULT_TIMEOUT_S = 120.0  # MBPP/599's program alone takes ~55 s on two busy cores
-DEFAULT_MEMORY_MB = 4096  # MBPP/255's program needs more than 2 GiB
 
 
 @dataclass
@@ -127,7 +124,7 @@ def check_problems(
     """Check every problem in the sandbox; one `RowCheck` per problem, in order."""
 
     if limits is None:
-        limits = Limits(timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DEFAULT_MEMORY_MB)
+        limits = Limits(timeout_s=GOLDEN_TIMEOUT_S, memory_mb=GOLDEN_MEMORY_MB)
     with ExitStack() as stack:
         ex = executor if executor is not None else stack.enter_context(Executor(workers=workers, limits=limits))
         stdin = [k for k, p in enumerate(problems) if p.kind == "stdin"]

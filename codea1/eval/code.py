@@ -17,57 +17,44 @@ counted as a failure.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codea1.configs import MAX_TEMPERATURE, SamplingConfig, check_engine_name
-from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
-from codea1.eval.loading import (
-    eval_engine,
-    load_eval_policies,
-    load_eval_problems,
-    missing_libraries,
-    sample_problems,
-    set_threads,
-)
-from codea1.eval.passk import aggregate, default_ks
-from codea1.eval.store import (
-    MODEL_FILE,
-    append_rows,
-    check_out_dir,
-    data_digest,
-    open_eval_dir,
-    write_json,
-    write_summary,
-)
+from codea1.configs import SamplingConfig
+from codea1.eval.loading import eval_engine, load_eval_policies  # noqa: F401  (names tests replace here too)
+from codea1.eval.loading import missing_libraries, sample_problems
+from codea1.eval import setup  # the set-up the eval commands share
+from codea1.eval.store import append_rows
+from codea1.passk import aggregate, default_ks
 from codea1.judge import extract_code
-from codea1.judge.golden import Verdict, golden_job, verdict_of  # noqa: F401  (re-exported: their old home)
-from codea1.judge.stdin import golden_verdicts
-from codea1.models import check_model_name
+from codea1.judge.golden import golden_item, golden_results, has_golden
+from codea1.judge.golden import golden_job, verdict_of  # noqa: F401  (re-exported: their old home)
 from codea1.rollout import code_messages
-from codea1.sandbox import Executor, Limits
+from codea1.sandbox import Limits
+from codea1.sandbox.types import GOLDEN_MEMORY_MB
 
 if TYPE_CHECKING:
     from codea1.data import Problem
     from codea1.models import Policies
 
 
+@setup.with_sampling
 @dataclass(frozen=True)
 class CodeEvalConfig:
-    """How the code model is sampled and judged (the paper's evaluation defaults)."""
+    """How the code model is sampled and judged (the paper's evaluation defaults). The
+    sampling settings are `sampling`'s, also taken and read as keywords (`with_sampling`):
+    `temperature`, `top_p`, `max_new_tokens`, `batch_size` (sequences decoded together),
+    `seed`."""
 
     n: int = 32
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_new_tokens: int = 1024
+    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(
+        temperature=0.7, top_p=0.95, max_new_tokens=1024, batch_size=64, seed=0))
     greedy: bool = False  # one sample per problem, temperature 0
     limit: int | None = None
     problems_per_batch: int = 8  # problems generated together, then written to disk
-    batch_size: int = 64  # sequences decoded together
-    seed: int = 0
     min_timeout_s: float = 20.0  # time a candidate gets at least (x slowdown of the reference)
     slowdown: float = 5.0
     # Memory cap of a run: golden programs hold big inputs (MBPP/255's needs > 2 GiB), as
@@ -82,25 +69,17 @@ class CodeEvalConfig:
     engine: str = "auto"  # auto | hf | vllm | llamacpp (codea1.eval.loading.eval_engine)
 
     def __post_init__(self) -> None:
-        check_engine_name(self.engine, "--engine")
+        setup.check_runtime(self)
         if self.greedy:
             object.__setattr__(self, "n", 1)
-            object.__setattr__(self, "temperature", 0.0)
+            object.__setattr__(self, "sampling", self.sampling.model_copy(update={"temperature": 0.0}))
         if self.n < 1:
             raise ValueError(f"--n must be at least 1, got {self.n}")
-        if not 0 <= self.temperature <= MAX_TEMPERATURE:
-            raise ValueError(f"--temperature must lie in [0, {MAX_TEMPERATURE:g}], got {self.temperature}")
         if self.temperature == 0 and self.n > 1:
             raise ValueError(f"--temperature {self.temperature:g} is greedy decoding: the --n {self.n} samples "
                              "would all be the same; use --greedy (one sample a problem) or a temperature above 0")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"--threads must be at least 1, got {self.threads}")
         if self.memory_mb < 64:
             raise ValueError(f"--memory-mb must be at least 64, got {self.memory_mb}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
 
     def identity(self) -> dict[str, Any]:
         """What must match for samples on disk to belong to this evaluation."""
@@ -112,7 +91,7 @@ def skip_reason(problem: Problem) -> str | None:
     missing = missing_libraries(problem)
     if missing:
         return f"libraries not installed: {', '.join(missing)}"
-    if not problem.tests and not problem.test_program:
+    if not has_golden(problem):
         return "no golden tests"
     return None
 
@@ -122,10 +101,23 @@ def reference_times(executor, problems: Sequence[Problem], limits) -> dict[str, 
     # (a problem without a reference, as LiveCodeBench ships them, is timed by the minimum)
     out: dict[str, tuple[float | None, str | None]] = {p.id: (0.0, None) for p in problems if not p.reference.strip()}
     timed = [p for p in problems if p.reference.strip()]
-    verdicts = golden_verdicts(executor, [(p, p.program(p.reference)) for p in timed], limits)
-    for p, (v, wall_s) in zip(timed, verdicts):
-        out[p.id] = (wall_s, None) if v.passed else (None, f"the reference fails its golden tests ({v.status}: {v.detail})")
+    verdicts = golden_results(executor, [golden_item(p, p.reference) for p in timed], limits)
+    for p, v in zip(timed, verdicts):
+        out[p.id] = (v.wall_s, None) if v.passed else (None, f"the reference fails its golden tests ({v.status}: {v.detail})")
     return out
+
+
+def probe_references(stack, config, executor, todo: Sequence[Problem],
+                     skipped: dict[str, str]) -> tuple[Any, dict[str, tuple[float | None, str | None]], list[Problem]]:
+    """Start the sandbox (the caller's `executor`, or one closed with `stack`) and time each
+    problem's reference through its golden tests (`reference_times`, generous limits): a
+    problem whose reference fails them is skipped with why. Returns (the executor, the
+    times, the problems still to do)."""
+    probe = Limits(timeout_s=120.0, call_timeout_s=60.0, memory_mb=config.memory_mb)
+    ex = setup.start_executor(stack, config, executor, limits=probe)
+    ref = reference_times(ex, todo, probe)
+    skipped.update({p.id: ref[p.id][1] for p in todo if ref[p.id][1] is not None})
+    return ex, ref, [p for p in todo if p.id not in skipped]
 
 
 # --- the evaluation -----------------------------------------------------------------------
@@ -165,10 +157,10 @@ def _golden_rows(ex, chunk, samples, ref, config: CodeEvalConfig) -> dict[str, l
         timeout = max(config.min_timeout_s, config.slowdown * base_s)
         limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
         for i, s in enumerate(group):
-            jobs.append((p, p.program(extract_code(s.text))))
+            jobs.append(golden_item(p, extract_code(s.text)))
             owners.append((p, i, s))
             per_job.append(limits)
-    verdicts = [v for v, _ in golden_verdicts(ex, jobs, per_job)]
+    verdicts = golden_results(ex, jobs, per_job)
     rows_by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (p, i, s), v in zip(owners, verdicts):
         rows_by_problem[p.id].append({
@@ -179,24 +171,13 @@ def _golden_rows(ex, chunk, samples, ref, config: CodeEvalConfig) -> dict[str, l
     return rows_by_problem
 
 
-def evaluate_code(
-    model: str | None,
-    data: str | Path,
-    out: str | Path,
-    config: CodeEvalConfig = CodeEvalConfig(),
-    *,
-    policies: Policies | None = None,
-    executor=None,
-    on_progress: Callable[[int, int, dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+def evaluate_code(model: str | None, data: str | Path, out: str | Path, config: CodeEvalConfig = CodeEvalConfig(),
+                  *, policies: Policies | None = None, executor=None,
+                  on_progress: setup.OnProgress | None = None) -> dict[str, Any]:
     """Run (or resume) an evaluation into ``out``; returns the summary also written to
     ``out/summary.json``. ``policies``/``executor`` may be passed in to reuse them."""
-    out = Path(out)
-    check_out_dir(out, model, str(data))
-    problems = load_eval_problems(data, config.limit)
-    if policies is None:
-        check_model_name(model or "")  # a missing path is refused before OUT is created
-    samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
+    ev = setup.open_evaluation(out, model, data, config, policies)
+    problems, samples_path, done = ev.problems, ev.samples_path, ev.done
     n = config.n
 
     skipped: dict[str, str] = {}
@@ -206,31 +187,16 @@ def evaluate_code(
             skipped[p.id] = reason
     todo = [p for p in problems if p.id not in skipped and len(done.get(p.id, {})) < n]
 
+    meta: dict[str, Any] = {}
     with ExitStack() as stack:
         if todo:
-            probe_limits = Limits(timeout_s=120.0, call_timeout_s=60.0, memory_mb=config.memory_mb)
-            ex = executor or stack.enter_context(Executor(workers=config.workers, limits=probe_limits))
-            ref = reference_times(ex, todo, probe_limits)
-            for p in todo:
-                if ref[p.id][1] is not None:
-                    skipped[p.id] = ref[p.id][1]
-            todo = [p for p in todo if p.id not in skipped]
-            meta: dict[str, Any] = {}
-            set_threads(config.threads)
+            ex, ref, todo = probe_references(stack, config, executor, todo, skipped)
             if todo:
-                if policies is None:
-                    policies, meta = load_eval_policies(model or "", config.device, config.dtype)
-                engine = eval_engine(config.engine, policies, config.threads)
-                stack.callback(engine.close)
-                meta["engine"] = engine.name
-            sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
-                                      max_new_tokens=config.max_new_tokens,
-                                      batch_size=config.batch_size, seed=config.seed)
+                policies, engine, meta = setup.start_model(stack, config, model or "", policies)
             finished = len(problems) - len(todo)
-            for start in range(0, len(todo), config.problems_per_batch):
-                chunk = todo[start:start + config.problems_per_batch]
+            for chunk in setup.batches(todo, config.problems_per_batch):
                 samples = sample_problems(engine, policies, "code", [code_messages(p) for p in chunk],
-                                          [p.id for p in chunk], n, sampling, config.seed)
+                                          [p.id for p in chunk], n, config.sampling, config.seed)
                 rows_by_problem = _golden_rows(ex, chunk, samples, ref, config)
                 for p in chunk:
                     rows = rows_by_problem[p.id]
@@ -241,11 +207,5 @@ def evaluate_code(
                 finished += len(chunk)
                 if on_progress is not None:
                     on_progress(finished, len(problems), summarize(problems, done, n, skipped))
-            if meta:
-                write_json(out / MODEL_FILE, meta)
 
-    summary = summarize(problems, done, n, skipped)
-    summary.update({"model": model, "data": str(data), "data_digest": data_digest(problems),
-                    "config": asdict(config)})
-    write_summary(out, summary)
-    return summary
+    return setup.finish_evaluation(ev, summarize(problems, done, n, skipped), model, data, config, meta)

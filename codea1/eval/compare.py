@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from codea1.eval.passk import pass_at_k
+from codea1.passk import pass_at_k
 from codea1.eval.store import RUN_FILE, SAMPLES_FILE, SUMMARY_FILE, iter_jsonl, read_samples
 
 KINDS = ("code", "tests", "select")
@@ -111,7 +111,7 @@ class Metric:
 
 
 def code_metrics(n: int) -> list[Metric]:
-    from codea1.eval.passk import default_ks
+    from codea1.passk import default_ks
 
     return [Metric("pass@1", binary=n == 1)] + [Metric(f"pass@{k}") for k in default_ks(n) if k > 1]
 

@@ -45,17 +45,18 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codea1.configs import SamplingConfig, check_engine_name
+from codea1.configs import SamplingConfig
 from codea1.data.check import defines_call
 from codea1.eval import loading  # `loading.sample_problems` etc. are looked up when called (tests replace them)
-from codea1.eval.code import CodeEvalConfig, reference_times, skip_reason
+from codea1.eval.code import CodeEvalConfig, probe_references, skip_reason
 from codea1.eval.loading import load_eval_problems, run_checkpoint, set_threads
+from codea1.eval import setup  # the set-up the eval commands share
 from codea1.eval.store import (
     RUN_FILE,
     SUMMARY_FILE,
@@ -69,11 +70,11 @@ from codea1.eval.store import (
 )
 from codea1.judge import extract_code
 from codea1.eval.stdin_tests import run_stdin_generated_tests, stdin_generated_tests
-from codea1.judge.stdin import golden_verdicts
+from codea1.judge.golden import golden_item, golden_results
 from codea1.judge.parse import parse_completion
 from codea1.models import check_model_name
 from codea1.rollout import code_messages, test_messages
-from codea1.sandbox import Executor, Job, Limits, encode, to_source
+from codea1.sandbox import Job, Limits, encode, to_source
 from codea1.sandbox.decode import python_equal
 
 if TYPE_CHECKING:
@@ -87,20 +88,20 @@ RULES = ("most-passed", "dual-agreement", "behaviour", "first")
 CODE_SETTINGS = ("n_code", "temperature", "top_p", "max_new_tokens", "seed")
 
 
+@setup.with_sampling
 @dataclass(frozen=True)
 class SelectConfig:
-    """Samples per problem, their sampling, and the sandbox (the paper's evaluation sampling)."""
+    """Samples per problem, their sampling, and the sandbox (the paper's evaluation sampling).
+    The sampling settings are `sampling`'s, also taken and read as keywords
+    (`with_sampling`); both roles sample with them."""
 
     n_code: int = 4
     n_test: int = 2
     tests_per_suite: int = 8
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_new_tokens: int = 1024
-    seed: int = 0
+    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(
+        temperature=0.7, top_p=0.95, max_new_tokens=1024, batch_size=64, seed=0))
     limit: int | None = None
     problems_per_batch: int = 8
-    batch_size: int = 64
     test_timeout_s: float = 10.0      # one candidate's run through all generated tests
     test_call_timeout_s: float = 3.0  # one generated test (the judge's default)
     memory_mb: int = 4096
@@ -112,14 +113,10 @@ class SelectConfig:
     bootstrap: int = 2000
 
     def __post_init__(self) -> None:
-        check_engine_name(self.engine, "--engine")
-        for name in ("n_code", "n_test", "tests_per_suite", "problems_per_batch", "batch_size", "bootstrap"):
+        setup.check_runtime(self)
+        for name in ("n_code", "n_test", "tests_per_suite", "problems_per_batch", "bootstrap"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
 
     def identity(self) -> dict[str, Any]:
         """What must match for samples on disk to belong to this evaluation."""
@@ -329,26 +326,22 @@ def _generate(out_path: Path, problems: Sequence["Problem"], role: str, count: i
         return done
     if loaded.get("spec") != spec:
         loaded.clear()  # one model in memory at a time
-        policies, meta = loading.load_eval_policies(spec.model, config.device, config.dtype, step=spec.step)
+        policies, meta = setup.load_policies(config, spec.model, step=spec.step)
         loaded.update(spec=spec, policies=policies, meta=meta)
     policies = loaded["policies"]
-    engine = loading.eval_engine(config.engine, policies, config.threads)
-    loaded.setdefault("engines", {})[role] = engine.name
-    sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
-                              max_new_tokens=config.max_new_tokens, batch_size=config.batch_size, seed=config.seed)
-    try:
+    with ExitStack() as stack:
+        engine = setup.start_engine(stack, config, policies)
+        loaded.setdefault("engines", {})[role] = engine.name
         for start in range(0, len(todo), config.problems_per_batch):
             chunk = todo[start:start + config.problems_per_batch]
             samples = loading.sample_problems(engine, policies, role, [prompts(p) for p in chunk],
-                                              [p.id for p in chunk], count, sampling, config.seed)
+                                              [p.id for p in chunk], count, config.sampling, config.seed)
             for p, group in zip(chunk, samples):
                 rows = [{"problem_id": p.id, "sample": i, "completion": s.text, "truncated": s.truncated}
                         for i, s in enumerate(group)]
                 append_rows(out_path, rows)
                 done[p.id] = {r["sample"]: r for r in rows}
             on_message(f"{role}: {min(start + len(chunk), len(todo))}/{len(todo)} problems sampled")
-    finally:
-        engine.close()
     return done
 
 
@@ -417,7 +410,7 @@ def _judge_problem(ex, p: "Problem", texts: list[str], suites: list[str], ref_s:
     pick = choose([o.passes for o in outcomes], [o.behaviour for o in outcomes])
     timeout = max(CodeEvalConfig.min_timeout_s, CodeEvalConfig.slowdown * (ref_s or 0.0))
     golden_limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
-    verdicts = [v for v, _ in golden_verdicts(ex, [(p, p.program(extract_code(t))) for t in texts], golden_limits)]
+    verdicts = golden_results(ex, [golden_item(p, extract_code(t)) for t in texts], golden_limits)
     if any(v.status == "infra" for v in verdicts):
         return None
     return {"problem_id": p.id, "source": p.source, "tests": [t.text for t in tests],
@@ -461,11 +454,7 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
     loaded: dict[str, Any] = {}
     with ExitStack() as stack:
         if todo:
-            probe = Limits(timeout_s=120.0, call_timeout_s=60.0, memory_mb=config.memory_mb)
-            ex = executor or stack.enter_context(Executor(workers=config.workers, limits=probe))
-            ref = reference_times(ex, todo, probe)
-            skipped.update({p.id: ref[p.id][1] for p in todo if ref[p.id][1] is not None})
-            todo = [p for p in todo if p.id not in skipped]
+            ex, ref, todo = probe_references(stack, config, executor, todo, skipped)
         if todo:
             if source_codes:
                 _copy_codes(out / CODES_FILE, todo, source_codes, config.n_code)
@@ -494,7 +483,7 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
     summary.update({
         "code_model": code.describe(), "test_model": test.describe(), "data": str(data),
         "data_digest": data_digest(problems), "codes_from": None if codes_from is None else str(codes_from),
-        "config": asdict(config),
+        "config": setup.config_record(config),
         "skipped": [{"id": pid, "reason": why} for pid, why in skipped.items()],
         "pending": [p.id for p in problems if p.id not in skipped and p.id not in finished],
     })

@@ -31,31 +31,23 @@ from __future__ import annotations
 import ast
 import importlib.util
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codea1.configs import MAX_TEMPERATURE, SamplingConfig, check_engine_name
+from codea1.configs import SamplingConfig
 from codea1.eval.line_coverage import line_coverage
-from codea1.eval.loading import eval_engine, load_eval_policies, load_eval_problems, sample_problems, set_threads
+from codea1.eval.loading import eval_engine, load_eval_policies  # noqa: F401  (names tests replace here too)
+from codea1.eval.loading import sample_problems
 from codea1.eval.mutation import FAMILIES, STYLES, generate_mutants
 from codea1.eval.mutation_testing import MutationConfig, analyse
+from codea1.eval import setup  # the set-up the eval commands share
 from codea1.eval.stdin_tests import score_stdin_tests, select_stdin_tests
-from codea1.eval.store import (
-    MODEL_FILE,
-    append_rows,
-    check_out_dir,
-    data_digest,
-    open_eval_dir,
-    write_json,
-    write_summary,
-)
+from codea1.eval.store import append_rows
 from codea1.judge import extract_test_source, parse_tests
-from codea1.models import check_model_name
 from codea1.rollout import test_messages
-from codea1.sandbox import Executor
 
 if TYPE_CHECKING:
     from codea1.data import Problem
@@ -84,21 +76,20 @@ ULT_SOURCE = "unleakedtestbench"  # Problem.source of rows read from UnLeakedTes
 HEADERS = ("auto", "ult", "none")
 
 
+@setup.with_sampling
 @dataclass(frozen=True)
 class TestEvalConfig:
-    """Sampling of the test model and the mutation budget (greedy, k = 5 by default)."""
+    """Sampling of the test model and the mutation budget (greedy, k = 5 by default). The
+    sampling settings are `sampling`'s, also taken and read as keywords (`with_sampling`)."""
 
     __test__ = False  # not a pytest test class, despite its name
 
     k: int = 5
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens: int = 1024
+    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(
+        temperature=0.0, top_p=1.0, max_new_tokens=1024, batch_size=64, seed=0))
     limit: int | None = None
     white_box: bool = True  # the model sees the function's code, as in UnLeakedTestBench
     problems_per_batch: int = 8
-    batch_size: int = 64
-    seed: int = 0
     families: tuple[str, ...] = FAMILIES
     mutation: MutationConfig = field(default_factory=MutationConfig)
     workers: int | None = None
@@ -115,19 +106,13 @@ class TestEvalConfig:
     header: str = "auto"  # auto: ULT_HEADER for UnLeakedTestBench problems; ult: always; none
 
     def __post_init__(self) -> None:
-        check_engine_name(self.engine, "--engine")
+        setup.check_runtime(self)
         if self.mutation_style not in STYLES:
             raise ValueError(f"--mutation-style must be one of {list(STYLES)}, got {self.mutation_style!r}")
         if self.header not in HEADERS:
             raise ValueError(f"--header must be one of {list(HEADERS)}, got {self.header!r}")
         if self.k < 1:
             raise ValueError(f"--k must be at least 1, got {self.k}")
-        if not 0 <= self.temperature <= MAX_TEMPERATURE:
-            raise ValueError(f"--temperature must lie in [0, {MAX_TEMPERATURE:g}], got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"--threads must be at least 1, got {self.threads}")
 
     def identity(self) -> dict[str, Any]:
         return {"k": self.k, "temperature": self.temperature, "top_p": self.top_p,
@@ -290,24 +275,13 @@ def _check_header_modules() -> None:
                          "(pip install numpy pandas pytest), or pass --header none")
 
 
-def evaluate_tests(
-    model: str | None,
-    data: str | Path,
-    out: str | Path,
-    config: TestEvalConfig = TestEvalConfig(),
-    *,
-    policies: Policies | None = None,
-    executor=None,
-    on_progress: Callable[[int, int, dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config: TestEvalConfig = TestEvalConfig(),
+                   *, policies: Policies | None = None, executor=None,
+                   on_progress: setup.OnProgress | None = None) -> dict[str, Any]:
     """Run (or resume) a test-generation evaluation into ``out``; returns the summary."""
 
-    out = Path(out)
-    check_out_dir(out, model, str(data))
-    problems = load_eval_problems(data, config.limit)
-    if policies is None:
-        check_model_name(model or "")  # a missing path is refused before OUT is created
-    samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
+    ev = setup.open_evaluation(out, model, data, config, policies)
+    problems, samples_path, done = ev.problems, ev.samples_path, ev.done
     skipped: dict[str, str] = {}
     for p in problems:
         try:
@@ -319,27 +293,18 @@ def evaluate_tests(
     if with_header:
         _check_header_modules()
 
+    meta: dict[str, Any] = {}
     with ExitStack() as stack:
         if todo:
             # the header's heavy imports are loaded once per sandbox worker, not per mutant
             preload = ("numpy", "pandas") if with_header else ("numpy",)
-            ex = executor or stack.enter_context(Executor(workers=config.workers, preload=preload))
-            meta: dict[str, Any] = {}
-            set_threads(config.threads)
-            if policies is None:
-                policies, meta = load_eval_policies(model or "", config.device, config.dtype)
-            engine = eval_engine(config.engine, policies, config.threads)
-            stack.callback(engine.close)
-            meta["engine"] = engine.name
-            sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p,
-                                      max_new_tokens=config.max_new_tokens,
-                                      batch_size=config.batch_size, seed=config.seed)
+            ex = setup.start_executor(stack, config, executor, preload=preload)
+            policies, engine, meta = setup.start_model(stack, config, model or "", policies)
             finished = len(problems) - len(todo)
-            for start in range(0, len(todo), config.problems_per_batch):
-                chunk = todo[start:start + config.problems_per_batch]
+            for chunk in setup.batches(todo, config.problems_per_batch):
                 prompts = [test_messages(p, p.reference if config.white_box else None,
                                          white_box=config.white_box, n_tests=config.k) for p in chunk]
-                samples = sample_problems(engine, policies, "test", prompts, [p.id for p in chunk], 1, sampling,
+                samples = sample_problems(engine, policies, "test", prompts, [p.id for p in chunk], 1, config.sampling,
                                           config.seed)
                 for p, group in zip(chunk, samples):
                     text = group[0].text
@@ -361,11 +326,5 @@ def evaluate_tests(
                 finished += len(chunk)
                 if on_progress is not None:
                     on_progress(finished, len(problems), summarize(problems, done, config.k, skipped))
-            if meta:
-                write_json(out / MODEL_FILE, meta)
 
-    summary = summarize(problems, done, config.k, skipped)
-    summary.update({"model": model, "data": str(data), "data_digest": data_digest(problems),
-                    "config": asdict(config)})
-    write_summary(out, summary)
-    return summary
+    return setup.finish_evaluation(ev, summarize(problems, done, config.k, skipped), model, data, config, meta)

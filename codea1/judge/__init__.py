@@ -5,15 +5,16 @@ Code and tests are extracted from completions (`extract`), tests parsed by AST
 sandbox (`judge`), and scored (`rewards`).
 """
 
+from codea1.judge.backend import StepJudge
+from codea1.judge.config import JudgeConfig
+from codea1.judge.golden import GoldenResult
 from codea1.judge.extract import code_blocks, extract_code, extract_test_source
 from codea1.judge.judge import (
     DUPLICATE,
     REFERENCE_RAISED,
     UNPARSABLE,
     WRONG_EXPECTATION,
-    GoldenResult,
     Judge,
-    JudgeConfig,
     JudgeProgress,
     ProblemJudgement,
     ProblemRollout,
@@ -37,6 +38,7 @@ __all__ = [
     "ProblemJudgement",
     "ProblemRollout",
     "StdinJudge",
+    "StepJudge",
     "SuiteResult",
     "TestOutcome",
     "code_blocks",

@@ -157,16 +157,15 @@ def _print_table(record: dict[str, Any], suite_size: int) -> None:
 
 def run_judge_settings(run: Path) -> dict[str, Any]:
     """The judge settings of a training run, from its config.yaml (`JudgeConfig`'s keywords)."""
-    from codea1.judge.judge import REFERENCE_SWITCHES
+    from codea1.judge.config import JudgeConfig
     from codea1.train.checkpoint import CONFIG_FILE
     from codea1.train.config import read_run_config
 
     path = Path(run) / CONFIG_FILE
     if not path.is_file():
         raise typer.BadParameter(f"{run}: no {CONFIG_FILE}; expected a training run directory", param_hint="--run")
-    j = read_run_config(path)[0].judge
-    return {"alpha": j.alpha, "suite_size": j.suite_size, "nonprintable_penalty": j.nonprintable_penalty,
-            **j.model_dump(include=set(REFERENCE_SWITCHES))}
+    section = read_run_config(path)[0].judge  # (a JudgeConfig with the trainer's keys added)
+    return section.model_dump(include=set(JudgeConfig.model_fields))
 
 
 def judge_command(

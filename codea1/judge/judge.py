@@ -34,10 +34,10 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from codea1.data.check import DEFAULT_MEMORY_MB as GOLDEN_MEMORY_MB
-from codea1.interpreter import HANDOFF_INTERVAL_S, gc_paused, quick_handoff
+from codea1.interpreter import gc_paused, quick_handoff
+from codea1.judge.config import JudgeConfig
 from codea1.judge.extract import extract_code
-from codea1.judge.golden import golden_job, verdict_of
+from codea1.judge.golden import GoldenResult, golden_item, golden_results, has_golden
 from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, parse_completion, parse_tests
 from codea1.judge import program_scoring as programs
 from codea1.judge.outcomes import (
@@ -53,7 +53,7 @@ from codea1.judge.outcomes import (
 from codea1.judge.programs import HoistedModule, candidate_program, hoist_imports, reference_program
 from codea1.judge.reading import read_reference_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
-from codea1.sandbox import CallResult, Job, Limits, RunResult, encode, to_source, values_equal
+from codea1.sandbox import CallResult, Job, RunResult, encode, to_source, values_equal
 from codea1.sandbox.decode import python_equal
 
 if TYPE_CHECKING:
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from codea1.sandbox import Executor
 
 __all__ = [
-    "GoldenResult",
     "Judge",
     "JudgeConfig",
     "ProblemJudgement",
@@ -77,7 +76,8 @@ __all__ = [
 
 
 #: Judges of the other problem kinds (`Problem.kind`), by kind: a class built as
-#: `cls(executor, config)` with `judge_step`, `infra_failures` and `evaluate_golden_many`.
+#: `cls(executor, config)` with `judge_step` and `infra_failures` (golden verdicts of every
+#: kind are `codea1.judge.golden`'s).
 #: `codea1.judge.stdin` registers "stdin" (the package imports it). `Judge` hands each
 #: problem of such a kind to its judge and keeps the function-level ones.
 KIND_JUDGES: dict[str, type] = {}
@@ -86,122 +86,6 @@ KIND_JUDGES: dict[str, type] = {}
 def _kind(rollout_or_problem) -> str:
     problem = getattr(rollout_or_problem, "problem", rollout_or_problem)
     return getattr(problem, "kind", "function")
-
-
-#: The `JudgeConfig` fields that choose between the reference's semantics and the project's
-#: alternatives; the trainer's `judge.*` keys of the same names set them.
-REFERENCE_SWITCHES = ("strict_validity", "strict_lines", "strict_operator", "strict_tests", "exact_types",
-                      "float_rtol", "float_atol", "unicode_printable", "require_entry_point", "statement_reading",
-                      "lenient_code_fences", "own_namespace", "require_definition", "per_call_timeouts",
-                      "isolate_calls")
-
-
-@dataclass(frozen=True)
-class JudgeConfig:
-    """The judge's knobs, with the reference implementation's defaults.
-
-    `suite_size` is the spec's G (nominal suite size; also how many Mistake Book tests are
-    replayed). `require_entry_point` (the project's rule): a test whose CALL never mentions
-    the function under test is invalid (it tests nothing, and would be free validity reward);
-    the reference counts `assert len([1, 2]) == 2` as a valid test that every candidate passes.
-    `statement_reading`: read test blocks statement by statement with every bound name and
-    import substituted (`codea1.judge.parse`) instead of the reference's line reading
-    (`codea1.judge.reading`). `lenient_code_fences`: a ```` ```py ````, bare or unterminated
-    block is the code (`extract_code`). `own_namespace`: the candidate runs alone instead of
-    in the reference's namespace (`codea1.judge.programs`). `require_definition`: a candidate
-    is valid only when it defines a callable entry point, not merely when its module runs.
-    `per_call_timeouts`: each call has `limits.call_timeout_s` and a run cut short is resumed
-    (`resume_rounds`); by default (the reference) a candidate's program has one budget,
-    `limits.timeout_s`, for all its calls, no call has a limit of its own, and when it runs out
-    the call running and every later one fail; a reference call that uses the whole budget
-    makes the candidates whose suites hold it invalid (their program ran out of time before
-    the candidate ran).
-    `isolate_calls` (the project's older execution): each distinct CALL runs once per
-    candidate and is shared by its suites and the Mistake Book, a call that exits or
-    crashes fails alone, and the references run apart from the candidates. By default (the
-    reference) each candidate is one program (`codea1.judge.one_program`): the reference's
-    checks of its suites, then its module, the Mistake Book's tests and every kept test in
-    order, under one budget; an exit or crash ends it. `own_namespace` and
-    `per_call_timeouts` need the older execution and imply it.
-    `strict_tests`: a test may only build data (see `parse_tests(strict=True)`). Without it
-    (the reference: any name of the program, its classes, imports and helpers), every
-    expression that uses more than that is evaluated in a fork of its own (`Job.isolated`),
-    so a test that rebinds globals cannot fail the others.
-    `reference_limits` applies to the reference run of a problem, which evaluates every
-    distinct call of all its suites (default: `limits` with a 60 s run budget).
-    `resume_rounds`: a run cut short (run time budget, output flood) leaves its remaining
-    calls unrun; they are resumed in a fresh run up to this many times, so that one suite's
-    hanging or flooding test cannot decide the fate of another suite's tests.
-    `switch_interval_s`: Python's thread switch interval while a step runs, so that the
-    executor's threads feed the workers while the judge parses (`codea1.interpreter`); None
-    leaves the interval alone.
-
-    The reference implementation's semantics are the defaults; each of the following
-    switches turns on one of the project's stricter alternatives (the fidelity table of
-    docs/ARCHITECTURE.md says what each changes and why one would flip it):
-    `strict_validity` (a wrong expectation earns no validity), `strict_lines` (every
-    statement of a test block that is not a test is an invalid test), `strict_operator`
-    (an assert comparing with anything but a single `==` is invalid), `strict_tests` (see
-    above: a test may use only the function, safe builtins and modules), `exact_types`
-    (values must have the same type: `2 != 2.0`, a Counter is no dict), `float_rtol` /
-    `float_atol` (float tolerance; 0 is Python's exact `==`) and `unicode_printable` (the
-    non-printable penalty counts what `str.isprintable` refuses instead of what is not in
-    ASCII `string.printable`).
-    """
-
-    alpha: float = 0.5
-    suite_size: int = 8
-    nonprintable_penalty: bool = True
-    require_entry_point: bool = False
-    statement_reading: bool = False
-    lenient_code_fences: bool = False
-    own_namespace: bool = False
-    require_definition: bool = False
-    per_call_timeouts: bool = False
-    isolate_calls: bool = False
-    strict_tests: bool = False
-    strict_validity: bool = False
-    strict_lines: bool = False
-    strict_operator: bool = False
-    exact_types: bool = False
-    float_rtol: float = 0.0
-    float_atol: float = 0.0
-    unicode_printable: bool = False
-    limits: Limits = field(default_factory=Limits)
-    reference_limits: Limits | None = None
-    golden_limits: Limits = field(
-        default_factory=lambda: Limits(timeout_s=60.0, call_timeout_s=10.0, memory_mb=GOLDEN_MEMORY_MB))
-    resume_rounds: int = 2
-    switch_interval_s: float | None = HANDOFF_INTERVAL_S
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ValueError(f"JudgeConfig.alpha must lie in [0, 1], got {self.alpha}")
-        if isinstance(self.suite_size, bool) or not isinstance(self.suite_size, int) or self.suite_size < 1:
-            raise ValueError(f"JudgeConfig.suite_size must be a positive int, got {self.suite_size!r}")
-        for name in ("float_rtol", "float_atol"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-                raise ValueError(f"JudgeConfig.{name} must be a number in [0, 1), got {value!r}")
-        if self.resume_rounds < 0:
-            raise ValueError(f"JudgeConfig.resume_rounds must be >= 0, got {self.resume_rounds}")
-        if self.switch_interval_s is not None and not (
-                isinstance(self.switch_interval_s, (int, float)) and not isinstance(self.switch_interval_s, bool)
-                and 0 < self.switch_interval_s <= 1):
-            raise ValueError("JudgeConfig.switch_interval_s must be None or seconds in (0, 1], "
-                             f"got {self.switch_interval_s!r}")
-
-    @property
-    def one_program(self) -> bool:
-        """Whether candidates run as the reference's one program each (module docstring of
-        `codea1.judge.one_program`)."""
-        return not (self.isolate_calls or self.per_call_timeouts or self.own_namespace)
-
-    @property
-    def effective_reference_limits(self) -> Limits:
-        if self.reference_limits is not None:
-            return self.reference_limits
-        return replace(self.limits, timeout_s=max(self.limits.timeout_s, 60.0))
 
 
 @dataclass
@@ -232,15 +116,6 @@ class ProblemRollout:
                 f"problem {self.problem.id!r}: {len(self.codes)} codes but {len(self.tests)} lists of test suites "
                 "(expected one list per candidate code)"
             )
-
-
-@dataclass(frozen=True)
-class GoldenResult:
-    """Whether a code passes a problem's golden tests; `detail` says why not."""
-
-    passed: bool
-    detail: str | None = None
-    infra: bool = False
 
 
 # --------------------------------------------------------------------------------------
@@ -333,7 +208,8 @@ class JudgeProgress:
 
 
 class Judge:
-    """Judges steps of Code-A1 on a sandboxed `Executor` (see module docstring)."""
+    """Judges steps of Code-A1 on a sandboxed `Executor` (see module docstring); the
+    in-process `codea1.judge.backend.StepJudge`."""
 
     def __init__(self, executor: Executor, config: JudgeConfig | None = None) -> None:
         self.executor = executor
@@ -792,6 +668,9 @@ class Judge:
             return self._by_kind(rollouts, lambda judge, part: judge.infra_failures(part, why))
         return [self._unjudged(self._plan(r), f"infra: {why}", None) for r in rollouts]
 
+    def close(self) -> None:
+        """Nothing to release (`StepJudge.close`): the executor belongs to whoever made it."""
+
     def judge(self, rollout: ProblemRollout) -> ProblemJudgement:
         """Judge a single problem (the debugging CLI's entry)."""
         return self.judge_step([rollout])[0]
@@ -801,30 +680,21 @@ class Judge:
         return self.evaluate_golden_many([(problem, code)])[0]
 
     def evaluate_golden_many(self, items: Sequence[tuple[Problem, str]]) -> list[GoldenResult]:
-        """Golden-test verdicts for many (problem, code) pairs, in parallel sandbox runs.
-
-        The job and the verdict are those of `codea1 eval code` (`codea1.judge.golden`), so
-        validation during training and evaluation afterwards agree: the code (after the
-        problem's imports) runs with the golden test program, then every golden assert.
-        """
-        if any(_kind(p) != "function" for p, _ in items):
-            return self._by_kind(items, lambda judge, part: judge.evaluate_golden_many(part))
-        jobs = []
-        for problem, code in items:
-            if not problem.tests and not problem.test_program:
+        """Golden-test results of (problem, raw completion or code) pairs, in parallel runs:
+        the code (`lenient_code_fences` as configured) after the problem's imports, under
+        `golden_limits`, by the one golden path (`codea1.judge.golden`) that training's
+        golden reward, validation and `codea1 eval code` take too."""
+        for problem, _code in items:
+            if not has_golden(problem):
                 raise ValueError(f"problem {problem.id!r} has no golden tests (neither `tests` nor `test_program`)")
-            jobs.append(golden_job(problem, problem.program(extract_code(code, lenient=self.config.lenient_code_fences)),
-                                   self.config.golden_limits))
-        verdicts = [verdict_of(run) for run in self.executor.run_many(jobs)]
-        return [
-            GoldenResult(v.passed, None if v.passed else f"{v.status}: {v.detail}", infra=v.status == "infra")
-            for v in verdicts
-        ]
+        lenient = self.config.lenient_code_fences
+        programs = [golden_item(p, extract_code(code, lenient=lenient)) for p, code in items]
+        return golden_results(self.executor, programs, self.config.golden_limits)
 
-    def _by_kind(self, items: Sequence, work) -> list:
-        """`work(judge, items of one kind)` for each problem kind among `items` (rollouts or
-        (problem, code) pairs), this judge doing the function-level ones; results in order."""
-        kinds = [_kind(item[0] if isinstance(item, tuple) else item) for item in items]
+    def _by_kind(self, items: Sequence[ProblemRollout], work) -> list:
+        """`work(judge, rollouts of one kind)` for each problem kind among `items`, this
+        judge doing the function-level ones; results in order."""
+        kinds = [_kind(item) for item in items]
         results: list = [None] * len(items)
         for kind in dict.fromkeys(kinds):
             if kind == "function":

@@ -24,7 +24,7 @@ from codea1.judge.judge import Judge
 from codea1.sandbox import Executor
 
 if TYPE_CHECKING:
-    from codea1.judge.judge import JudgeConfig, ProblemJudgement, ProblemRollout
+    from codea1.judge.judge import JudgeConfig, JudgeProgress, ProblemJudgement, ProblemRollout
     from codea1.sandbox import Limits
 
 # ray (the codea1[ray] extra) is imported where it is used, through `import_ray`: it is optional.
@@ -78,7 +78,11 @@ def check_protections(reports: Sequence[dict[str, Any]], required: Sequence[str]
 
 
 class RayJudge:
-    """`Judge.judge_step` over Ray actors (one per node by default)."""
+    """`Judge.judge_step` over Ray actors (one per node by default): a
+    `codea1.judge.backend.StepJudge`."""
+
+    #: (the actors judge in their own processes: no progress this process could read)
+    progress: "JudgeProgress | None" = None
 
     def __init__(self, config: "JudgeConfig", limits: "Limits", *, workers: int | None = None,
                  address: str | None = None, actors: int | None = None, batch_problems: int = 8,
@@ -139,10 +143,14 @@ class RayJudge:
                     todo.append((members, tries + 1))
                     continue
                 why = f"sandbox node lost ({type(exc).__name__})"
-                out = self._local.infra_failures([rollouts[i] for i in members], why)
+                out = self.infra_failures([rollouts[i] for i in members], why)
             for i, j in zip(members, out):
                 results[i] = j
         return results
+
+    def infra_failures(self, rollouts: Sequence["ProblemRollout"], why: str) -> list["ProblemJudgement"]:
+        """Unusable judgements of rollouts whose runs were lost (the local judge's shape)."""
+        return self._local.infra_failures(rollouts, why)
 
     def _replace(self, index: int) -> None:
         """A fresh actor for one that died (its protections are checked again)."""

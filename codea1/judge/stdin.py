@@ -30,29 +30,25 @@ import queue
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from codea1.data.problem import read_io_test
 from codea1.data.stdin_io import (
     ParsedIOTest,
     checker_of,
-    golden_io_tests,
     io_test,
     normalize_input,
     outputs_match,
     parse_io_tests,
-    time_limit_of,
     tolerance_of,
 )
 from codea1.judge.extract import extract_code
-from codea1.judge.golden import Verdict, golden_job, verdict_of
+from codea1.judge.golden import StdinSettings, stdin_limits  # (re-exported: their old home)
 from codea1.judge.judge import (
     DUPLICATE,
     KIND_JUDGES,
     REFERENCE_RAISED,
     UNPARSABLE,
     WRONG_EXPECTATION,
-    GoldenResult,
     JudgeConfig,
     JudgeProgress,
     ProblemJudgement,
@@ -63,29 +59,9 @@ from codea1.judge.judge import (
 )
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.sandbox import Job, Limits, RunResult
-from codea1.sandbox.stdio import DEFAULT_MAX_OUTPUT_BYTES, ProgramOutput, program_outputs, stdin_job
+from codea1.sandbox.stdio import ProgramOutput, program_outputs, stdin_job
 
-if TYPE_CHECKING:
-    from codea1.data import Problem
-
-__all__ = ["StdinGolden", "StdinJudge", "StdinSettings", "golden_stdin", "golden_verdicts", "stdin_limits"]
-
-
-@dataclass(frozen=True)
-class StdinSettings:
-    """`time_scale` multiplies a problem's time limit per input (`meta.time_limit_s`;
-    without one, the judge's `limits.call_timeout_s`); the result is capped at the judge's
-    `limits.timeout_s` (a program's budget on functions). `max_output_bytes`: what one run
-    may print."""
-
-    time_scale: float = 1.0
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
-
-
-def stdin_limits(problem: Problem, limits: Limits, settings: StdinSettings = StdinSettings()) -> Limits:
-    """The limits of one run of a program of `problem`: the time limit per input as the call's."""
-    per_input = time_limit_of(problem, limits.call_timeout_s) * settings.time_scale
-    return replace(limits, call_timeout_s=max(0.05, min(per_input, limits.timeout_s)))
+__all__ = ["StdinJudge", "StdinSettings", "stdin_limits"]
 
 
 @dataclass
@@ -388,116 +364,6 @@ class StdinJudge:
     def infra_failures(self, rollouts: Sequence[ProblemRollout], why: str) -> list[ProblemJudgement]:
         """Judgements of problems whose runs were lost: unusable, never trained on."""
         return [self._unjudged(self._plan(r), f"infra: {why}", None) for r in rollouts]
-
-    def evaluate_golden_many(self, items: Sequence[tuple[Problem, str]]) -> list[GoldenResult]:
-        """Golden-test verdicts of (problem, raw completion or code) pairs."""
-        codes = [(p, extract_code(c, lenient=self.config.lenient_code_fences)) for p, c in items]
-        results = golden_stdin(self.executor, codes, self.config.golden_limits, self.settings)
-        return [GoldenResult(r.correct, None if r.correct else f"{r.status}: {r.detail}", infra=r.status == "infra")
-                for r in results]
-
-
-@dataclass(frozen=True)
-class StdinGolden:
-    """A program's verdict on a stdin problem's golden tests: `pass_rate` (tests passed
-    over tests), `correct` (every one), `status` as `codea1.judge.golden.Verdict`'s."""
-
-    pass_rate: float
-    correct: bool
-    status: str  # pass | fail | error | timeout | infra
-    detail: str | None = None
-    wall_s: float = 0.0
-
-
-def golden_stdin(executor, items: Sequence[tuple[Problem, str]], limits: Limits | None = None,
-                 settings: StdinSettings | None = None) -> list[StdinGolden]:
-    """Run each (problem, code) pair on its problem's golden inputs and compare the outputs
-    here (checkers in a run of their own); all runs in parallel."""
-    settings = settings or StdinSettings()
-    limits = limits or Limits()
-    jobs, tests = [], []
-    for problem, code in items:
-        golden = golden_io_tests(problem)
-        if not golden:
-            raise ValueError(f"problem {problem.id!r} has no golden tests")
-        tests.append(golden)
-        jobs.append(stdin_job(code, [t.input for t in golden], stdin_limits(problem, limits, settings),
-                              settings.max_output_bytes))
-    runs = executor.run_many(jobs) if jobs else []
-    verdicts = []
-    checks = _golden_checks(executor, items, tests, runs, limits)
-    for (problem, _), golden, run, checked in zip(items, tests, runs, checks):
-        verdicts.append(_golden_verdict(problem, golden, run, checked))
-    return verdicts
-
-
-def _golden_checks(executor, items, tests, runs, limits: Limits) -> list[list[bool] | None]:
-    """The checker's verdicts on each printed output, for problems that have a checker."""
-    work, jobs = [], []
-    for k, ((problem, _), golden, run) in enumerate(zip(items, tests, runs)):
-        checker = checker_of(problem)
-        if checker is None or run.status == "infra":
-            continue
-        outs = program_outputs(run, len(golden))
-        jobs.append(Job(program=checker, calls=[f"check({t.input!r}, {t.output!r}, {o.stdout!r})"
-                                                for t, o in zip(golden, outs)],
-                        limits=replace(limits, timeout_s=max(limits.timeout_s, 2.0 * len(golden) + 5)),
-                        isolated=list(range(len(golden)))))
-        work.append(k)
-    found: list[list[bool] | None] = [None] * len(items)
-    for k, run in zip(work, executor.run_many(jobs) if jobs else []):
-        found[k] = [c.status == "ok" and c.value == ["bool", True] for c in run.calls] + [False] * len(tests[k])
-    return found
-
-
-def _golden_verdict(problem: Problem, golden, run: RunResult, checked: list[bool] | None) -> StdinGolden:
-    verdict = _golden_counted(problem, golden, run, checked)
-    return replace(verdict, wall_s=run.wall_s)
-
-
-def _golden_counted(problem: Problem, golden, run: RunResult, checked: list[bool] | None) -> StdinGolden:
-    if run.status == "infra":
-        return StdinGolden(0.0, False, "infra", run.infra_error)
-    if not run.program_ok:
-        return StdinGolden(0.0, False, "error", run.program_error or run.status)
-    tolerance, passed, first = tolerance_of(problem), 0, None
-    for k, (test, out) in enumerate(zip(golden, program_outputs(run, len(golden)))):
-        if out.ok and (checked[k] if checked is not None else outputs_match(out.stdout, test.output, tolerance)):
-            passed += 1
-        elif first is None:
-            status = "timeout" if out.status == "timeout" else "fail"
-            why = out.error if not out.ok else f"wrong output {out.stdout[:80]!r}"
-            first = (status, f"golden test {k}: {why}")
-    if first is None:
-        return StdinGolden(1.0, True, "pass")
-    return StdinGolden(passed / len(golden), False, first[0], first[1])
-
-
-def golden_verdicts(executor, items: Sequence[tuple[Problem, str]],
-                    limits: Limits | Sequence[Limits | None] | None = None) -> list[tuple[Verdict, float]]:
-    """(verdict, wall seconds) of each (problem, program) pair on its golden tests, for
-    either kind of problem: `codea1.judge.golden`'s job for functions, `golden_stdin` for
-    stdin problems; all runs in parallel. `limits`: one for all, or one per pair."""
-    per_item = list(limits) if isinstance(limits, Sequence) else [limits] * len(items)
-    jobs, stdin = [], []
-    for k, ((p, code), lim) in enumerate(zip(items, per_item)):
-        if p.kind == "stdin":
-            golden = golden_io_tests(p)
-            stdin.append((k, golden))
-            lim = stdin_limits(p, lim or Limits())
-            jobs.append(stdin_job(code, [t.input for t in golden], lim))
-        else:
-            jobs.append(golden_job(p, code, lim))
-    runs = executor.run_many(jobs) if jobs else []
-    out: list[tuple[Verdict, float]] = [(verdict_of(run), run.wall_s) for run in runs]
-    if stdin:
-        stdin_items = [items[k] for k, _ in stdin]
-        checks = _golden_checks(executor, stdin_items, [g for _, g in stdin], [runs[k] for k, _ in stdin],
-                                Limits())
-        for (k, golden), checked in zip(stdin, checks):
-            v = _golden_verdict(items[k][0], golden, runs[k], checked)
-            out[k] = (Verdict(v.correct, v.status, v.detail), v.wall_s)
-    return out
 
 
 KIND_JUDGES["stdin"] = StdinJudge

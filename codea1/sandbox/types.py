@@ -11,6 +11,12 @@ CallStatus = Literal["ok", "error", "timeout", "not-run"]
 RUN_STATUSES = ("ok", "error", "timeout", "memory", "output-limit", "infra")
 CALL_STATUSES = ("ok", "error", "timeout", "not-run")
 
+# Limits of a run of a problem's golden tests (`codea1 data check`, the judge's golden
+# verdicts, `eval code`, the `--timeout` / `--memory-mb` defaults of the commands): golden
+# test programs of real data sets are big (MBPP+ up to ~800 KB, hundreds of inputs).
+GOLDEN_TIMEOUT_S = 120.0  # MBPP/599's program alone takes ~55 s on two busy cores
+GOLDEN_MEMORY_MB = 4096  # MBPP/255's program needs more than 2 GiB
+
 
 @dataclass(frozen=True)
 class Limits:

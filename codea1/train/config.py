@@ -19,6 +19,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from codea1.configs import GRPOConfig, ModelConfig, SamplingConfig, VLLMConfig, check_vllm_lora_targets
+from codea1.judge.config import JudgeConfig
+from codea1.sandbox.types import Limits
 from codea1.train.key_hints import key_hint
 
 PRESETS = ("cpu-demo", "cpu-demo-stdin", "paper-1.5b", "paper-3b", "paper-7b")
@@ -98,43 +100,17 @@ class DataConfig(_Strict):
         "reference's sampler does")
 
 
-class JudgeSection(_Strict):
-    """Rewards and execution limits (`codea1.judge.JudgeConfig`, `codea1.sandbox.Limits`)."""
+class JudgeSection(JudgeConfig):
+    """The `judge` section: the judge's settings (`codea1.judge.config.JudgeConfig`, whose
+    fields are the `judge.*` keys of the same names) and the trainer's keys of where and
+    under which limits the tests run (the sandbox, or sandbox actors on a Ray cluster)."""
 
-    alpha: float = Field(0.5, ge=0.0, le=1.0, description="weight of validity in the test reward")
-    suite_size: int = Field(8, ge=1, description="G, the nominal suite size")
-    nonprintable_penalty: bool = Field(True, description="lower the test reward by the share of non-printable characters")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
     workers: int | None = Field(None, ge=1, description="sandbox processes; null = CPU count")
     timeout_s: float = Field(10.0, gt=0, description="wall time of one sandbox job")
     call_timeout_s: float = Field(3.0, gt=0, description="wall time of one test call")
     memory_mb: int = Field(1024, ge=64, description="memory cap of one sandbox job, in MiB")
-    # The reference's semantics by default; each switch is one of the project's stricter
-    # alternatives (docs/ARCHITECTURE.md, "Fidelity to the reference").
-    strict_validity: bool = Field(False, description="a test whose written expectation was wrong earns no validity")
-    strict_lines: bool = Field(False, description="non-test statements of a test block count as invalid tests")
-    strict_operator: bool = Field(False, description="an assert comparing with anything but one `==` is invalid")
-    strict_tests: bool = Field(False, description="tests may use only the function, safe builtins and modules")
-    exact_types: bool = Field(False, description="values must have the same type (2 != 2.0, Counter != dict)")
-    float_rtol: float = Field(0.0, ge=0.0, lt=1.0, description="relative float tolerance (0: exact ==)")
-    float_atol: float = Field(0.0, ge=0.0, lt=1.0, description="absolute float tolerance (0: exact ==)")
-    unicode_printable: bool = Field(False, description="non-printable = refused by str.isprintable, not non-ASCII")
-    require_entry_point: bool = Field(False, description="a test whose call never names the function is invalid")
-    statement_reading: bool = Field(
-        False, description="read test blocks statement by statement, substituting every bound name and import "
-        "(the reference reads them line by line, substituting only bare-name call arguments)")
-    lenient_code_fences: bool = Field(
-        False, description="a ```py, bare or unterminated block is the code (the reference: invalid code)")
-    own_namespace: bool = Field(
-        False, description="a candidate runs alone, not in the reference solution's namespace")
-    require_definition: bool = Field(
-        False, description="a candidate is valid only if it defines the function (the reference: its module runs)")
-    per_call_timeouts: bool = Field(
-        False, description="each test call has call_timeout_s and a cut-short run resumes (the reference: one "
-        "timeout_s budget for a candidate's whole program)")
-    isolate_calls: bool = Field(
-        False, description="each test call runs on its own: a call that exits or crashes fails alone, a call "
-        "text is run once and shared by the suites (the reference: one program per candidate, every test in "
-        "order, an exit ends the program)")
     backend: Literal["local", "ray"] = Field(
         "local", description="where tests run: local (each process's own sandbox) or ray (sandbox actors "
         "on the nodes of a Ray cluster; the codea1[ray] extra; docs/SCALING.md)")
@@ -149,6 +125,14 @@ class JudgeSection(_Strict):
         default_factory=list,
         description="sandbox protections every Ray node must hold (e.g. [net-namespace, memory-cgroup]; "
         "`codea1 sandbox check` lists them); a node lacking one is refused")
+
+    def sandbox_limits(self) -> Limits:
+        """The limits of one sandbox job (`timeout_s`, `call_timeout_s`, `memory_mb`)."""
+        return Limits(timeout_s=self.timeout_s, call_timeout_s=self.call_timeout_s, memory_mb=self.memory_mb)
+
+    def judge_config(self) -> JudgeConfig:
+        """The judge's settings with this section's limits: what `Judge` and `RayJudge` take."""
+        return self.model_copy(update={"limits": self.sandbox_limits()})
 
 
 class MistakeConfig(_Strict):
@@ -341,9 +325,15 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def config_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """The fields of a config section that are config keys: those a dump writes, so not the
+    ones set by the code that uses the section (`exclude=True`, as `JudgeConfig.limits`)."""
+    return {name: info for name, info in model.model_fields.items() if not info.exclude}
+
+
 def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     keys = []
-    for name, info in model.model_fields.items():
+    for name, info in config_fields(model).items():
         key = prefix + name
         keys.append(key)
         ann = info.annotation
@@ -383,7 +373,7 @@ def _check_keys(data: dict[str, Any], where: str, model: type[BaseModel] = Train
     known = _known_keys(TrainConfig)
     for name, value in data.items():
         key = prefix + str(name)
-        fields = model.model_fields
+        fields = config_fields(model)
         if name not in fields:
             hint = key_hint(key, known, value)
             section = f" in section {prefix[:-1]!r}" if prefix else ""

@@ -43,8 +43,10 @@ def config_keys(model: type[BaseModel], defaults: dict[str, Any], prefix: str = 
     (rollout.code.max_new_tokens is 1024, SamplingConfig's own default 512) comes from
     its parent, as the config really resolves it.
     """
+    from codea1.train.config import config_fields
+
     rows = []
-    for name, info in model.model_fields.items():
+    for name, info in config_fields(model).items():
         ann = info.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             rows.extend(config_keys(ann, defaults.get(name) or {}, f"{prefix}{name}."))

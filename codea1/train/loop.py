@@ -45,8 +45,8 @@ from codea1 import grpo, models
 from codea1.data.sampler import ProblemSampler
 from codea1.engines import make_engine
 from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, select_batches, warmup_cosine
-from codea1.judge import Judge, JudgeConfig, ProblemRollout, extract_code
-from codea1.judge.judge import REFERENCE_SWITCHES
+from codea1.judge import Judge, ProblemRollout, StepJudge, extract_code
+from codea1.judge.golden import golden_items, golden_results
 from codea1.mistakes import MistakeBook
 from codea1.output_files import naming_full_disk, remove_stray_temps
 from codea1.rollout import (
@@ -60,7 +60,7 @@ from codea1.rollout import (
     split_overlong,
     test_messages,
 )
-from codea1.sandbox import Executor, Limits
+from codea1.sandbox import Executor
 from codea1.train import distributed as D
 from codea1.train.checkpoint import (
     BOOK_FILE,
@@ -85,7 +85,6 @@ from codea1.train.config import (
     resume_changes,
     save_config,
 )
-from codea1.train.golden import golden_items, golden_results
 from codea1.train.metrics import (
     MetricsLog,
     Progress,
@@ -170,12 +169,11 @@ class Trainer:
             opt = make_optimizer(self.policies.trainable_parameters("code" if key == "shared" else key), cfg.grpo)
             self.optimizers[key] = opt
             self.schedulers[key] = make_scheduler(opt, cfg.grpo, cfg.steps)
-        self.limits = Limits(timeout_s=cfg.judge.timeout_s, call_timeout_s=cfg.judge.call_timeout_s,
-                             memory_mb=cfg.judge.memory_mb)
+        self.limits = cfg.judge.sandbox_limits()
         workers = cfg.judge.workers if not self.ranks.enabled else D.local_workers(cfg.judge.workers, self.ranks)
         self._executor_cm = Executor(workers=workers, limits=self.limits)
         self.executor = self._executor_cm.__enter__()
-        self.judge = self._make_judge() if cfg.mode != "golden" else None
+        self.judge: StepJudge | None = self._make_judge() if cfg.mode != "golden" else None
         self.book = MistakeBook(self.run_dir / BOOK_FILE) if self.ranks.main else None  # rank 0's alone
         self.step = 0
         self.progress = progress
@@ -210,18 +208,13 @@ class Trainer:
         self.hooks = D.GradSync(self.ranks, sharded=sharded).hooks(self.cfg.grpo.logprob_chunk_tokens)
         return sharded, compute_dtype
 
-    def _make_judge(self):
-        cfg = self.cfg
-        judge_config = JudgeConfig(
-            alpha=cfg.judge.alpha, suite_size=cfg.judge.suite_size,
-            nonprintable_penalty=cfg.judge.nonprintable_penalty, limits=self.limits,
-            **cfg.judge.model_dump(include=set(REFERENCE_SWITCHES)))
-        if cfg.judge.backend != "ray":
-            return Judge(self.executor, judge_config)
+    def _make_judge(self) -> StepJudge:
+        j = self.cfg.judge
+        if j.backend != "ray":
+            return Judge(self.executor, j.judge_config())
         from codea1.judge.ray_backend import RayJudge  # (ray: an optional extra)
 
-        j = cfg.judge
-        return RayJudge(judge_config, self.limits, workers=j.workers, address=j.ray_address, actors=j.ray_actors,
+        return RayJudge(j.judge_config(), self.limits, workers=j.workers, address=j.ray_address, actors=j.ray_actors,
                         batch_problems=j.ray_batch_problems, in_flight=j.ray_in_flight, retries=j.ray_retries,
                         require=j.ray_require)
 
@@ -301,7 +294,7 @@ class Trainer:
         with contextlib.suppress(Exception):
             self.engine.close()
         with contextlib.suppress(Exception):
-            if hasattr(self.judge, "close"):
+            if self.judge is not None:
                 self.judge.close()
         self._executor_cm.__exit__(None, None, None)
 
@@ -459,7 +452,7 @@ class Trainer:
         k = self.cfg.mistakes.top_k or self.cfg.judge.suite_size
         mistakes = (self.ranks.book_tops(self.book, r.step_problems, r.slots, k) if self.cfg.mistakes.enabled
                     else [[] for _ in r.problems])
-        if self.progress is not None and hasattr(self.judge, "progress"):  # (the Ray backend counts none)
+        if self.progress is not None and self.judge.progress is not None:  # (the Ray backend counts none)
             judge = self.judge
             self.progress.watch(lambda: str(judge.progress))
         code, test, metrics, judgements = self._judge_a1(r.problems, r.code_samples, r.suites, mistakes)

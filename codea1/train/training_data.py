@@ -64,10 +64,8 @@ def broken_training_rows(cfg: TrainConfig, problems: list) -> list[tuple[str, st
     the judge validates every test against the reference, so a broken one spoils every
     reward of its problem. Seconds for the bundled sets (a sandbox run per problem)."""
     from codea1.data.check import check_problems
-    from codea1.sandbox import Limits
 
-    limits = Limits(timeout_s=cfg.judge.timeout_s, call_timeout_s=cfg.judge.call_timeout_s,
-                    memory_mb=cfg.judge.memory_mb)
+    limits = cfg.judge.sandbox_limits()
     return [(row.id, "; ".join(row.reasons))
             for row in check_problems(problems, limits=limits, workers=cfg.judge.workers) if row.status == "broken"]
 

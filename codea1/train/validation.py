@@ -12,11 +12,11 @@ import math
 import time
 from typing import Any
 
-from codea1.eval.passk import aggregate, default_ks
+from codea1.passk import aggregate, default_ks
 from codea1.judge import ProblemRollout, extract_code
+from codea1.judge.golden import golden_items, golden_results, has_golden
 from codea1.rollout import GenerationStats, code_messages, sample_seeds
 from codea1.sandbox import Limits
-from codea1.train.golden import golden_results, has_golden
 from codea1.train.metrics import mean
 
 
@@ -46,7 +46,7 @@ def validate(trainer) -> dict[str, Any]:
         own = not trainer.cfg.rollout.project_code_prompt
         code_out = _validation_generate(trainer, "code", [code_messages(p, own) for p in part], v.n_code,
                                         [("validation", i) for i in idx])
-        items = [(p, p.program(extract_code(s.text))) for p, g in zip(part, code_out) for s in g]
+        items = golden_items(part, [[extract_code(s.text) for s in g] for g in code_out])
         gold = golden_results(trainer.executor, items, limits)
         for k, (i, p) in enumerate(zip(idx, part)):
             results = gold[k * v.n_code:(k + 1) * v.n_code]
