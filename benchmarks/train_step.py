@@ -294,17 +294,15 @@ def print_forward_comparison(records: list[dict]) -> None:
 # "before" is the path every step took until these switches existed.
 UPDATE_PATHS = [
     ("before: a row per (prompt, response), full logits, separate old pass",
-     dict(shared_prompt_rows=False, logprob_chunk_tokens=0, reuse_old_logprobs=False, merged_lora=False)),
+     dict(shared_prompt_rows=False, logprob_chunk_tokens=0, reuse_old_logprobs=False)),
     ("+ shared-prompt rows (old, reference and update passes)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=0, reuse_old_logprobs=False, merged_lora=False)),
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=0, reuse_old_logprobs=False)),
     ("+ chunked response-only head (256 tokens)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=False, merged_lora=False)),
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=False)),
     ("+ first mini-batch's old log-probs from its own forward",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=True, merged_lora=False)),
-    ("+ LoRA layers merged (codea1.merged_lora)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=True, merged_lora=True)),
-    ("+ head chunks of 1024 tokens, vocabulary-tiled (after)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True, merged_lora=True)),
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=True)),
+    ("+ head chunks of 1024 tokens (after)",
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True)),
 ]
 SAME_KEYS = ("loss", "pg_loss", "kl", "clip_frac", "ratio_mean", "grad_norm")
 

@@ -229,12 +229,6 @@ class GRPOConfig(BaseModel):
         description="take the first mini-batch's old log-probs from its own forward pass, detached (the "
         "policy has not moved yet, so they are equal) instead of a separate pass",
     )
-    merged_lora: bool = Field(
-        True,
-        description="on a CPU, run each LoRA layer of the update as one matmul with the adapter merged into "
-        "a copy of its weight (rebuilt after each optimiser step; same function up to rounding, "
-        "codea1.merged_lora); False keeps peft's base + B(A(x))",
-    )
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate (peak, after warm-up)")
     weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas [beta1, beta2]")

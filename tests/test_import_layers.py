@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rollout", ("codea1.rollout", "codea1.lean_forward")),
     ("engines", ("codea1.engines",)),
     ("judge", ("codea1.judge",)),
-    ("update", ("codea1.grpo", "codea1.logprobs", "codea1.merged_lora", "codea1.trajectory")),
+    ("update", ("codea1.grpo", "codea1.logprobs", "codea1.trajectory")),
     ("train", ("codea1.train",)),
     ("eval", ("codea1.eval",)),
     ("export", ("codea1.export",)),
