@@ -465,8 +465,9 @@ def summary(results, n_tests: int) -> None:
     valid = sum(v for r in results for v in r.code_valid)
     kinds: dict[str, int] = {}
     for r in results:
-        for k, v in r.invalid_counts().items():
-            kinds[k] = kinds.get(k, 0) + v
+        for suite in (suite for row in r.suites for suite in row):
+            for k, v in suite.invalid_kinds.items():
+                kinds[k] = kinds.get(k, 0) + v
     mean_code = sum(sum(r.code_rewards) for r in results) / sum(len(r.code_rewards) for r in results)
     print(f"judged: {valid} valid candidates of {sum(len(r.code_valid) for r in results)}, {n_tests} asserts, "
           f"invalid tests {kinds}, mean code reward {mean_code:.3f}")

@@ -83,12 +83,6 @@ class MutationReport:
         """Killed mutants in percent of all mutants (Cosmic-Ray's mutation score)."""
         return 100.0 * self.killed / self.total if self.total else 0.0
 
-    @property
-    def score_killable(self) -> float:
-        """Killed mutants in percent of those that are not equivalent-looking."""
-        killable = self.total - self.equivalent_looking
-        return 100.0 * self.killed / killable if killable else 0.0
-
 
 def wrap_test(index: int, test: str) -> str:
     """The test snippet as a function the executor can call; raises ValueError when the

@@ -3,7 +3,6 @@ judgement (re-exported by `codea1.judge.judge`, where they are documented for us
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 from codea1.mistakes.book import MistakeUpdate
@@ -118,10 +117,3 @@ class ProblemJudgement:
             update.passed.update(test for test, ok in zip(self.mistakes, passed) if ok)
         return update
 
-    def invalid_counts(self) -> Counter[str]:
-        """How many tests of all suites were invalid, by kind (for metrics)."""
-        counts: Counter[str] = Counter()
-        for row in self.suites:
-            for suite in row:
-                counts.update(suite.invalid_kinds)
-        return counts
