@@ -229,6 +229,12 @@ class GRPOConfig(BaseModel):
         description="take the first mini-batch's old log-probs from its own forward pass, detached (the "
         "policy has not moved yet, so they are equal) instead of a separate pass",
     )
+    fused_lora: bool = Field(
+        True,
+        description="on a CPU, compute each LoRA layer of the update as base + scale * (x A^T) B^T accumulated "
+        "into the base's output, with a backward from the rank-r products (codea1.logprobs.fused_lora: "
+        "the same function, float32 to rounding); False keeps peft's forward",
+    )
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate (peak, after warm-up)")
     weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas [beta1, beta2]")

@@ -35,7 +35,7 @@ import torch
 
 from codea1.configs import GRPOConfig  # (the update's settings, torch-free; re-exported here)
 from codea1.engines.correction import logp_mismatch, tis_weights
-from codea1.logprobs import micro_batches, sequence_logprobs, trajectory_logprobs
+from codea1.logprobs import fused_lora, micro_batches, sequence_logprobs, trajectory_logprobs
 from codea1.trajectory import MicroBatch, Trajectory
 
 
@@ -511,7 +511,7 @@ def update_role(policies, role: str, optimizer, seqs: Sequence[Trajectory], cfg:
     first = set(layout[0]) if cfg.reuse_old_logprobs and layout else set()
     pad = (lambda model: partial(hooks.pad_forwards, model)) if hooks is not None else (lambda model: None)
     show("old log-probs")
-    with policies.role(role) as model:
+    with policies.role(role) as model, fused_lora(model, cfg.fused_lora):
         old = trajectory_logprobs(model, seqs, cfg, skip=() if engine_logps else first, pad_passes=pad(model))
     ref = None
     if cfg.kl_coef > 0:
@@ -520,7 +520,7 @@ def update_role(policies, role: str, optimizer, seqs: Sequence[Trajectory], cfg:
             ref = trajectory_logprobs(ref_model, seqs, cfg, pad_passes=pad(ref_model))
     is_weights = rollout_correction(label, old, seqs, cfg, metrics)
     show("gradient steps")
-    with policies.role(role) as model:
+    with policies.role(role) as model, fused_lora(model, cfg.fused_lora):
         if hooks is None:
             return update_policy(model, optimizer, seqs, cfg, old, ref, is_weights, layout=layout)
         stats = update_policy(model, optimizer, seqs, cfg, old, ref, is_weights, layout=layout,

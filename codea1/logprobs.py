@@ -178,12 +178,19 @@ class _SampledTokenLogprob(torch.autograd.Function):
     vocabulary at a time.
 
     Forward keeps each row's logsumexp only, accumulated over vocabulary tiles (the running
-    maximum rescales the running sum, as flash attention's softmax does); backward
-    recomputes each tile's logits and forms (onehot - softmax) * grad. No [tokens,
+    maximum rescales the running sum, as flash attention's softmax does). No [tokens,
     vocabulary] tensor is ever made: a [chunk, VOCAB_TILE] block is, which stays in the
     CPU's cache across the half-dozen elementwise passes a tile takes (with whole-vocabulary
     rows each pass went to memory: 2.4x slower on the cpu-demo's head). Logits are computed
     in the hidden states' dtype and reduced in float32, as `cross_entropy(logits.float())` does.
+
+    The gradient of a row's log-prob is g * (onehot - softmax) over the vocabulary, so
+    with a frozen head (LoRA) the hidden state's gradient is g * (W[target] - softmax @ W):
+    the forward accumulates softmax @ W over the tiles it already computes (rescaled with
+    the running maximum, as flash attention's output is) and the backward is one
+    elementwise step, where recomputing every tile's logits for it cost a third more head
+    work. A trainable head needs each tile's (onehot - softmax) for its own gradient: the
+    backward recomputes them.
     """
 
     @staticmethod
@@ -192,15 +199,26 @@ class _SampledTokenLogprob(torch.autograd.Function):
         acc = torch.promote_types(hidden.dtype, torch.float32)  # float32, or float64 in checks
         out = torch.empty(hidden.shape[0], dtype=acc, device=hidden.device)
         lse = torch.empty_like(out)
+        # the softmax-weighted head rows, when the backward can be formed from them alone
+        expect = ctx.needs_input_grad[0] and not ctx.needs_input_grad[1]
+        mean = torch.empty(hidden.shape, dtype=acc, device=hidden.device) if expect else None
         for s in range(0, hidden.shape[0], chunk):
-            lse[s:s + chunk], out[s:s + chunk] = _chunk_logsumexp(hidden[s:s + chunk], w, targets[s:s + chunk], acc)
+            lse[s:s + chunk], out[s:s + chunk] = _chunk_logsumexp(
+                hidden[s:s + chunk], w, targets[s:s + chunk], acc, mean[s:s + chunk] if expect else None)
         out -= lse
-        ctx.save_for_backward(hidden, weight, targets, lse)
-        ctx.chunk = chunk
+        if expect:
+            mean.sub_(w[targets].to(acc)).neg_()                # W[target] - softmax @ W
+            ctx.save_for_backward(mean)
+        else:
+            ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.chunk, ctx.expect, ctx.hidden_dtype = chunk, expect, hidden.dtype
         return out
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx.expect:
+            (direction,) = ctx.saved_tensors
+            return (direction * grad[:, None].to(direction.dtype)).to(ctx.hidden_dtype), None, None, None
         hidden, weight, targets, lse = ctx.saved_tensors
         w = weight.to(hidden.dtype)
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
@@ -234,9 +252,10 @@ def _targets_in(targets: torch.Tensor, v0: int, width: int) -> tuple[torch.Tenso
     return rows, targets[rows] - v0
 
 
-def _chunk_logsumexp(h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor,
-                     acc: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logsumexp, target logit) of each row of h @ w.T, one vocabulary tile at a time.
+def _chunk_logsumexp(h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, acc: torch.dtype,
+                     mean: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logsumexp, target logit) of each row of h @ w.T, one vocabulary tile at a time;
+    with `mean` [rows, hidden], also writes each row's softmax @ w into it.
 
     h: [rows, hidden], w: [vocab, hidden], targets: [rows] -> two [rows] tensors in `acc`.
     """
@@ -244,14 +263,27 @@ def _chunk_logsumexp(h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor,
     top = torch.full((rows,), float("-inf"), dtype=acc, device=h.device)
     total = torch.zeros(rows, dtype=acc, device=h.device)
     picked = torch.empty(rows, dtype=acc, device=h.device)
+    if mean is not None:
+        mean.zero_()
     for v0 in range(0, w.shape[0], VOCAB_TILE):
-        logits = (h @ w[v0:v0 + VOCAB_TILE].T).to(acc)
+        wt = w[v0:v0 + VOCAB_TILE]
+        logits = (h @ wt.T).to(acc)
         hit, cols = _targets_in(targets, v0, logits.shape[1])
         picked[hit] = logits[hit, cols]
         new_top = torch.maximum(top, logits.amax(-1))
-        total.mul_((top - new_top).exp_())
-        total += logits.sub_(new_top[:, None]).exp_().sum(-1)
+        rescale = (top - new_top).exp_()
+        total.mul_(rescale)
+        weights = logits.sub_(new_top[:, None]).exp_()           # exp(logit - running max)
+        total += weights.sum(-1)
+        if mean is not None:
+            mean.mul_(rescale[:, None])
+            if weights.dtype == wt.dtype:
+                mean.addmm_(weights, wt)
+            else:
+                mean += (weights.to(wt.dtype) @ wt).to(acc)
         top = new_top
+    if mean is not None:
+        mean.div_(total[:, None])
     return top + total.log(), picked
 
 
@@ -385,3 +417,112 @@ def trajectory_logprobs(model, seqs: Sequence[Trajectory], token_budget: int | G
             for j in mb.members:
                 out[todo[j]] = lp[mb.seq_index == j]
     return out
+
+
+# --------------------------------------------------------------------------- the update's LoRA layers
+
+
+class _FusedLoRALinear(torch.autograd.Function):
+    """y = x W^T + b + scale * (x A^T) B^T, with gradients for x and the adapter's A and B
+    (the base W, b frozen).
+
+    peft makes the adapter's term a [tokens, d_out] tensor of its own, scales it into a
+    second and adds it into a third, and its backward makes two more (the scaled gradient
+    and x's second gradient); on a CPU those full passes over memory, for r = 16
+    multiply-adds a value, cost a third of the layer's time (an MLP layer's forward and
+    backward, float32, 2-core AVX2: 120 ms -> 90 ms). Here the adapter's product goes into
+    the base's output by one addmm, and the backward works from the [tokens, r] products:
+
+        h = x A^T,  g = scale * dy B,  dB = scale * dy^T h,  dA = g^T x,  dx = dy W + g A
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, lora_a, lora_b, scale):
+        dtype = weight.dtype
+        x2 = x.reshape(-1, x.shape[-1]).to(dtype)
+        a, b = lora_a.to(dtype), lora_b.to(dtype)
+        h = x2 @ a.t()                                                   # [N, r]
+        y = torch.nn.functional.linear(x2, weight, bias)                 # [N, d_out]
+        y.addmm_(h, b.t(), alpha=scale)
+        ctx.save_for_backward(x2, weight, a, b, h)
+        ctx.scale, ctx.x_shape, ctx.x_dtype = scale, x.shape, x.dtype
+        ctx.param_dtypes = (lora_a.dtype, lora_b.dtype)
+        return y.view(*x.shape[:-1], y.shape[-1])
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, weight, a, b, h = ctx.saved_tensors
+        dy2 = dy.reshape(-1, dy.shape[-1]).to(weight.dtype)
+        g = (dy2 @ b).mul_(ctx.scale)                                    # [N, r]
+        dx = None
+        if ctx.needs_input_grad[0]:
+            dx = dy2 @ weight
+            dx.addmm_(g, a)
+            dx = dx.view(ctx.x_shape).to(ctx.x_dtype)
+        d_a = (g.t() @ x2).to(ctx.param_dtypes[0]) if ctx.needs_input_grad[3] else None
+        d_b = (dy2.t() @ h).mul_(ctx.scale).to(ctx.param_dtypes[1]) if ctx.needs_input_grad[4] else None
+        return dx, None, None, d_a, d_b, None
+
+
+def _lora_layers(model) -> list:
+    return [m for m in model.modules()
+            if hasattr(m, "lora_A") and hasattr(m, "get_base_layer") and hasattr(m, "scaling")]
+
+
+def fused_lora_unsupported(module) -> str | None:
+    """Why this adapted layer keeps peft's forward; None when `_FusedLoRALinear` computes it."""
+    if module.disable_adapters:
+        return "adapters disabled"
+    if module.merged:
+        return "adapter merged into the base"
+    active = [name for name in module.active_adapters if name in module.lora_A]
+    if len(active) != 1:
+        return f"{len(active)} active adapters (one fuses)"
+    name = active[0]
+    if name in (getattr(module, "lora_variant", None) or {}) or (getattr(module, "use_dora", None) or {}).get(name):
+        return "a LoRA variant (plain LoRA only)"
+    if module.training and not isinstance(module.lora_dropout[name], torch.nn.Identity):
+        return "LoRA dropout in training mode"
+    lora_a, lora_b = module.lora_A[name], module.lora_B[name]
+    if not (isinstance(lora_a, torch.nn.Linear) and isinstance(lora_b, torch.nn.Linear)) or lora_b.bias is not None:
+        return "adapter factors other than two bias-free linear layers"
+    base = module.get_base_layer()
+    if type(base) is not torch.nn.Linear:
+        return f"base layer {type(base).__name__} (nn.Linear only)"
+    if base.weight.requires_grad or (base.bias is not None and base.bias.requires_grad):
+        return "trainable base weight"
+    if base.weight.device.type != "cpu" or hasattr(base.weight, "full_tensor"):
+        return "not a plain CPU tensor"
+    return None
+
+
+def _fused_forward(module, original, x, *args, **kwargs):
+    if args or kwargs or fused_lora_unsupported(module) is not None:
+        return original(x, *args, **kwargs)
+    [name] = [n for n in module.active_adapters if n in module.lora_A]
+    base = module.get_base_layer()
+    return _FusedLoRALinear.apply(x, base.weight, base.bias, module.lora_A[name].weight,
+                                  module.lora_B[name].weight, float(module.scaling[name]))
+
+
+@contextlib.contextmanager
+def fused_lora(model, enabled: bool = True):
+    """While the block runs, the model's LoRA layers compute through `_FusedLoRALinear`
+    (CPU tensors, one plain adapter; any other layer, and every layer with adapters
+    disabled as for the reference, keeps peft's forward). The same function as peft's;
+    float32 results agree to rounding (the forward bit for bit where the scaling is a power
+    of two, as the presets' alpha / r = 2 is)."""
+    layers = _lora_layers(model) if enabled else []
+    saved = []
+    for module in layers:
+        saved.append((module, module.__dict__.get("forward")))
+        original = module.forward
+        module.forward = lambda x, *a, _m=module, _o=original, **kw: _fused_forward(_m, _o, x, *a, **kw)
+    try:
+        yield
+    finally:
+        for module, previous in saved:
+            if previous is None:
+                del module.forward
+            else:
+                module.forward = previous

@@ -140,23 +140,32 @@ def test_chunked_head_gradient_is_exact():
     assert torch.allclose(fn(hidden, weight), want, atol=1e-12)
 
 
+@pytest.mark.parametrize("frozen_head", [False, True])
 @pytest.mark.parametrize("tile", [4, 5, 11])
-def test_head_tiled_over_the_vocabulary_is_exact(monkeypatch, tile):
+def test_head_tiled_over_the_vocabulary_is_exact(monkeypatch, tile, frozen_head):
     """Several vocabulary tiles (the last one short, targets in every tile): the running
-    logsumexp and the per-tile backward give log_softmax's values and gradients.
+    logsumexp and the per-tile backward give log_softmax's values and gradients; with a
+    frozen head (LoRA's), the hidden states' gradient from the forward's softmax @ W.
     Faults tried: the running sum not rescaled when the maximum grows (values off by
-    up to 2), the target picked from the first tile only (values off) -- both fail here."""
+    up to 2), the target picked from the first tile only (values off), softmax @ W not
+    rescaled with the running maximum (frozen head's gradient off) -- each fails here."""
     import codea1.logprobs as logprobs
 
     monkeypatch.setattr(logprobs, "VOCAB_TILE", tile)
     torch.manual_seed(2)
     hidden = torch.randn(9, 5, dtype=torch.float64, requires_grad=True)
-    weight = torch.randn(13, 5, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(13, 5, dtype=torch.float64, requires_grad=not frozen_head)
     targets = torch.tensor([0, 3, 4, 5, 8, 9, 10, 12, 12])
     fn = lambda h, w: _SampledTokenLogprob.apply(h, w, targets, 4)  # noqa: E731
     want = torch.log_softmax(hidden @ weight.T, -1).gather(-1, targets[:, None]).squeeze(-1)
     assert torch.allclose(fn(hidden, weight), want, atol=1e-12)
     assert torch.autograd.gradcheck(fn, (hidden, weight))
+    if frozen_head:  # the backward taken from the forward's softmax @ W, not a recomputation
+        out = _SampledTokenLogprob.apply(hidden, weight, targets, 4)
+        assert out.grad_fn.expect
+        (g,) = torch.autograd.grad(out.sum() * 0.5, hidden)
+        (g_want,) = torch.autograd.grad(want.sum() * 0.5, hidden)
+        assert torch.allclose(g, g_want, atol=1e-12)
 
 
 def _update_grads(model, seqs, cfg, old, ref):

@@ -268,3 +268,36 @@ def test_gradient_checkpointing_gives_the_gradients_of_a_run_without_it(tiny_dir
     assert len(plain) == len(checkpointed) > 0 and all(g.abs().sum() > 0 for g in plain)
     for a, b in zip(plain, checkpointed):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-7)
+
+
+_FAULTS_SCRIPT = """
+import sys, torch
+from codea1.models import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+def faults():
+    return int(open("/proc/self/stat").read().split()[9])
+def micro_batch():  # a forward's activations (13.6 MB each), held until its backward frees them all
+    held = [torch.empty(699, 4864).fill_(1.0) for _ in range(24)]
+    del held
+micro_batch()  # the first one faults its memory in either way
+start = faults()
+for _ in range(5):
+    micro_batch()
+print(faults() - start)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux) to count page faults")
+def test_keep_freed_memory_stops_the_page_faults_of_large_tensors():
+    import subprocess
+    import sys
+
+    def faults(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", _FAULTS_SCRIPT, mode], capture_output=True, text=True,
+                             check=True)
+        return int(out.stdout.split()[-1])
+
+    pages = 24 * 699 * 4864 * 4 // 4096     # one micro-batch's activations
+    assert faults("default") > 4 * pages    # glibc hands the freed memory back: it faults in again
+    assert faults("keep") < pages // 10     # the heap keeps it, already mapped

@@ -141,6 +141,8 @@ class Trainer:
         self._committed = False  # the step under way is past its commit point
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
+        if models.resolve_device(cfg.model.device).type == "cpu":
+            models.keep_freed_memory()  # activations reuse freed memory: no page faults an update
         # seed before the models load: LoRA initialisation draws from torch's RNG
         random.seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
