@@ -518,7 +518,9 @@ def update_role(policies, role: str, optimizer, seqs: Sequence[Trajectory], cfg:
         show("reference log-probs")
         with policies.reference() as ref_model:
             ref = trajectory_logprobs(ref_model, seqs, cfg, pad_passes=pad(ref_model))
-    is_weights = rollout_correction(label, old, seqs, cfg, metrics)
+    # the engine's log-prob check only where an engine reported log-probs (vLLM); the hf engine
+    # samples with the trained weights themselves and reports none
+    is_weights = rollout_correction(label, old, seqs, cfg, metrics) if engine_logps else None
     show("gradient steps")
     with policies.role(role) as model, fused_lora(model, cfg.fused_lora):
         if hooks is None:

@@ -209,12 +209,42 @@ def test_loss_and_gradients_equal_the_per_pair_path(lora, pack):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
+def _reused_by_update_role(model, seqs, cfg) -> set[int]:
+    """The sequences whose old log-probs `grpo.update_role` leaves to the update's own first
+    pass (`skip`): the first mini-batch of its layout with `reuse_old_logprobs`, else none."""
+    import contextlib
+
+    import codea1.grpo as grpo
+
+    class OnePolicy:
+        def role(self, role):
+            return contextlib.nullcontext(model)
+
+        reference = role
+
+    asked: list[set[int]] = []
+
+    def recording(m, s, c, *, skip=(), pad_passes=None):
+        asked.append(set(skip))
+        return [None] * len(s)
+
+    saved = grpo.trajectory_logprobs, grpo.update_policy
+    grpo.trajectory_logprobs, grpo.update_policy = recording, lambda *a, **k: None
+    try:
+        grpo.update_role(OnePolicy(), "code", None, seqs, cfg, metrics={}, label="code",
+                         layout=split_mini_batches(len(seqs), cfg.mini_batches))
+    finally:
+        grpo.trajectory_logprobs, grpo.update_policy = saved
+    return asked[0]
+
+
 def test_reused_old_logprobs_equal_a_separate_pass():
     model = _lora(_lm())
     seqs = [s for s in _seqs() if s.completion_ids]
     cfg = GRPOConfig(mini_batches=2, grad_clip=1e9, kl_coef=0.0, micro_batch_tokens=16)
-    first = set(split_mini_batches(len(seqs), cfg.mini_batches)[0])  # the first mini-batch (`update_role`)
+    first = _reused_by_update_role(model, seqs, cfg)
     assert first == {0, 1, 2}
+    assert _reused_by_update_role(model, seqs, cfg.model_copy(update={"reuse_old_logprobs": False})) == set()
     full = trajectory_logprobs(model, seqs, cfg)
     partial = trajectory_logprobs(model, seqs, cfg, skip=first)
     assert [lp is None for lp in partial] == [i in first for i in range(len(seqs))]

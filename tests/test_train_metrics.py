@@ -86,6 +86,20 @@ def status_line(p: Progress) -> str:
     return f"{p.steps_text()} | {p.time_text()} | {p.phase_text()}"
 
 
+def test_the_update_names_its_part_on_the_display():
+    """`Progress.update_parts` is the `show` the update calls with each part it starts."""
+    p = Progress(10, style="rich", stream=io.StringIO(), clock=FakeClock())
+    try:
+        p.set_phase("update", 1)
+        show = p.update_parts("test", 12)
+        show("old log-probs")
+        assert "test model, 12 sequences: old log-probs" in status_line(p)
+        show("gradient steps")
+        assert "test model, 12 sequences: gradient steps" in status_line(p)
+    finally:
+        p.close()
+
+
 def test_live_display_moves_within_a_phase():
     """The picture is rebuilt at each refresh: the phase's elapsed time, the run's elapsed
     time, the ETA and the phase's own progress change while one phase runs."""

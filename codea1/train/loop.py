@@ -34,7 +34,6 @@ import random
 import time
 import warnings
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -503,7 +502,8 @@ class Trainer:
             batch = batches[key]
             layout = self.ranks.layout(batch, slots, g.mini_batches)  # in the step's global order
             if self.ranks.any(bool(batch.trajectories)):  # a rank with none still joins the others' reductions
-                show = partial(self._update_part, key, len(batch.trajectories))
+                show = (self.progress.update_parts(key, len(batch.trajectories))
+                        if self.progress is not None else None)
                 stats = grpo.update_role(self.policies, "code" if key == "shared" else key, self.optimizers[key],
                                          batch.trajectories, g, layout=layout, metrics=metrics, label=key,
                                          show=show, hooks=self.hooks)
@@ -516,12 +516,6 @@ class Trainer:
                 self.schedulers[key].step()
         self.engine.weights_changed(self.update_roles)
         return metrics
-
-    def _update_part(self, key: str, sequences: int, part: str) -> None:
-        """Name the part of the update under way on the live display (it lasts minutes on a CPU)."""
-        if self.progress is not None:
-            label = f"{key} model, {sequences} sequences: {part}"
-            self.progress.watch(lambda: label)
 
     # ------------------------------------------------------------------ validation
 

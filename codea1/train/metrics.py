@@ -237,6 +237,14 @@ class Progress:
         self.detail = detail
         self._refresh()
 
+    def update_parts(self, key: str, sequences: int) -> Callable[[str], None]:
+        """`show(part)` for `grpo.update_role`: names the part of `key`'s update under way
+        (it lasts minutes on a CPU)."""
+        def show(part: str) -> None:
+            label = f"{key} model, {sequences} sequences: {part}"
+            self.watch(lambda: label)
+        return show
+
     def step_done(self, step: int, metrics: Mapping[str, Any]) -> None:
         self.step = step
         self.current = step + 1
