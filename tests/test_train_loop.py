@@ -282,3 +282,26 @@ def test_a_new_run_refuses_an_existing_run_dir(tmp_path, tiny, scripted):
         train(_config(tiny, "golden", 1), tmp_path / "run")
     with pytest.raises(FileNotFoundError, match="not a run directory"):
         train(None, tmp_path / "elsewhere", resume=True)
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_the_step_takes_each_candidates_code_by_the_judges_fence_rule(tmp_path, tiny, lenient):
+    """The code the white-box test prompts and golden mode see is the code the judge runs:
+    `judge.lenient_code_fences` decides both (a ```py block is code only under the lenient rule).
+    Fault tried: the step's extraction back on the strict rule alone (the lenient case fails)."""
+    from codea1.rollout import Sample
+    from codea1.train.loop import Trainer
+
+    cfg = _config(tiny, "a1", 1, f"judge.lenient_code_fences={str(lenient).lower()}")
+    text = "Here it is:\n```py\ndef f():\n    return 1\n```"
+    trainer = Trainer(cfg, tmp_path / "run")
+    try:
+        trainer.generate = lambda role, prompts, n, *a, **k: [
+            [Sample(prompt_ids=[1], completion_ids=[2], text=text, truncated=False, finished=True) for _ in range(n)]
+            for _ in prompts]
+        r = trainer._draw_problems(1)
+        trainer._code_rollout(r)
+    finally:
+        trainer.close()
+    want = "def f():\n    return 1\n" if lenient else text
+    assert r.codes and all(code == want for group in r.codes for code in group)

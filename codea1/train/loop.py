@@ -386,7 +386,9 @@ class Trainer:
         seeds = sample_seeds(self.cfg.seed, r.step, "code", [(s,) for s in r.slots])
         r.code_samples = self.generate("code", [code_messages(p, own) for p in r.problems], self.cfg.rollout.n_code,
                                        self.cfg.rollout.code, r.code_stats, seeds)
-        r.codes = [[extract_code(s.text) for s in group] for group in r.code_samples]
+        # the code the judge runs (its fence rule): the white-box test prompts and golden mode see it too
+        lenient = self.cfg.judge.lenient_code_fences
+        r.codes = [[extract_code(s.text, lenient=lenient) for s in group] for group in r.code_samples]
 
     def _test_rollout(self, r: StepRollout) -> None:
         """n_test suites per candidate: white-box, each written against its candidate's code;
