@@ -10,7 +10,12 @@ summed in float32 and rounded once to the model's dtype), q/k/v fused into one m
 gate/up into another, each laid out once for oneDNN (`codea1.packed_linear`), and runs the decoder as a handful of large ops per layer:
 
 - prefill: one prompt at a time (no padding work), causal attention by `sdpa`, its keys
-  and values written straight into the rows of all its samples;
+  and values written straight into the rows of all its samples; a prompt that starts
+  like the one before it (the chat template's system turn, a test prompt's instructions
+  and question, shared by the prompts of every candidate code) computes only what
+  follows and attends to the previous prompt's keys and values for the rest
+  (`PromptMemo`): a causal model's keys and values of a prefix do not depend on what
+  comes after it;
 - decode: one token per row, attention of each key/value head's query group as one
   batched matmul over the cache (no copies to full head width), rows that finished
   dropped from the cache.
@@ -171,21 +176,35 @@ class LeanModel:
 
     # --- the two passes -------------------------------------------------------------------------
 
-    def prefill(self, prompt: list[int], cache: "KVCache", rows: torch.Tensor) -> torch.Tensor:
+    def prefill(self, prompt: list[int], cache: "KVCache", rows: torch.Tensor,
+                memo: "PromptMemo | None" = None) -> torch.Tensor:
         """Run one prompt (positions 0..T-1), write its keys/values into cache `rows`, right-
-        aligned at the cache's prompt width; returns the last position's logits [V]."""
+        aligned at the cache's prompt width; returns the last position's logits [V]. With
+        `memo`, the tokens this prompt shares with the memo's prompt are not run again: their
+        keys/values are the memo's, and the memo then holds this prompt's."""
         device = self.embed.device
-        ids = torch.tensor([prompt], dtype=torch.long, device=device)
-        t = ids.shape[1]
-        cos, sin = self._rope(torch.arange(t, device=device)[None])
+        t = len(prompt)
+        c = memo.shared(prompt) if memo is not None else 0
+        ids = torch.tensor([prompt[c:]], dtype=torch.long, device=device)
+        cos, sin = self._rope(torch.arange(c, t, device=device)[None])
         x = F.embedding(ids, self.embed)
         start = cache.width - t
+        # a query at position c + i sees keys 0 .. c + i
+        mask = torch.ones(t - c, t, dtype=torch.bool, device=device).tril(diagonal=c) if c else None
+        kv = []
         for i, layer in enumerate(self.layers):
             q, k, v = self._qkv(layer, x, cos, sin)
+            if c:
+                k = torch.cat([memo.kv[i][0][:, :, :c], k], dim=2)
+                v = torch.cat([memo.kv[i][1][:, :, :c], v], dim=2)
             cache.k[i][rows, :, start:cache.width] = k
             cache.v[i][rows, :, start:cache.width] = v
-            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.heads)
-            x = self._finish_layer(layer, x, attn.transpose(1, 2).reshape(1, t, -1))
+            kv.append((k, v))
+            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
+                                                  enable_gqa=self.kv_heads != self.heads)
+            x = self._finish_layer(layer, x, attn.transpose(1, 2).reshape(1, t - c, -1))
+        if memo is not None:
+            memo.ids, memo.kv, memo.reused = list(prompt), kv, memo.reused + c
         return self._logits(x[0, -1])
 
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: "KVCache") -> torch.Tensor:
@@ -209,6 +228,26 @@ class LeanModel:
             x = self._finish_layer(layer, x, attn.reshape(b, 1, self.heads * self.head_dim))
         cache.length += 1
         return self._logits(x[:, 0])
+
+
+class PromptMemo:
+    """The last prefilled prompt's token ids and its keys/values per layer ([1, KV, T, D]),
+    for a next prompt that starts the same way; `reused` counts the tokens not run again."""
+
+    MIN_SHARED = 8  # tokens: below this a shared start is not worth a masked attention call
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.kv: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.reused = 0
+
+    def shared(self, prompt: list[int]) -> int:
+        """How many leading tokens `prompt` takes from the memo (its last token is always run:
+        its logits start the sampling); 0 below MIN_SHARED."""
+        n, limit = 0, min(len(self.ids), len(prompt) - 1)
+        while n < limit and self.ids[n] == prompt[n]:
+            n += 1
+        return n if n >= self.MIN_SHARED else 0
 
 
 class KVCache:

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from codea1.lean_forward import KVCache, LeanModel, unsupported
+from codea1.lean_forward import KVCache, LeanModel, PromptMemo, unsupported
 from codea1.packed_linear import Linear  # noqa: E402
 from codea1.models import ModelConfig, load_policies  # noqa: E402
 from tiny_model import tiny_test_model  # noqa: E402
@@ -59,6 +59,38 @@ def test_logits_match_transformers(tiny_dir, dtype, tol):
                 assert (got[0] - want).abs().max().item() < tol, f"decode step {step}"
                 assert torch.equal(got[0], got[1])
                 positions = positions + 1
+
+
+def test_a_shared_start_is_prefilled_once_with_the_same_numbers(tiny_dir):
+    """Prompts that start alike (as one problem's test prompts do, a candidate's code after
+    the same instructions): with a PromptMemo the second computes only what follows the
+    shared start, and its logits and cached keys/values are those of its own full prefill.
+    Faults tried: the suffix attending causally from position 0 (is_causal on the
+    [suffix, whole] scores: logits off by ~0.1), the shared keys taken from the wrong end
+    of the memo (logits off) -- both fail here."""
+    pol = _policies(tiny_dir, "float32")
+    start = list(range(30, 42))                       # 12 shared tokens
+    prompts = [start + [5, 6, 7], start + [8, 9, 10, 11, 12], [1, 2, 3] + start, start + [5, 6, 7, 50]]
+    width = max(map(len, prompts))
+    with pol.role("code") as model, torch.no_grad():
+        lean = LeanModel(model)
+        alone = KVCache(lean, len(prompts), width, 1, [len(p) for p in prompts])
+        shared = KVCache(lean, len(prompts), width, 1, [len(p) for p in prompts])
+        memo = PromptMemo()
+        for r, prompt in enumerate(prompts):
+            want = lean.prefill(prompt, alone, torch.tensor([r]))
+            got = lean.prefill(prompt, shared, torch.tensor([r]), memo)
+            assert (got - want).abs().max().item() < 1e-5, f"prompt {r}"
+            full = model(input_ids=torch.tensor([prompt])).logits[0, -1]
+            assert (got - full).abs().max().item() < 1e-5, f"prompt {r} against transformers"
+        for a, b in zip(alone.k + alone.v, shared.k + shared.v):
+            assert (a - b).abs().max().item() < 1e-5
+    # shared starts: 12 (prompt 1 after 0), none (prompt 2 starts otherwise), none (3 after 2)
+    assert memo.reused == 12
+    memo.ids = list(prompts[0])
+    assert memo.shared(prompts[3]) == len(prompts[0])      # a longer prompt takes the whole memo
+    assert memo.shared(prompts[0]) == len(prompts[0]) - 1  # its last token is always run
+    assert memo.shared(start[:7] + [99, 98]) == 0          # below MIN_SHARED: not worth it
 
 
 def test_adapters_off_is_the_base_model(tiny_dir):

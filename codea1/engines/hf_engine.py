@@ -27,7 +27,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from codea1.engines.interface import RolloutEngine
-from codea1.lean_forward import KVCache, LeanModel, unsupported
+from codea1.lean_forward import KVCache, LeanModel, PromptMemo, unsupported
 from codea1.rollout import (
     GenerationInterrupted,
     GenerationStats,
@@ -294,17 +294,20 @@ class _LeanForward:
         self.lean, self.pieces, self.prompt_ids, self.cfg, self.stats = lean, pieces, prompt_ids, cfg, stats
 
     def first(self) -> "torch.Tensor":
-        """Prefill each prompt once, alone (no padding work), into the rows of its samples."""
+        """Prefill each prompt once, alone (no padding work), into the rows of its samples;
+        a prompt's start shared with the prompt before it is not run again (`PromptMemo`)."""
         lengths = [len(self.prompt_ids[p]) for p, k in self.pieces for _ in range(k)]
         width = max(lengths)
         self.cache = KVCache(self.lean, len(lengths), width, self.cfg.max_new_tokens, lengths)
         logits, row = [], 0
+        memo = PromptMemo()  # prompts that start alike (one problem's test prompts) share that start
         for p, k in self.pieces:
             rows = torch.arange(row, row + k, device=self.lean.embed.device)
-            last = self.lean.prefill(self.prompt_ids[p], self.cache, rows)
+            reused = memo.reused
+            last = self.lean.prefill(self.prompt_ids[p], self.cache, rows, memo)
             logits.append(last.expand(k, -1))
             row += k
-            self.stats.prefill_tokens += len(self.prompt_ids[p])
+            self.stats.prefill_tokens += len(self.prompt_ids[p]) - (memo.reused - reused)
         self.stats.forward_passes += 1
         self.positions = torch.tensor(lengths, dtype=torch.long, device=self.lean.embed.device)
         return torch.cat(logits)
