@@ -57,7 +57,10 @@ def test_logits_match_transformers(tiny_dir, dtype, tol):
                 got = lean.decode(torch.tensor([token, token]), positions, cache).float()
                 want = model(input_ids=torch.tensor([seq])).logits[0, -1].float()
                 assert (got[0] - want).abs().max().item() < tol, f"decode step {step}"
-                assert torch.equal(got[0], got[1])
+                # two identical rows: the same logits (to the last bit or so: a CPU's kernels may
+                # round a batch's rows differently, 1e-7 seen on an AVX2 EPYC; a row mixed up
+                # with another's cache is off by ~0.1)
+                assert (got[0] - got[1]).abs().max().item() < 1e-6
                 positions = positions + 1
 
 
@@ -124,8 +127,9 @@ def test_generate_same_samples_with_and_without(tiny_dir, dtype):
     else:
         pairs = [(x, y) for ra, rb in zip(a, b) for sa, sb in zip(ra, rb) for x, y in zip(sa, sb)]
         assert sum(x == y for x, y in pairs) >= 0.8 * len(pairs)
-    lengths = {len(ids) for row in a for ids in row}
-    assert len(lengths) > 1, "every row ran the same length: row dropping untested"
+    if dtype == "float32":  # (the exact comparison is the one that must see rows dropped)
+        lengths = {len(ids) for row in a for ids in row}
+        assert len(lengths) > 1, "every row ran the same length: row dropping untested"
 
 
 def test_cached_until_weights_change(tiny_dir):
