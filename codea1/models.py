@@ -335,9 +335,8 @@ def resolve_dtype(dtype: str, device: "torch.device | str" = "cpu") -> "torch.dt
     return names[dtype]
 
 
-# glibc's mallopt parameters (malloc.h) and the largest mmap threshold it accepts on 64 bits
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _MAX_MMAP_THRESHOLD = -1, -3, 32 * 2**20
-_TRAINING_TRIM_THRESHOLD = 2**30
+# the largest mmap threshold glibc accepts on 64 bits; the heap trimmed past this much free space
+_MAX_MMAP_THRESHOLD, _TRAINING_TRIM_THRESHOLD = 32 * 2**20, 2**30
 
 
 def keep_freed_memory() -> bool:
@@ -351,16 +350,11 @@ def keep_freed_memory() -> bool:
     and the heap trimmed only past 1 GiB of free space, those blocks come from the heap,
     already mapped: none. Returns False where the C library has no mallopt (not glibc).
     """
-    import ctypes
+    from codea1.sandbox import isolation
 
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, _MAX_MMAP_THRESHOLD)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, _TRAINING_TRIM_THRESHOLD))
+    mallopt = isolation.mallopt()
+    return mallopt is not None and bool(mallopt(isolation.M_MMAP_THRESHOLD, _MAX_MMAP_THRESHOLD)) and bool(
+        mallopt(isolation.M_TRIM_THRESHOLD, _TRAINING_TRIM_THRESHOLD))
 
 
 # --- loading ----------------------------------------------------------------------------------------

@@ -46,8 +46,6 @@ _READ_SIZE = 1 << 16
 #: The worker's own ``GLIBC_TUNABLES`` (set by the executor): malloc marks its large
 #: allocations for transparent huge pages, one page fault per 2 MB instead of per 4 kB.
 HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb=1"
-# glibc mallopt parameters (malloc.h).
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 # The worker's own malloc between forks: glibc's defaults (the trim threshold stays fixed
 # once set, where glibc would raise it after freeing large blocks; the worker's heap is small).
 _WORKER_MMAP_MAX, _WORKER_TRIM_THRESHOLD = 65536, 128 * 1024
@@ -174,7 +172,7 @@ class Worker:
         self.scratch_dirty = True
         self.host_tmp: str | None = None
         self.view: isolation.View | None = None  # what of the host the runs see (None: no root of their own)
-        self.mallopt = _mallopt()
+        self.mallopt = isolation.mallopt()  # None: the runs keep the worker's malloc, only slower
         self.isolated: frozenset = frozenset()  # the current job's calls evaluated each in a fork of its own
         self.one_process = False  # the current job's `Job.one_process`
         self.flow: tuple = (frozenset(), {}, {}, False)  # its statements, requires, distinct, one_process
@@ -716,8 +714,8 @@ class Worker:
         of its pipes here; returns its pid."""
         mallopt = self.mallopt
         if mallopt is not None:  # the child inherits the run's malloc; the worker keeps its own
-            mallopt(_M_MMAP_MAX, RUN_MMAP_MAX)
-            mallopt(_M_TRIM_THRESHOLD, RUN_TRIM_THRESHOLD)
+            mallopt(isolation.M_MMAP_MAX, RUN_MMAP_MAX)
+            mallopt(isolation.M_TRIM_THRESHOLD, RUN_TRIM_THRESHOLD)
         pid = os.fork()
         if pid == 0:
             try:
@@ -725,8 +723,8 @@ class Worker:
             finally:
                 os._exit(SETUP_FAILED_EXIT)
         if mallopt is not None:
-            mallopt(_M_MMAP_MAX, _WORKER_MMAP_MAX)
-            mallopt(_M_TRIM_THRESHOLD, _WORKER_TRIM_THRESHOLD)
+            mallopt(isolation.M_MMAP_MAX, _WORKER_MMAP_MAX)
+            mallopt(isolation.M_TRIM_THRESHOLD, _WORKER_TRIM_THRESHOLD)
         for fd in high:
             os.close(fd)
         return pid
@@ -795,18 +793,6 @@ class Worker:
                 seg["kill"] = "output"
                 break
         return exited, watch_inbox
-
-def _mallopt():
-    """glibc's ``mallopt``, or None where the C library has none (the runs then keep the
-    worker's malloc, only slower on large allocations)."""
-    import ctypes
-
-    try:
-        fn = isolation.libc().mallopt
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return fn
 
 
 class _CodeCache:

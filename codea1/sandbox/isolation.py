@@ -66,6 +66,20 @@ def libc():
     return _libc
 
 
+# glibc's mallopt parameters (malloc.h)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4
+
+
+def mallopt():
+    """glibc's ``mallopt(param, value)``, or None where the C library has none."""
+    try:
+        fn = libc().mallopt
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return fn
+
+
 def _check(ret: int, what: str) -> None:
     if ret != 0:
         e = ctypes.get_errno()
