@@ -182,7 +182,9 @@ class GenerationStats:
     prompt_tokens_dropped: int = 0
     prompts_shortened: int = 0  # test prompts whose candidate code was cut to fit (`fit_test_prompt`)
     tokens_decoded: int = 0  # grows as decoding goes (the live display reads it mid-call)
-    prefill_tokens: int = 0  # prompt tokens run through the model (each prompt once a chunk, less a start it shares with the prompt before it)
+    # prompt tokens run through the model: each prompt once a chunk, less a start it shares
+    # with the prompt before it
+    prefill_tokens: int = 0
     decode_passes: int = 0   # one-token forward passes (each reads every weight once)
 
     @property

@@ -303,11 +303,10 @@ class _LeanForward:
         memo = PromptMemo()  # prompts that start alike (one problem's test prompts) share that start
         for p, k in self.pieces:
             rows = torch.arange(row, row + k, device=self.lean.embed.device)
-            reused = memo.reused
             last = self.lean.prefill(self.prompt_ids[p], self.cache, rows, memo)
             logits.append(last.expand(k, -1))
             row += k
-            self.stats.prefill_tokens += len(self.prompt_ids[p]) - (memo.reused - reused)
+        self.stats.prefill_tokens += sum(len(self.prompt_ids[p]) for p, _ in self.pieces) - memo.reused
         self.stats.forward_passes += 1
         self.positions = torch.tensor(lengths, dtype=torch.long, device=self.lean.embed.device)
         return torch.cat(logits)
