@@ -468,6 +468,7 @@ class Policies:
     def __init__(self, cfg: ModelConfig, tokenizer, *, resolved: ResolvedModel | None = None,
                  models: dict[str, "nn.Module"], reference: "nn.Module | None", device, dtype):
         self.config = cfg
+        self.lora = cfg.uses_lora  # fixed for these weights: LoRA adapters on one base, or full copies
         self.tokenizer = tokenizer
         self.resolved = resolved
         self.device = device
@@ -494,13 +495,13 @@ class Policies:
     def module(self, role: str) -> "nn.Module":
         """The module that holds `role`'s weights (for LoRA: the shared peft model)."""
         self._check_role(role)
-        return self._models["shared"] if self.config.uses_lora else self._models[role]
+        return self._models["shared"] if self.lora else self._models[role]
 
     @contextlib.contextmanager
     def role(self, role: str) -> Iterator["nn.Module"]:
         """Yield the module with `role`'s weights active."""
         model = self.module(role)
-        if self.config.uses_lora:
+        if self.lora:
             adapter = self._adapter_name(role)
             if model.active_adapter != adapter:
                 model.set_adapter(adapter)
@@ -536,7 +537,7 @@ class Policies:
     def trainable_parameters(self, role: str) -> list["torch.nn.Parameter"]:
         """The parameters an optimiser for `role` updates (LoRA weights or the full model)."""
         self._check_role(role)
-        if not self.config.uses_lora:
+        if not self.lora:
             return [p for p in self.module(role).parameters()]
         adapter = self._adapter_name(role)
         marker = f".{adapter}."

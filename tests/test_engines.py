@@ -112,6 +112,20 @@ def test_hf_engine_is_todays_sampler(tiny_dir):
     assert all(s.logprobs is None for g in a for s in g)
 
 
+def test_an_engine_must_say_what_a_weight_change_takes():
+    """`weights_changed` is part of the contract, not a silent default: an engine that left
+    it out would sample with stale weights after every update, so it cannot be built.
+    Fault tried: the old empty default back in `RolloutEngine` (the engine builds)."""
+    from codea1.engines.interface import RolloutEngine
+
+    class Forgetful(RolloutEngine):
+        def generate(self, role, prompt_ids, n=1, sampling=None, **kwargs):
+            return [[] for _ in prompt_ids]
+
+    with pytest.raises(TypeError, match="weights_changed"):
+        Forgetful()
+
+
 # --- lora-shared: one engine, one adapter per role ---------------------------------------------
 
 

@@ -305,3 +305,33 @@ def test_the_step_takes_each_candidates_code_by_the_judges_fence_rule(tmp_path, 
         trainer.close()
     want = "def f():\n    return 1\n" if lenient else text
     assert r.codes and all(code == want for group in r.codes for code in group)
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_validation_takes_each_candidates_code_by_the_judges_fence_rule(tmp_path, tiny, lenient):
+    """Validation's golden check and its white-box test prompts see the code the judge runs,
+    as a step's do: a correct solution in a ```py block passes under the lenient rule only.
+    Fault tried: validation's extraction on the strict rule whatever the config (the lenient
+    case fails: pass rate 0, and the test prompts show the whole completion)."""
+    from codea1.rollout import Sample
+    from codea1.train.loop import Trainer
+
+    cfg = _config(tiny, "a1", 1, f"judge.lenient_code_fences={str(lenient).lower()}")
+    trainer = Trainer(cfg, tmp_path / "run")
+    shown = []
+    reference = next(p for p in trainer.heldout).reference
+
+    def scripted(role, prompts, n, *a, **k):
+        text = f"Here it is:\n```py\n{reference}```" if role == "code" else "```python\nassert True\n```"
+        shown.extend(prompts if role == "test" else [])
+        return [[Sample(prompt_ids=[1], completion_ids=[2], text=text, truncated=False, finished=True)
+                 for _ in range(n)] for _ in prompts]
+
+    try:
+        trainer.generate = scripted
+        trainer.test_prompt = lambda problem, code, *a: code   # the code each test prompt would show
+        metrics = trainer.validate()
+    finally:
+        trainer.close()
+    assert metrics["val/code_pass_rate"] == (1.0 if lenient else 0.0)
+    assert shown and all((code == reference) == lenient for code in shown)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import torch
 from transformers import DynamicCache
@@ -456,6 +456,11 @@ class HFEngine(RolloutEngine):
                  should_stop: Callable[[], bool] | None = None) -> list[list["Sample"]]:
         return generate(self.policies, role, [list(p) for p in prompt_ids], n=n, sampling=sampling,
                         generator=generator, seeds=seeds, stats=stats, should_stop=should_stop)
+
+    def weights_changed(self, keys: Iterable[str]) -> None:
+        """Nothing to copy: it samples with the trained modules themselves (their merged
+        sampling weights went in `release_memory`, before the update, and are rebuilt at
+        the next rollout)."""
 
     def release_memory(self) -> None:
         """Drop the merged sampling weights (`lean_model`) before the update needs the memory."""

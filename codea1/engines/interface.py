@@ -45,8 +45,12 @@ class RolloutEngine(abc.ABC):
         returns true (how often it is polled depends on the engine).
         """
 
+    @abc.abstractmethod
     def weights_changed(self, keys: Iterable[str]) -> None:
-        """The weight sets `keys` (`code`, `test` or `shared`) were just updated."""
+        """The weight sets `keys` (`code`, `test` or `shared`) were just updated.
+
+        Abstract: every engine says what keeping up takes (an engine that forgot would
+        sample with stale weights without a word)."""
 
     def release_memory(self) -> None:
         """Training is about to run: give back what accelerator memory the engine can."""

@@ -136,7 +136,7 @@ class LlamaCppEngine(RolloutEngine):
         if not llamacpp_installed():
             raise EngineUnavailable(f"rollout.engine=llamacpp: llama-cpp-python is not installed; "
                                     f"{LLAMACPP_EXTRA_HINT} (it compiles llama.cpp), or use rollout.engine=hf")
-        if not policies.config.uses_lora:
+        if not policies.lora:
             raise EngineUnavailable("rollout.engine=llamacpp: only LoRA modes (lora-shared, selfplay with "
                                     "LoRA) run on llama.cpp, whose base stays the GGUF file; use rollout.engine=hf")
         self.policies = policies

@@ -163,7 +163,7 @@ class VLLMEngine(RolloutEngine):
 
     def __init__(self, policies: "Policies", cfg: VLLMConfig, *, llm_kwargs: dict[str, Any] | None = None,
                  dtype: "torch.dtype | None" = None) -> None:
-        self.lora = policies.config.uses_lora
+        self.lora = policies.lora
         if self.lora:
             check_vllm_lora_targets(policies.config.lora_target_modules, "model.lora_target_modules")
         vllm = import_vllm()

@@ -287,11 +287,19 @@ class CheckpointContents:
     state: dict[str, Any]          # state.json: step, data position, metrics offsets, config...
     weights: dict | None = None            # whole weights gathered from FSDP2 shards, or None
     optimizer_states: dict | None = None   # whole optimiser states gathered likewise, or None
+    metrics: Any = None            # the run's `MetricsLog`: how far its files go (`metrics_offsets`)
 
 
 def write_checkpoint(manager: CheckpointManager, step: int, contents: CheckpointContents) -> Path:
     """Write `step-N` atomically (`CheckpointManager.save`): the weights, optimisers and
-    schedules, the random state (`rng.pt`), the Mistake Book's copy, then state.json."""
+    schedules, the random state (`rng.pt`), the Mistake Book's copy, then state.json.
+
+    The metrics files are on disk whole before state.json records their offsets (a resume
+    cuts them back to those); a full disk while syncing them names this checkpoint."""
+    if contents.metrics is not None:
+        with naming_full_disk(manager.root / f"step-{step}"):
+            contents.metrics.sync()
+        contents.state["metrics_offsets"] = contents.metrics.offsets()
     return manager.save(step, partial(_write_contents, contents))
 
 

@@ -496,7 +496,8 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def raw_digest(data: dict[str, Any]) -> str:
-    """sha256 of a config mapping as `loop.config_digest` computes it of a `TrainConfig`."""
+    """sha256 of a config mapping (a `TrainConfig`'s `model_dump(mode="json")`): state.json's
+    `config_sha256`, which the trainer computes once when it starts."""
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 

@@ -47,7 +47,7 @@ from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, 
 from codea1.judge import Judge, ProblemRollout, StepJudge, extract_code
 from codea1.judge.golden import golden_items, golden_results
 from codea1.mistakes import MistakeBook
-from codea1.output_files import naming_full_disk, remove_stray_temps
+from codea1.output_files import remove_stray_temps
 from codea1.rollout import (
     GenerationInterrupted,
     code_messages,
@@ -132,6 +132,7 @@ class Trainer:
                  progress: Progress | None = None, ranks=None, stop: StopFlag | None = None,
                  skip_problems: Sequence[str] = ()) -> None:
         self.cfg = cfg
+        self.config_sha256 = raw_digest(cfg.model_dump(mode="json"))  # state.json's, at every checkpoint
         self.run_dir = Path(run_dir)
         self.ranks = ranks if ranks is not None else OneProcess()
         self.stop = stop if stop is not None else StopFlag(asynchronous=not self.ranks.enabled)
@@ -258,13 +259,11 @@ class Trainer:
             self.ranks.barrier()
             return None
 
-        with naming_full_disk(manager.root / f"step-{self.step}"):  # (as a full disk while writing it)
-            log.sync()  # the metrics files whole on disk before state.json records their offsets
         state = {
             "step": self.step,
             "data": self.sampler.state(),
-            "metrics_offsets": log.offsets(),
-            "config_sha256": config_digest(self.cfg),
+            "metrics_offsets": None,  # (`write_checkpoint` syncs the metrics files, then records them)
+            "config_sha256": self.config_sha256,
             "config": self.cfg.model_dump(mode="json"),  # a resume compares config.yaml with it
             "pending": self.pending,  # a step's row whose validation a stop cut short
             "skipped_problems": self.skipped_problems,
@@ -272,7 +271,7 @@ class Trainer:
             "saved_at": time.time(),
         }
         path = write_checkpoint(manager, self.step, CheckpointContents(
-            self.policies, self.optimizers, self.schedulers, self.book, state, weights, optim))
+            self.policies, self.optimizers, self.schedulers, self.book, state, weights, optim, metrics=log))
         self.ranks.barrier()
         return path
 
@@ -386,9 +385,13 @@ class Trainer:
         seeds = sample_seeds(self.cfg.seed, r.step, "code", [(s,) for s in r.slots])
         r.code_samples = self.generate("code", [code_messages(p, own) for p in r.problems], self.cfg.rollout.n_code,
                                        self.cfg.rollout.code, r.code_stats, seeds)
-        # the code the judge runs (its fence rule): the white-box test prompts and golden mode see it too
-        lenient = self.cfg.judge.lenient_code_fences
-        r.codes = [[extract_code(s.text, lenient=lenient) for s in group] for group in r.code_samples]
+        r.codes = [[self.code_of(s.text) for s in group] for group in r.code_samples]
+
+    def code_of(self, completion: str) -> str:
+        """The code of a code-model completion by the judge's fence rule (`judge.lenient_code_fences`):
+        what the judge runs is what the white-box test prompts and golden judging see, in a
+        step and in validation alike."""
+        return extract_code(completion, lenient=self.cfg.judge.lenient_code_fences)
 
     def _test_rollout(self, r: StepRollout) -> None:
         """n_test suites per candidate: white-box, each written against its candidate's code;
@@ -524,13 +527,6 @@ class Trainer:
     def validate(self) -> dict[str, Any]:
         """Held-out figures (`codea1.train.validation.validate`); every rank calls it."""
         return validate(self)
-
-
-def config_digest(cfg: TrainConfig, ignore_steps: bool = False) -> str:
-    data = cfg.model_dump(mode="json")
-    if ignore_steps:
-        data.pop("steps", None)
-    return raw_digest(data)
 
 
 # --------------------------------------------------------------------------- entry point
