@@ -70,6 +70,10 @@ class CheckpointManager:
                 found.append((int(m.group(1)), child))
         return sorted(found)
 
+    def path(self, step: int) -> Path:
+        """Where step `step`'s checkpoint lives (once written)."""
+        return self.root / f"step-{step}"
+
     def latest(self) -> Path | None:
         items = self.list()
         return items[-1][1] if items else None
@@ -81,12 +85,12 @@ class CheckpointManager:
         tmp = self.root / f"{TMP_PREFIX}{step}-{os.getpid()}"
         tmp.mkdir()
         try:
-            with naming_full_disk(self.root / f"step-{step}"):  # (the last good checkpoint stays)
+            with naming_full_disk(self.path(step)):  # (the last good checkpoint stays)
                 write(tmp)
             if not (tmp / STATE_FILE).is_file():
                 raise CheckpointError(f"checkpoint writer left no {STATE_FILE} in {tmp}")
             _fsync_tree(tmp)
-            final = self.root / f"step-{step}"
+            final = self.path(step)
             old = self._move_to_trash(final) if final.exists() else None  # re-saving a step
             os.replace(tmp, final)
             fsync_path(self.root)
@@ -297,7 +301,7 @@ def write_checkpoint(manager: CheckpointManager, step: int, contents: Checkpoint
     The metrics files are on disk whole before state.json records their offsets (a resume
     cuts them back to those); a full disk while syncing them names this checkpoint."""
     if contents.metrics is not None:
-        with naming_full_disk(manager.root / f"step-{step}"):
+        with naming_full_disk(manager.path(step)):
             contents.metrics.sync()
         contents.state["metrics_offsets"] = contents.metrics.offsets()
     return manager.save(step, partial(_write_contents, contents))
