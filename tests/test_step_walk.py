@@ -35,7 +35,7 @@ DOORS = ("engines/", "judge/", "mistakes/", "sandbox/", "train/checkpoint.py")
 #: command's codea1/cli.py and codea1/train/cli.py (which run before the first step)
 STEP_FILES = {
     "train/loop.py", "train/stopping.py", "data/sampler.py", "rollout.py", "data/stdin_io.py",
-    "engines/hf_engine.py", "judge/extract.py", "train/one_process.py", "mistakes/book.py",
+    "engines/hf_engine.py", "judge/config.py", "train/one_process.py", "mistakes/book.py",
     "judge/judge.py", "judge/outcomes.py", "grpo.py", "logprobs.py", "models.py", "train/metrics.py",
     "train/checkpoint.py",
 }

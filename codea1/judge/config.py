@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf, field_validator
 
 from codea1.interpreter import HANDOFF_INTERVAL_S
+from codea1.judge.extract import extract_code
 from codea1.sandbox.types import GOLDEN_MEMORY_MB, Limits
 
 __all__ = ["JudgeConfig", "REFERENCE_SWITCHES"]
@@ -107,6 +108,12 @@ class JudgeConfig(BaseModel):
         """Whether candidates run as the reference's one program each (module docstring of
         `codea1.judge.one_program`)."""
         return not (self.isolate_calls or self.per_call_timeouts or self.own_namespace)
+
+    def code_of(self, completion: str) -> str:
+        """The code of a code-model completion by this config's fence rule
+        (`lenient_code_fences`): what the judge runs, and so what the trainer's white-box
+        test prompts, golden judging and validation must see too."""
+        return extract_code(completion, lenient=self.lenient_code_fences)
 
     @property
     def effective_reference_limits(self) -> Limits:

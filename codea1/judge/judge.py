@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING
 
 from codea1.interpreter import gc_paused, quick_handoff
 from codea1.judge.config import JudgeConfig
-from codea1.judge.extract import extract_code
 from codea1.judge.golden import GoldenResult, golden_item, golden_results, has_golden
 from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, parse_completion, parse_tests
 from codea1.judge import program_scoring as programs
@@ -309,7 +308,7 @@ class Judge:
                 ordered.append(t.expected)
         ref_calls = list(dict.fromkeys(ordered))
         plan = _Plan(rollout, suites, mb_calls, ref_calls, expected_values, mb_skipped, apart)
-        plan.codes = [extract_code(text, lenient=config.lenient_code_fences) for text in rollout.codes]
+        plan.codes = [config.code_of(text) for text in rollout.codes]
         if not config.own_namespace:
             plan.reference_module = hoist_imports(problem.reference)
             plan.modules = [hoist_imports(code) for code in plan.codes]
@@ -687,8 +686,7 @@ class Judge:
         for problem, _code in items:
             if not has_golden(problem):
                 raise ValueError(f"problem {problem.id!r} has no golden tests (neither `tests` nor `test_program`)")
-        lenient = self.config.lenient_code_fences
-        programs = [golden_item(p, extract_code(code, lenient=lenient)) for p, code in items]
+        programs = [golden_item(p, self.config.code_of(code)) for p, code in items]
         return golden_results(self.executor, programs, self.config.golden_limits)
 
     def _by_kind(self, items: Sequence[ProblemRollout], work) -> list:

@@ -41,7 +41,6 @@ from codea1.data.stdin_io import (
     parse_io_tests,
     tolerance_of,
 )
-from codea1.judge.extract import extract_code
 from codea1.judge.golden import StdinSettings, stdin_limits  # (re-exported: their old home)
 from codea1.judge.judge import (
     DUPLICATE,
@@ -126,7 +125,7 @@ class StdinJudge:
         ordered.extend(inp for _, _, inp in mb)
         limits = stdin_limits(rollout.problem, self.config.limits, self.settings)
         plan = _Plan(rollout, suites, mb, skipped, list(dict.fromkeys(ordered)), limits)
-        plan.codes = [extract_code(text, lenient=self.config.lenient_code_fences) for text in rollout.codes]
+        plan.codes = [self.config.code_of(text) for text in rollout.codes]
         return plan
 
     def _job(self, plan: _Plan, source: str, inputs: Sequence[str], reference: bool = False) -> Job:

@@ -44,7 +44,7 @@ from codea1 import grpo, models
 from codea1.data.sampler import ProblemSampler
 from codea1.engines import make_engine
 from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, select_batches, warmup_cosine
-from codea1.judge import Judge, ProblemRollout, StepJudge, extract_code
+from codea1.judge import Judge, ProblemRollout, StepJudge
 from codea1.judge.golden import golden_items, golden_results
 from codea1.mistakes import MistakeBook
 from codea1.output_files import remove_stray_temps
@@ -385,13 +385,8 @@ class Trainer:
         seeds = sample_seeds(self.cfg.seed, r.step, "code", [(s,) for s in r.slots])
         r.code_samples = self.generate("code", [code_messages(p, own) for p in r.problems], self.cfg.rollout.n_code,
                                        self.cfg.rollout.code, r.code_stats, seeds)
-        r.codes = [[self.code_of(s.text) for s in group] for group in r.code_samples]
-
-    def code_of(self, completion: str) -> str:
-        """The code of a code-model completion by the judge's fence rule (`judge.lenient_code_fences`):
-        what the judge runs is what the white-box test prompts and golden judging see, in a
-        step and in validation alike."""
-        return extract_code(completion, lenient=self.cfg.judge.lenient_code_fences)
+        # the code the judge runs (its fence rule): the white-box test prompts and golden mode see it too
+        r.codes = [[self.cfg.judge.code_of(s.text) for s in group] for group in r.code_samples]
 
     def _test_rollout(self, r: StepRollout) -> None:
         """n_test suites per candidate: white-box, each written against its candidate's code;

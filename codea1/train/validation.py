@@ -46,7 +46,7 @@ def validate(trainer) -> dict[str, Any]:
         own = not trainer.cfg.rollout.project_code_prompt
         code_out = _validation_generate(trainer, "code", [code_messages(p, own) for p in part], v.n_code,
                                         [("validation", i) for i in idx])
-        items = golden_items(part, [[trainer.code_of(s.text) for s in g] for g in code_out])
+        items = golden_items(part, [[trainer.cfg.judge.code_of(s.text) for s in g] for g in code_out])
         gold = golden_results(trainer.executor, items, limits)
         for k, (i, p) in enumerate(zip(idx, part)):
             results = gold[k * v.n_code:(k + 1) * v.n_code]
@@ -99,7 +99,7 @@ def _validate_tests(trainer, kept) -> list[tuple[int, list[tuple[float, float]],
     (valid ratio, pass on the reference), kills of wrong codes, wrong-code suites)."""
     v = trainer.cfg.validation
     shortened = GenerationStats()
-    prompts = [trainer.test_prompt(p, trainer.code_of(s.text), v.sampling, shortened)
+    prompts = [trainer.test_prompt(p, trainer.cfg.judge.code_of(s.text), v.sampling, shortened)
                for _i, p, samples, _ in kept for s in samples]
     places = [(i, c) for i, _p, samples, _ in kept for c in range(len(samples))]
     test_out = _validation_generate(trainer, "test", prompts, v.n_test, places)
