@@ -56,6 +56,17 @@ def test_exact_sign_test_on_hand_computed_values():
     assert K_MIN == 6
 
 
+def test_sign_test_with_over_a_thousand_changed_problems():
+    """1025 or more problems changed (avg@n or a valid-test rate over a benchmark of 1100+
+    problems changes on nearly every problem) overflowed 2.0 ** m and `eval compare` failed
+    with OverflowError. Expected values from scipy.stats.binomtest(k, m, 0.5).pvalue."""
+    assert sign_test(520, 505) == pytest.approx(0.6619244473642976, rel=1e-9)
+    assert sign_test(500, 600) == pytest.approx(0.0028195449914364284, rel=1e-9)
+    assert sign_test(620, 480) == pytest.approx(2.7131381093006878e-05, rel=1e-9)
+    assert sign_test(1024, 0) == pytest.approx(1.1125369292536007e-308, rel=1e-9)
+    assert sign_test(600, 600) == 1.0
+
+
 def test_minimal_detectable_effect():
     assert Z_SUM == pytest.approx(1.95996 + 0.84162, abs=1e-4)
     assert mde(5, 50.0) is None                          # the sign test can never reach p < 0.05

@@ -64,8 +64,11 @@ def sign_test(improved: int, worsened: int) -> float:
     m = improved + worsened
     if m == 0:
         return 1.0
-    tail = sum(math.comb(m, i) for i in range(min(improved, worsened) + 1)) / 2.0 ** m
-    return min(1.0, 2.0 * tail)
+    term = tail = 1  # C(m, 0); then C(m, i) from C(m, i - 1), in exact integers
+    for i in range(1, min(improved, worsened) + 1):
+        term = term * (m - i + 1) // i
+        tail += term
+    return min(1.0, tail / 2 ** (m - 1))  # integers: 2.0 ** m overflows from m = 1024
 
 
 def mde(n: int, sd: float) -> float | None:
