@@ -261,6 +261,30 @@ def test_codes_from_judges_exactly_the_same_codes(tmp_path, scripted, executor):
     assert random_row["diff"] == 0.0 and random_row["ties"] == 2
 
 
+def test_codes_from_a_selection_that_skipped_a_problem(tmp_path, scripted, executor):
+    """A problem the first evaluation skipped (its reference fails its golden tests, as a few
+    of every benchmark's do) has no candidate codes there, nor needs any: the second judges
+    the same codes of the others. Fault seen: every problem of the data was asked for codes,
+    so `--codes-from` refused any finished evaluation that had skipped a problem ("no 4
+    candidate codes for P/bad; run that evaluation to its end first")."""
+    from codea1.data import Problem, save_problems
+
+    bad = Problem(id="P/bad", question='def one():\n    """Return 1."""\n', entry_point="one",
+                  reference="def one():\n    return 2\n", tests=["assert one() == 1"], source="toy")
+    data = tmp_path / "p.jsonl"
+    save_problems([ADD, bad, EVEN], data)
+    config = SelectConfig(n_code=4, n_test=2, bootstrap=100)
+    first, second = tmp_path / "first", tmp_path / "second"
+    summary = evaluate_selection(ModelSpec("base"), ModelSpec("tests-a"), data, first, config, executor=executor)
+    assert [s["id"] for s in summary["skipped"]] == ["P/bad"]
+    asked = len(scripted["code"])
+    summary = evaluate_selection(None, ModelSpec("tests-b"), data, second, config, executor=executor,
+                                 codes_from=first)
+    assert len(scripted["code"]) == asked           # no code sampled for the second test model
+    assert [s["id"] for s in summary["skipped"]] == ["P/bad"] and summary["sources"]["all"]["problems"] == 2
+    assert (first / "codes.jsonl").read_text() == (second / "codes.jsonl").read_text()
+
+
 def test_codes_from_refuses_other_data_model_or_settings(tmp_path, scripted, executor):
     from codea1.data import save_problems
 

@@ -35,7 +35,8 @@ Paired evaluation: `codes_from` (`--codes-from DIR`) takes the candidate codes o
 earlier selection instead of sampling new ones, so two test models pick among the same N
 codes per problem and `codea1 eval compare` sets their picks side by side. The earlier
 evaluation must be of the same data, code model and code sampling settings (N,
-temperature, top-p, new tokens, seed), and hold all N codes of every problem.
+temperature, top-p, new tokens, seed), and hold all N codes of every problem it did not
+skip (a problem it skipped has no candidates, and is skipped here too, saying so).
 """
 
 from __future__ import annotations
@@ -351,17 +352,17 @@ def _problem_rows(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _source_codes(codes_from: Path, code: ModelSpec | None, problems: Sequence["Problem"], data: str,
-                  config: SelectConfig) -> tuple[str, dict[str, dict[int, Any]]]:
+                  config: SelectConfig) -> tuple[str, dict[str, dict[int, Any]], dict[str, str]]:
     """The candidate codes of an earlier `eval select` in `codes_from`, after checking that
     they were sampled by the same code model, on the same data, with the same settings;
-    returns the code model as that evaluation named it, and its codes by problem."""
+    returns the code model as that evaluation named it, its codes by problem, and the
+    problems it skipped (which have no codes there) with why."""
     where = f"--codes-from {codes_from}"
     run_file = codes_from / RUN_FILE
     if not run_file.is_file() or "n_code" not in (source := json.loads(run_file.read_text())):
         raise ValueError(f"{where}: not an `eval select` directory (no {RUN_FILE} of one)")
-    digest = None
-    if (codes_from / SUMMARY_FILE).is_file():
-        digest = json.loads((codes_from / SUMMARY_FILE).read_text()).get("data_digest")
+    summary = json.loads((codes_from / SUMMARY_FILE).read_text()) if (codes_from / SUMMARY_FILE).is_file() else {}
+    digest = summary.get("data_digest")
     if (digest != data_digest(problems)) if digest else (source.get("data") != data):
         raise ValueError(f"{where}: its candidates are for other data ({source.get('data')!r}, not {data!r})")
     mine = config.identity()
@@ -372,12 +373,13 @@ def _source_codes(codes_from: Path, code: ModelSpec | None, problems: Sequence["
         raise ValueError(f"{where}: its candidates come from the code model {source.get('code_model')!r}, "
                          f"not {code.describe()!r}")
     codes = read_samples(codes_from / CODES_FILE) if (codes_from / CODES_FILE).is_file() else {}
-    missing = [p.id for p in problems if len(codes.get(p.id, {})) < config.n_code]
+    skipped_there = {str(s["id"]): str(s.get("reason")) for s in summary.get("skipped", [])}
+    missing = [p.id for p in problems if p.id not in skipped_there and len(codes.get(p.id, {})) < config.n_code]
     if missing:
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         raise ValueError(f"{where}: no {config.n_code} candidate codes for {', '.join(missing[:5])}{more}; "
                          "run that evaluation to its end first")
-    return str(source.get("code_model")), codes
+    return str(source.get("code_model")), codes, skipped_there
 
 
 def _copy_codes(path: Path, problems: Sequence["Problem"], codes: dict[str, dict[int, Any]], n: int) -> None:
@@ -438,8 +440,9 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
         if spec.step is not None:
             run_checkpoint(spec.model, spec.step)
     source_codes: dict[str, dict[int, Any]] = {}
+    skipped_there: dict[str, str] = {}
     if codes_from is not None:
-        described, source_codes = _source_codes(Path(codes_from), code, problems, str(data), config)
+        described, source_codes, skipped_there = _source_codes(Path(codes_from), code, problems, str(data), config)
         code = code or ModelSpec(described)
     assert code is not None
     out.mkdir(parents=True, exist_ok=True)
@@ -447,6 +450,8 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
                          **config.identity(),
                          "codes_from": None if codes_from is None else str(Path(codes_from).resolve())})
     skipped = {p.id: why for p in problems if (why := skip_reason(p))}
+    skipped.update({p.id: f"skipped by --codes-from {codes_from}: {skipped_there[p.id]}" for p in problems
+                    if p.id in skipped_there and p.id not in skipped})   # no candidates to judge
     results_path = out / PROBLEMS_FILE
     finished = _problem_rows(results_path)
     todo = [p for p in problems if p.id not in skipped and p.id not in finished]
