@@ -126,6 +126,23 @@ def test_a_lopsided_interval_without_the_sign_test_is_no_verdict(tmp_path):
     assert row["verdict"].startswith("no difference detected")
 
 
+def test_a_sign_test_against_the_interval_is_no_verdict(tmp_path):
+    """avg@16 on 400 problems: 200 problems gain one sample of 16 (+6.25 points each), 30 lose
+    all 16 (-100 each): the mean falls by (200 * 6.25 - 30 * 100) / 400 = 4.375 points and its
+    interval lies below 0, while the sign test (200 up, 30 down) is far below 0.05 the other
+    way. Fault seen: the verdict asked only that the sign test be significant, not that it
+    point the same way, and said "B worse than A" with "200 up / 30 down, sign p 5e-32"."""
+    settings = {"n": 16, "temperature": 0.7, "top_p": 0.95, "max_new_tokens": 512}
+    a = code_dir(tmp_path, "a", {f"P/{i}": 8 if i < 200 or i >= 230 else 16 for i in range(400)}, n=16,
+                 settings=settings)
+    b = code_dir(tmp_path, "b", {f"P/{i}": 9 if i < 200 else 0 if i < 230 else 8 for i in range(400)}, n=16,
+                 settings=settings)
+    row = compare([a, b], resamples=2000)["comparisons"][0]["metrics"][0]
+    assert row["diff"] == pytest.approx(-4.375) and (row["improved"], row["worsened"]) == (200, 30)
+    assert row["high"] < 0 and row["p_sign"] < 1e-20
+    assert row["verdict"] == "mixed: the mean went down but more problems went up (200 up / 30 down)"
+
+
 def test_too_few_problems_and_unpaired_ones(tmp_path):
     a = code_dir(tmp_path, "a", {f"P/{i}": i < 2 for i in range(5)})
     b = code_dir(tmp_path, "b", {f"P/{i}": True for i in range(4)})   # P/4 still pending in B

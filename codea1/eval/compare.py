@@ -19,8 +19,10 @@ averages would. Every later directory is compared with the first (A). Per metric
   the exact sign test cannot reach p < 0.05 unless at least 6 problems change, all one
   way, so no smaller difference is ever detectable;
 - a verdict: "B better than A" (or worse) only when both the interval excludes 0 and the
-  sign test gives p < 0.05 (the percentile bootstrap alone is too eager with few
-  problems); otherwise "no difference detected at this size".
+  sign test gives p < 0.05 the same way (the percentile bootstrap alone is too eager with
+  few problems); "mixed" when both are significant but point opposite ways (a metric that
+  is not 0/1, as avg@n: many problems up a little, a few down a lot); otherwise "no
+  difference detected at this size".
 
 Problems evaluated in only some of the directories (skipped, or still pending) are left
 out of the pairs and counted. Directories of another kind, data or settings are refused,
@@ -300,11 +302,12 @@ def verdict(row: dict[str, Any], a: str = "A", b: str = "B") -> str:
     """The one-line reading of a metric's comparison (see the module docstring)."""
     if row["mde"] is None:
         return f"too few problems to tell ({row['paired']}; at least {K_MIN} needed)"
-    sign_ok = row["p_sign"] is None or row["p_sign"] < LEVEL
-    if sign_ok and row["low"] > 0:
-        return f"{b} better than {a}"
-    if sign_ok and row["high"] < 0:
-        return f"{b} worse than {a}"
+    up = row["low"] > 0
+    if (up or row["high"] < 0) and (row["p_sign"] is None or row["p_sign"] < LEVEL):
+        if row["p_sign"] is not None and (row["improved"] > row["worsened"]) != up:
+            return (f"mixed: the mean went {'up' if up else 'down'} but more problems went {'down' if up else 'up'} "
+                    f"({row['improved']} up / {row['worsened']} down)")
+        return f"{b} better than {a}" if up else f"{b} worse than {a}"
     return f"no difference detected at this size (it could detect about {row['mde']:.1f} points)"
 
 
