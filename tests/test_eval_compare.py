@@ -151,6 +151,23 @@ def test_too_few_problems_and_unpaired_ones(tmp_path):
     assert result["comparisons"][0]["metrics"][0]["verdict"] == "too few problems to tell (4; at least 6 needed)"
 
 
+def test_no_problem_in_common_names_the_directory_that_has_none(tmp_path):
+    """A and B share their 40 problems, C (just started) has evaluated none of them: the
+    refusal names C. Fault seen: it always named the second directory, here B, with
+    "(first: 40 problems, this: 40)"."""
+    a = code_dir(tmp_path, "a", outcomes({1}))
+    b = code_dir(tmp_path, "b", outcomes({2}))
+    c = code_dir(tmp_path, "c", {"MBPP/900": True})
+    with pytest.raises(CompareError, match=rf"^{c}: none of its 1 problems is among the 40 evaluated in "
+                                           rf"every directory before it"):
+        compare([a, b, c])
+    with pytest.raises(CompareError, match=rf"^{c}: none of its 1 problems is among the 40 evaluated in "):
+        compare([a, c, b])
+    empty = code_dir(tmp_path, "empty", {})
+    with pytest.raises(CompareError, match=rf"^{empty}: no problem evaluated yet"):
+        compare([empty, a, b])
+
+
 def test_sampled_evaluations_compare_avg_and_pass_at_k(tmp_path):
     settings = {"n": 4, "temperature": 0.7, "top_p": 0.95, "max_new_tokens": 512}
     a = code_dir(tmp_path, "a", {f"P/{i}": 1 for i in range(8)}, n=4, settings=settings)

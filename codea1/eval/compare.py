@@ -318,11 +318,17 @@ def compare(dirs: Sequence[str | Path], resamples: int = 4000, seed: int = 0) ->
     evals = [read_evaluation(d) for d in dirs]
     check_comparable(evals)
     labels = [chr(ord("A") + i) if i < 26 else f"E{i}" for i in range(len(evals))]
-    shared = sorted(set.intersection(*(set(e.rows) for e in evals)))
-    unpaired = {lab: sorted(set(e.rows) - set(shared)) for lab, e in zip(labels, evals)}
-    if not shared:
-        raise CompareError(f"{evals[1].path}: no problem was evaluated in all the directories "
-                           f"(first: {len(evals[0].rows)} problems, this: {len(evals[1].rows)})")
+    for e in evals:
+        if not e.rows:
+            raise CompareError(f"{e.path}: no problem evaluated yet (every one pending or skipped)")
+    common = set(evals[0].rows)
+    for e in evals[1:]:
+        if not common & set(e.rows):
+            raise CompareError(f"{e.path}: none of its {len(e.rows)} problems is among the {len(common)} evaluated "
+                               "in every directory before it; compare evaluations of the same problems")
+        common &= set(e.rows)
+    shared = sorted(common)
+    unpaired = {lab: sorted(set(e.rows) - common) for lab, e in zip(labels, evals)}
     metrics = evals[0].metrics()
     names = sorted({c for m in metrics for c in (m.uses or (m.name,))})
     cols = [_columns(e, shared, names) for e in evals]
