@@ -263,6 +263,12 @@ def test_mismatched_directories_are_refused_naming_the_directory(tmp_path):
     other_data = code_dir(tmp_path, "other", outcomes({1}), data="humaneval.jsonl", digest="d2")
     with pytest.raises(CompareError, match=rf"^{other_data}: evaluated on other data \('humaneval.jsonl'\)"):
         compare([a, other_data])
+    # the same file, other problems (an evaluation run with --limit): the message must not
+    # read "other data ('mbpp-eval.jsonl') than a ('mbpp-eval.jsonl')", as it did
+    limited = code_dir(tmp_path, "limited", outcomes({1}), digest="d3")
+    with pytest.raises(CompareError, match=rf"^{limited}: evaluated on other problems of 'mbpp-eval.jsonl' than {a} "
+                                           r"\(another --limit, or the file changed\)"):
+        compare([a, limited])
     moved = code_dir(tmp_path, "moved", outcomes({1}), data="/elsewhere/mbpp-eval.jsonl")   # same digest
     assert compare([a, moved])["problems"] == 40
     sampled = code_dir(tmp_path, "sampled", outcomes({1}), settings={**CODE_SETTINGS, "max_new_tokens": 256})

@@ -255,6 +255,9 @@ def check_comparable(evals: Sequence[Evaluation]) -> None:
                                "compare evaluations of one kind")
         same_data = (e.data_digest == first.data_digest if e.data_digest and first.data_digest
                      else e.identity.get("data") == first.identity.get("data"))
+        if not same_data and e.identity.get("data") == first.identity.get("data"):
+            raise CompareError(f"{e.path}: evaluated on other problems of {e.identity.get('data')!r} than {first.path} "
+                               "(another --limit, or the file changed); compare evaluations of the same problems")
         if not same_data:
             raise CompareError(f"{e.path}: evaluated on other data ({e.identity.get('data')!r}) than {first.path} "
                                f"({first.identity.get('data')!r}); compare evaluations of the same problems")
