@@ -226,6 +226,10 @@ def test_a_figure_undefined_on_every_problem_is_shown_as_such(tmp_path):
             ["comparisons"][0]["metrics"]}
     assert rows["mut@2"]["a"] is None and rows["mut@2"]["paired"] == 0
     assert rows["mut@2"]["verdict"] == "too few problems to tell (0; at least 6 needed)"
+    # Mul (pass@k x mut@k) is then undefined too: not "no difference detected (it could detect
+    # about 85.7 points)", as it read, since there is nothing to compare
+    assert rows["Mul"]["a"] is None and rows["Mul"]["b"] is None
+    assert rows["Mul"]["verdict"] == "undefined on A and B"
     assert rows["pass@2"]["verdict"] == "B worse than A"   # 7-0 down, p 0.016
     assert (tmp_path / "cmp" / "comparison.png").stat().st_size > 1000
 

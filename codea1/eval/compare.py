@@ -305,6 +305,9 @@ def verdict(row: dict[str, Any], a: str = "A", b: str = "B") -> str:
     """The one-line reading of a metric's comparison (see the module docstring)."""
     if row["mde"] is None:
         return f"too few problems to tell ({row['paired']}; at least {K_MIN} needed)"
+    undefined = [side for side, key in ((a, "a"), (b, "b")) if not math.isfinite(row[key])]
+    if undefined:  # a product metric (Mul) over a figure defined nowhere on a side
+        return f"undefined on {' and '.join(undefined)}"
     up = row["low"] > 0
     if (up or row["high"] < 0) and (row["p_sign"] is None or row["p_sign"] < LEVEL):
         if row["p_sign"] is not None and (row["improved"] > row["worsened"]) != up:
