@@ -179,6 +179,24 @@ def test_sampled_evaluations_compare_avg_and_pass_at_k(tmp_path):
     assert rows["pass@1"]["verdict"] == "B better than A"   # 8-0, p 0.0078
 
 
+def test_the_detectable_size_of_avg_at_n_is_not_the_floor_of_a_0_1_outcome(tmp_path):
+    """avg@4 on 30 problems, 6 of them one more sample of 4 right (+25 points each): the
+    difference, 5 points, is detected (6-0, p 0.031; a resample misses all 6 with probability
+    (24/30)^30 = 0.001). Fault seen: the smallest detectable size was floored at 6 problems
+    moving by 100 points (20 points here), a bound of 0/1 outcomes, so the row said "B better
+    than A" at +5.0 beside a detectable size of 20.0. For avg@4 the floor is 6 problems moving
+    by one sample (25 points): 5.0, under the normal-theory figure."""
+    settings = {"n": 4, "temperature": 0.7, "top_p": 0.95, "max_new_tokens": 512}
+    a = code_dir(tmp_path, "a", {f"P/{i}": 2 for i in range(30)}, n=4, settings=settings)
+    b = code_dir(tmp_path, "b", {f"P/{i}": 3 if i < 6 else 2 for i in range(30)}, n=4, settings=settings)
+    row = compare([a, b])["comparisons"][0]["metrics"][0]
+    assert row["diff"] == pytest.approx(5.0) and row["p_sign"] == pytest.approx(2 / 64)
+    assert row["verdict"] == "B better than A"
+    sd = math.sqrt((6 * 20 ** 2 + 24 * 5 ** 2) / 29)   # differences 25 (6) and 0 (24), mean 5, ddof 1
+    assert row["mde"] == pytest.approx(Z_SUM * sd / math.sqrt(30))   # 5.20, above the floor 6 * 25 / 30
+    assert mde(30, 0.0, step=25.0) == pytest.approx(5.0) and mde(30, 0.0) == pytest.approx(20.0)
+
+
 def ult_dir(root: Path, name: str, rows: list[dict], digest: str = "t1") -> Path:
     out = root / name
     out.mkdir()

@@ -15,9 +15,11 @@ averages would. Every later directory is compared with the first (A). Per metric
 - the smallest difference the design could detect (`mde`): at 80% power and a two-sided
   5% level, `(z_0.975 + z_0.8) * sd / sqrt(n)`, where sd is the standard deviation of the
   per-problem differences observed (for Mul, which has no per-problem value, the
-  bootstrap's standard error stands for `sd / sqrt(n)`), but never below `100 * K_MIN / n`:
+  bootstrap's standard error stands for `sd / sqrt(n)`), but never below `K_MIN * step / n`:
   the exact sign test cannot reach p < 0.05 unless at least 6 problems change, all one
-  way, so no smaller difference is ever detectable;
+  way, so no smaller difference is ever detectable; `step` is the least a problem can
+  change by: 100 points for a 0/1 outcome, for other metrics (avg@n moves by 100/n) the
+  smallest change seen (100 when none changed);
 - a verdict: "B better than A" (or worse) only when both the interval excludes 0 and the
   sign test gives p < 0.05 the same way (the percentile bootstrap alone is too eager with
   few problems); "mixed" when both are significant but point opposite ways (a metric that
@@ -73,14 +75,15 @@ def sign_test(improved: int, worsened: int) -> float:
     return min(1.0, tail / 2 ** (m - 1))  # integers: 2.0 ** m overflows from m = 1024
 
 
-def mde(n: int, sd: float) -> float | None:
+def mde(n: int, sd: float, step: float = 100.0) -> float | None:
     """The smallest difference (points) a paired design of n problems detects with 80%
     power at the 5% level, for per-problem differences of standard deviation `sd`, and
-    never below K_MIN problems moving by 100 points (see the module docstring). None:
-    fewer than K_MIN problems, where the sign test can never reach p < 0.05."""
+    never below K_MIN problems moving by `step` points, the least one can move (100 for a
+    0/1 outcome; see the module docstring). None: fewer than K_MIN problems, where the
+    sign test can never reach p < 0.05."""
     if n < K_MIN:
         return None
-    return max(Z_SUM * sd / math.sqrt(n), 100.0 * K_MIN / n)
+    return max(Z_SUM * sd / math.sqrt(n), step * K_MIN / n)
 
 
 def binary_mde(n: int, changed: float) -> float | None:
@@ -292,8 +295,10 @@ def compare_metric(metric: Metric, a: dict[str, np.ndarray], b: dict[str, np.nda
         improved, worsened = int((d > 0).sum()), int((d < 0).sum())
         p = sign_test(improved, worsened)
         sd = float(d.std(ddof=1)) if d.size > 1 else 0.0
+        moved = np.abs(d[d != 0])
+        step = 100.0 if metric.binary or not moved.size else float(moved.min())
         out.update(paired=int(d.size), improved=improved, worsened=worsened, ties=int(d.size) - improved - worsened,
-                   p_sign=p, mde=mde(int(d.size), sd))
+                   p_sign=p, mde=mde(int(d.size), sd, step))
     else:
         sd = float(boot.std() * math.sqrt(n)) if boot.size else 0.0  # the bootstrap's standard error * sqrt(n)
         out.update(paired=n, improved=None, worsened=None, ties=None, p_sign=None, mde=mde(n, sd))
