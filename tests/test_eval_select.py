@@ -308,6 +308,13 @@ def test_codes_from_refuses_other_data_model_or_settings(tmp_path, scripted, exe
             evaluate_selection(args["code"], ModelSpec("tests-b"), args["data"], out, args["config"],
                                executor=executor, codes_from=args["codes_from"])
         assert not out.exists()
+    # the same file with other problems since (edited, or another --limit): said so, not "'x', not 'x'"
+    save_problems([ADD], data)
+    with pytest.raises(ValueError, match=r"its candidates are for other problems of '.*p\.jsonl' than these "
+                                         r"\(another --limit, or the file changed\)"):
+        evaluate_selection(None, ModelSpec("tests-b"), data, tmp_path / "refused", config, executor=executor,
+                           codes_from=first)
+    save_problems([ADD, EVEN], data)
     # an unfinished source: one problem's codes missing
     lines = (first / "codes.jsonl").read_text().splitlines()
     (first / "codes.jsonl").write_text("\n".join(x for x in lines if '"P/even"' not in x) + "\n")

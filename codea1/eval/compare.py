@@ -19,7 +19,8 @@ averages would. Every later directory is compared with the first (A). Per metric
   the exact sign test cannot reach p < 0.05 unless at least 6 problems change, all one
   way, so no smaller difference is ever detectable; `step` is the least a problem can
   change by: 100 points for a 0/1 outcome, for other metrics (avg@n moves by 100/n) the
-  smallest change seen (100 when none changed);
+  smallest change seen (100 when none changed); 80% is each test's power alone: the
+  verdict needs both, about 75% in simulation (docs/RESULTS.md);
 - a verdict: "B better than A" (or worse) only when both the interval excludes 0 and the
   sign test gives p < 0.05 the same way (the percentile bootstrap alone is too eager with
   few problems); "mixed" when both are significant but point opposite ways (a metric that

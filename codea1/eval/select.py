@@ -364,6 +364,9 @@ def _source_codes(codes_from: Path, code: ModelSpec | None, problems: Sequence["
     summary = json.loads((codes_from / SUMMARY_FILE).read_text()) if (codes_from / SUMMARY_FILE).is_file() else {}
     digest = summary.get("data_digest")
     if (digest != data_digest(problems)) if digest else (source.get("data") != data):
+        if source.get("data") == data:   # same name, other problems: the file changed, or another --limit
+            raise ValueError(f"{where}: its candidates are for other problems of {data!r} than these "
+                             "(another --limit, or the file changed)")
         raise ValueError(f"{where}: its candidates are for other data ({source.get('data')!r}, not {data!r})")
     mine = config.identity()
     diff = [f"{k} {source.get(k)!r} there vs {mine[k]!r} here" for k in CODE_SETTINGS if source.get(k) != mine[k]]
