@@ -177,6 +177,21 @@ def test_sandbox_runs_read_every_stdin_idiom_and_keep_inputs_apart(ex):
     assert program_outputs(run, 1)[0].status == "error"
 
 
+def test_a_program_that_leaves_its_work_to_a_thread_is_waited_for(ex):
+    """The contest idiom `threading.Thread(target=main).start()` (for a bigger stack) with
+    no join: Python waits for the threads that are not daemons before it exits, so what
+    they print is the program's output; a daemon thread is cut off, as at Python's exit.
+    Fault: the run's output was read as soon as the main thread ended: "" on every input."""
+    main = "import threading, time\ndef main():\n    time.sleep(0.2)\n    print(2 * int(input()))\n"
+    for source, expected in [(main + "threading.Thread(target=main).start()\n", "42\n"),
+                             (main + "threading.Thread(target=lambda: threading.Thread(target=main).start()).start()\n",
+                              "42\n"),
+                             (main + "threading.Thread(target=main, daemon=True).start()\n", "")]:
+        run = ex.run(stdin_job(source, ["21\n"], Limits(call_timeout_s=2)))
+        [out] = program_outputs(run, 1)
+        assert (out.status, out.stdout) == ("ok", expected), source
+
+
 def test_limits_fail_the_input_alone(ex):
     """Time, output and memory caps fail the input that hit them, not the others. (An
     allocation past the cap that fails at once: one the cgroup must kill can take longer

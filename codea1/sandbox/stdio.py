@@ -6,7 +6,8 @@ the untrusted source (a syntax error fails the run's program, so the code is inv
 each call `_codea1_stdin(INPUT)` is evaluated in a fork of its own (`Job.isolated`), which
 puts INPUT on file descriptor 0 (an in-memory file: `input()`, `sys.stdin`,
 `sys.stdin.buffer` and `open(0)` all read it), points descriptors 1 and 2 at in-memory
-files, runs the program as `__main__`, and returns `[status, stdout, error]`. So the warm
+files, runs the program as `__main__` (waiting, as Python does at exit, for the threads it
+started that are not daemons), and returns `[status, stdout, error]`. So the warm
 interpreter is reused, every input gets a fresh copy of the same state, and nothing one
 input's run does (globals, files, `sys.exit`) is seen by another's.
 
@@ -72,6 +73,18 @@ def _codea1_stdin(data):
         status, error = "memory", ("MemoryError: " + str(e))[:500]
     except BaseException as e:
         status, error = "error", (type(e).__name__ + ": " + str(e))[:500]
+    threading = sys.modules.get("threading")
+    if status == "ok" and threading is not None:
+        try:  # as Python's exit does: wait for the threads that are not daemons (what they print counts)
+            while True:
+                me = threading.current_thread()
+                waiting = [t for t in threading.enumerate() if t is not me and not t.daemon]
+                if not waiting:
+                    break
+                for t in waiting:
+                    t.join()
+        except BaseException:
+            pass
     for stream in (sys.stdout, stdout):
         try:
             stream.flush()
