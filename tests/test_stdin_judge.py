@@ -137,6 +137,16 @@ def test_outputs_compare_by_tokens():
     assert normalize_input("  3 \r\n1 2  \n\n") == "  3\n1 2\n" and normalize_input("\n\n") == ""
 
 
+def test_an_infinite_number_matches_only_itself_under_a_tolerance():
+    """A reference that prints `inf` (no path, no bound) is matched by `inf` alone, as
+    testlib's doubleCompare does. Fault: the relative bound `tolerance * |inf|` is inf, so
+    any number (`0`, `-inf`) matched an expected `inf`: a wrong program passed."""
+    assert outputs_match("inf", "inf", 1e-6) and outputs_match("-inf 1", "-inf 1.0000001", 1e-6)
+    assert not outputs_match("0", "inf", 1e-6) and not outputs_match("1e308", "inf", 1e-6)
+    assert not outputs_match("-inf", "inf", 1e-6) and not outputs_match("inf", "-inf", 1e-6)
+    assert not outputs_match("inf", "5", 1e-6)
+
+
 def test_the_reader_takes_what_small_models_write_and_counts_the_rest_invalid():
     text = "\n".join([
         "Test 1:", "```input", "1 2", "```", "```output", "3", "```",

@@ -137,6 +137,8 @@ def _tokens_equal(a: str, b: str, tolerance: float | None) -> bool:
         return False
     if math.isnan(x) or math.isnan(y):
         return False
+    if math.isinf(x) or math.isinf(y):  # (the relative bound of an infinity is infinite: any number is within it)
+        return x == y
     return abs(x - y) <= tolerance * max(1.0, abs(y))
 
 
