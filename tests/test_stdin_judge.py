@@ -127,6 +127,23 @@ def test_float_tolerance_and_a_special_checker(ex):
     assert r.code_rewards == [0.0]                            # 9 // 2 = 4 does not divide 9
 
 
+def test_a_checker_that_prints_decides_as_a_quiet_one(ex):
+    """A checker that prints as it checks (a debug line with the outputs) gets the same
+    verdicts as a quiet one, in the judge and for golden tests. Fault: its run's output
+    counted against the sandbox's output cap, which stopped the run once its calls had
+    printed 64 KiB: every later pair was a rejection (right written outputs wrong
+    expectations, the reference itself failed)."""
+    checker = ("def check(inp, expected, output):\n    print('checking', inp, output, '.' * 20000)\n"
+               "    return output.split() == expected.split()\n")
+    suite = "\n".join(f"```input\n{k}\n```\n```output\n{2 * k}\n```" for k in range(8))
+    judge = Judge(ex, JudgeConfig(suite_size=8))
+    [r] = judge.judge_step([ProblemRollout(_problem(DOUBLE, checker=checker), [RIGHT], [[suite]])])
+    assert (r.suites[0][0].valid, r.suites[0][0].invalid) == (8, 0) and r.code_rewards == [1.0]
+    golden = _problem(DOUBLE, tests=[(f"{k}\n", f"{2 * k}\n") for k in range(8)], checker=checker)
+    [verdict] = judge.evaluate_golden_many([(golden, RIGHT)])
+    assert verdict.passed, verdict.detail
+
+
 def test_outputs_compare_by_tokens():
     assert outputs_match("1 2\n3\n", "1\n2   3")
     assert not outputs_match("1 2", "1 2 3") and not outputs_match("12", "1 2")

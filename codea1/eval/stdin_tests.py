@@ -27,8 +27,8 @@ from codea1.data.stdin_io import checker_of, io_test, outputs_match, parse_io_te
 from codea1.eval.mutation import FAMILIES, generate_mutants
 from codea1.judge.extract import extract_code
 from codea1.eval.mutation_testing import MutationConfig
-from codea1.sandbox import Job, Limits
-from codea1.sandbox.stdio import program_outputs, stdin_job
+from codea1.sandbox import Limits
+from codea1.sandbox.stdio import checker_job, checker_verdicts, program_outputs, stdin_job
 
 if TYPE_CHECKING:
     from codea1.data import Problem
@@ -50,9 +50,7 @@ def _right(executor, problem: Problem, pairs: list[tuple[str, str, str]], limits
         return [outputs_match(out, exp, tolerance_of(problem)) for _, exp, out in pairs]
     if not pairs:
         return []
-    run = executor.run(Job(program=checker, calls=[f"check({i!r}, {e!r}, {o!r})" for i, e, o in pairs],
-                           limits=limits, isolated=list(range(len(pairs)))))
-    return [c.status == "ok" and c.value == ["bool", True] for c in run.calls] + [False] * (len(pairs) - len(run.calls))
+    return checker_verdicts(executor.run(checker_job(checker, pairs, limits)), len(pairs))
 
 
 def score_stdin_tests(executor, problem: Problem, tests: Sequence[str], k: int, *,

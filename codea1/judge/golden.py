@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from codea1.data.check import defines_call, golden_call, program_with_tests
 from codea1.data.stdin_io import checker_of, golden_io_tests, outputs_match, time_limit_of, tolerance_of
 from codea1.sandbox import Job, Limits, to_source
-from codea1.sandbox.stdio import DEFAULT_MAX_OUTPUT_BYTES, program_outputs, stdin_job
+from codea1.sandbox.stdio import DEFAULT_MAX_OUTPUT_BYTES, checker_job, checker_verdicts, program_outputs, stdin_job
 
 if TYPE_CHECKING:
     from codea1.data import Problem
@@ -162,15 +162,11 @@ def _stdin_checks(executor, work: dict[int, tuple]) -> dict[int, list[bool]]:
         if checker is None or run.status == "infra":
             continue
         outs = program_outputs(run, len(golden))
-        jobs.append(Job(program=checker, calls=[f"check({t.input!r}, {t.output!r}, {o.stdout!r})"
-                                                for t, o in zip(golden, outs)],
-                        limits=replace(limits, timeout_s=max(limits.timeout_s, 2.0 * len(golden) + 5)),
-                        isolated=list(range(len(golden)))))
+        jobs.append(checker_job(checker, [(t.input, t.output, o.stdout) for t, o in zip(golden, outs)],
+                                replace(limits, timeout_s=max(limits.timeout_s, 2.0 * len(golden) + 5))))
         places.append(k)
-    found = {}
-    for k, run in zip(places, executor.run_many(jobs) if jobs else []):
-        found[k] = [c.status == "ok" and c.value == ["bool", True] for c in run.calls] + [False] * len(work[k][1])
-    return found
+    runs = executor.run_many(jobs) if jobs else []
+    return {k: checker_verdicts(run, len(work[k][1])) for k, run in zip(places, runs)}
 
 
 def _stdin_verdict(problem: Problem, golden, run: RunResult, checked: list[bool] | None) -> GoldenResult:

@@ -58,7 +58,7 @@ from codea1.judge.judge import (
 )
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.sandbox import Job, Limits, RunResult
-from codea1.sandbox.stdio import ProgramOutput, program_outputs, stdin_job
+from codea1.sandbox.stdio import ProgramOutput, checker_job, checker_verdicts, program_outputs, stdin_job
 
 __all__ = ["StdinJudge", "StdinSettings", "stdin_limits"]
 
@@ -210,16 +210,14 @@ class StdinJudge:
         work = [(plan, pairs) for plan, pairs in work if pairs]
         if not work:
             return
-        jobs = [Job(program=checker_of(plan.rollout.problem) or "",
-                    calls=[f"check({inp!r}, {plan.ref_out[inp]!r}, {out!r})" for inp, out in pairs],
-                    limits=replace(plan.limits, timeout_s=max(plan.limits.timeout_s, 2.0 * len(pairs) + 5)),
-                    isolated=list(range(len(pairs))))
+        jobs = [checker_job(checker_of(plan.rollout.problem) or "",
+                            [(inp, plan.ref_out[inp], out) for inp, out in pairs],
+                            replace(plan.limits, timeout_s=max(plan.limits.timeout_s, 2.0 * len(pairs) + 5)))
                 for plan, pairs in work]
         for (plan, pairs), run in zip(work, self.executor.run_many(jobs)):
             if run.status == "infra":
                 plan.infra = f"checker run: {run.infra_error}"
-            for pair, call in zip(pairs, run.calls):
-                plan.checks[pair] = call.status == "ok" and call.value == ["bool", True]
+            plan.checks.update(zip(pairs, checker_verdicts(run, len(pairs))))
 
     # -- scoring ------------------------------------------------------------------------
     def _outcome_of(self, plan: _Plan, i: int) -> dict[str, tuple[bool, str | None]]:

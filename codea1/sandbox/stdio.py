@@ -25,7 +25,8 @@ from typing import Sequence
 
 from codea1.sandbox.types import CallResult, Job, Limits, RunResult
 
-__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "ProgramOutput", "harness", "program_outputs", "stdin_job"]
+__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "ProgramOutput", "checker_job", "checker_verdicts", "harness",
+           "program_outputs", "stdin_job"]
 
 #: What one run of a program may print before it counts as `output-limit`.
 DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
@@ -182,3 +183,19 @@ def program_outputs(run: RunResult, n: int) -> list[ProgramOutput]:
         return [ProgramOutput("error", error=f"the program does not run: {why}") for _ in range(n)]
     calls = list(run.calls) + [None] * (n - len(run.calls))
     return [_one(calls[i], run) for i in range(n)]
+
+
+def checker_job(checker: str, triples: Sequence[tuple[str, str, str]], limits: Limits) -> Job:
+    """One run of a problem's checker: `check(input, expected, output)` on each triple, in
+    a fork of its own. What it prints is read and discarded (`stop_on_output` off): a
+    checker that prints as it checks must not reach the output cap, which would stop the
+    run and reject every later pair."""
+    calls = [f"check({i!r}, {e!r}, {o!r})" for i, e, o in triples]
+    return Job(program=checker, calls=calls, limits=replace(limits, stop_on_output=False),
+               isolated=list(range(len(calls))))
+
+
+def checker_verdicts(run: RunResult, n: int) -> list[bool]:
+    """The `n` verdicts of a `checker_job` run: True only where `check` returned True."""
+    calls = list(run.calls)[:n]
+    return [c.status == "ok" and c.value == ["bool", True] for c in calls] + [False] * (n - len(calls))
