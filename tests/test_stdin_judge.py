@@ -4,6 +4,8 @@ rules, the test reader, the sandbox's stdin runs, and the red-team cases."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -217,6 +219,21 @@ def test_a_program_that_leaves_its_work_to_a_thread_is_waited_for(ex):
         run = ex.run(stdin_job(source, ["21\n"], Limits(call_timeout_s=2)))
         [out] = program_outputs(run, 1)
         assert (out.status, out.stdout) == ("ok", expected), source
+
+
+def test_a_programs_recursion_headroom_is_the_plain_programs(ex, tmp_path):
+    """A program has the recursion headroom of `python program.py < input`, as a function
+    candidate has (tests/test_judge_one_program.py). Fault: the harness's frames counted
+    against it (depths 995 to 998 failed here and passed in the plain program)."""
+    rec = "def rec(n):\n    return 0 if n == 0 else 1 + rec(n - 1)\nprint(rec(int(input())))\n"
+    depths = (990, 995, 998, 999)
+    path = tmp_path / "p.py"
+    path.write_text(rec)
+    plain = [subprocess.run([sys.executable, str(path)], input=f"{n}\n", capture_output=True, text=True).returncode == 0
+             for n in depths]
+    run = ex.run(stdin_job(rec, [f"{n}\n" for n in depths], Limits(call_timeout_s=2)))
+    assert [o.ok for o in program_outputs(run, len(depths))] == plain
+    assert plain[0] and not plain[-1]
 
 
 def test_limits_fail_the_input_alone(ex):

@@ -37,6 +37,9 @@ _HARNESS = '''\
 import builtins as _codea1_builtins, io as _codea1_io, os as _codea1_os, sys as _codea1_sys
 _codea1_code = compile({source!r}, "program.py", "exec", dont_inherit=True)
 _codea1_cap = {cap!r}
+# the frames between the call and the program's code that a plain `python program.py` does not
+# count (the harness's own; measured: tests/test_stdin_judge.py, the recursion headroom test)
+_CODEA1_FRAMES = 4
 
 
 def _codea1_memfile(name):
@@ -65,6 +68,7 @@ def _codea1_stdin(data):
     sys.stdout = sys.__stdout__ = stdout
     sys.stderr = sys.__stderr__ = io.open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
     status, error = "ok", None
+    sys.setrecursionlimit(sys.getrecursionlimit() + _CODEA1_FRAMES)
     try:
         exec(_codea1_code, {{"__name__": "__main__", "__builtins__": _codea1_builtins}})
     except SystemExit as e:
