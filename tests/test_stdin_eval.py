@@ -9,7 +9,7 @@ import pytest
 
 from codea1.data import Problem, bundled_problems, save_problems
 from codea1.data.stdin_io import io_test
-from codea1.sandbox import Executor
+from codea1.sandbox import Executor, RunResult
 
 PROBLEMS = {p.id: p for p in bundled_problems("stdin:all")}
 SPREAD = PROBLEMS["stdin/002-max-minus-min"]     # naive: the largest starts at 0
@@ -127,3 +127,34 @@ def test_eval_select_picks_with_generated_io_tests(tmp_path, scripted, executor)
     pair = rows[PAIR.id]
     assert pair["golden"] == [False, True, False, True] and pair["passed_tests"] == [1, 2, 1, 2]
     assert pair["selected"] == 1 and pair["selected_correct"]
+
+
+class _Lost:
+    """The executor, but the runs it names are lost to the infrastructure."""
+
+    def __init__(self, executor, single: bool, batch: bool):
+        self.executor, self.single, self.batch = executor, single, batch
+
+    def run(self, job):
+        return RunResult(status="infra", infra_error="node lost") if self.single else self.executor.run(job)
+
+    def run_many(self, jobs):
+        return [RunResult(status="infra", infra_error="node lost") for _ in jobs] if self.batch else \
+            self.executor.run_many(jobs)
+
+
+def test_eval_tests_never_score_a_sandbox_failure(executor):
+    """A mutant whose run is lost is neither killed nor counted (as for functions,
+    `MutationReport.total`); a lost reference run raises instead of making the tests
+    invalid. Fault: every lost mutant counted as killed (mut@k up) and a lost reference
+    run scored every test invalid (pass@k 0)."""
+    from codea1.eval.mutation import FAMILIES, generate_mutants
+    from codea1.eval.stdin_tests import score_stdin_tests
+
+    tests = [io_test("3\n-5 -2 -9\n", "7\n"), io_test("2\n1 4\n", "3\n")]
+    uncompiled = sum(not m.compiles for m in generate_mutants(SPREAD.reference, FAMILIES, style="text"))
+    row = score_stdin_tests(_Lost(executor, single=False, batch=True), SPREAD, tests, 2)
+    assert row["passes"] == [True, True]
+    assert (row["mutants"], row["killed"]) == (uncompiled, uncompiled)
+    with pytest.raises(RuntimeError, match="node lost"):
+        score_stdin_tests(_Lost(executor, single=True, batch=False), SPREAD, tests, 2)

@@ -8,7 +8,8 @@ the reference program and its mutants.
   is *killed* when, on the input of a valid test, it fails (error, time, memory, output
   cap) or prints something other than the reference's output: `mut@k` is the killed share
   (UnLeakedTestBench's rule: scored only where all k tests are valid), the attack rate of
-  the tests on plausible wrong programs.
+  the tests on plausible wrong programs. A mutant whose run the sandbox lost is neither
+  killed nor counted; a lost reference or checker run raises (no verdict on the tests).
 Line coverage is not measured for programs (`statements` 0).
 
 `codea1 eval select` reads the generated suites' distinct input/output pairs
@@ -27,7 +28,7 @@ from codea1.data.stdin_io import checker_of, io_test, outputs_match, parse_io_te
 from codea1.eval.mutation import FAMILIES, generate_mutants
 from codea1.judge.extract import extract_code
 from codea1.eval.mutation_testing import MutationConfig
-from codea1.sandbox import Limits
+from codea1.sandbox import Limits, RunResult
 from codea1.sandbox.stdio import checker_job, checker_verdicts, program_outputs, stdin_job
 
 if TYPE_CHECKING:
@@ -50,7 +51,14 @@ def _right(executor, problem: Problem, pairs: list[tuple[str, str, str]], limits
         return [outputs_match(out, exp, tolerance_of(problem)) for _, exp, out in pairs]
     if not pairs:
         return []
-    return checker_verdicts(executor.run(checker_job(checker, pairs, limits)), len(pairs))
+    return checker_verdicts(_ran(executor.run(checker_job(checker, pairs, limits))), len(pairs))
+
+
+def _ran(run: RunResult) -> RunResult:
+    """`run`, unless the sandbox lost it: a sandbox failure is no verdict on the tests."""
+    if run.status == "infra":
+        raise RuntimeError(f"sandbox infrastructure failure while running tests: {run.infra_error}")
+    return run
 
 
 def score_stdin_tests(executor, problem: Problem, tests: Sequence[str], k: int, *,
@@ -63,16 +71,19 @@ def score_stdin_tests(executor, problem: Problem, tests: Sequence[str], k: int, 
     per_input = max(config.call_timeout_s, time_limit_of(problem, config.call_timeout_s))
     limits = Limits(timeout_s=config.program_timeout_s, call_timeout_s=per_input, memory_mb=config.memory_mb)
     inputs = [t.input for t in parsed]
-    ref = program_outputs(executor.run(stdin_job(problem.reference, inputs, limits)), len(inputs))
+    ref = program_outputs(_ran(executor.run(stdin_job(problem.reference, inputs, limits))), len(inputs))
     right = _right(executor, problem, [(t.input, r.stdout, t.output) for t, r in zip(parsed, ref)], limits)
     passes = [r.ok and ok for r, ok in zip(ref, right)]
     mutants = generate_mutants(problem.reference, families, style=style, dedupe=dedupe)
     valid = [(t.input, r.stdout) for t, r, ok in zip(parsed, ref, passes) if ok]
-    killed, survivors = 0, []
+    killed, lost, survivors = 0, 0, []
     runnable = [m for m in mutants if m.compiles]
     killed += len(mutants) - len(runnable)  # a mutant that does not compile is killed without a run
     runs = executor.run_many([stdin_job(m.source, [i for i, _ in valid], limits) for m in runnable]) if valid else []
     for mutant, run in zip(runnable, runs):
+        if run.status == "infra":  # neither killed nor survived, as for functions (MutationReport.total)
+            lost += 1
+            continue
         outs = program_outputs(run, len(valid))
         same = _right(executor, problem, [(i, exp, o.stdout) for (i, exp), o in zip(valid, outs)], limits)
         if all(o.ok for o in outs) and all(same):
@@ -82,7 +93,7 @@ def score_stdin_tests(executor, problem: Problem, tests: Sequence[str], k: int, 
     if not valid:
         survivors = [m.description for m in runnable]
     return {"problem_id": problem.id, "tests": tests, "passes": passes + [False] * (k - len(tests)),
-            "mutants": len(mutants), "killed": killed, "equivalent_looking": 0, "survivors": survivors, "k": k}
+            "mutants": len(mutants) - lost, "killed": killed, "equivalent_looking": 0, "survivors": survivors, "k": k}
 
 
 # ---- `codea1 eval select` with generated input/output tests ------------------------------
