@@ -13,7 +13,7 @@ from codea1.data import Problem
 from codea1.data.stdin_io import io_test, normalize_input, outputs_match, parse_io_tests
 from codea1.judge import Judge, JudgeConfig, ProblemRollout
 from codea1.judge.judge import DUPLICATE, REFERENCE_RAISED, UNPARSABLE, WRONG_EXPECTATION
-from codea1.sandbox import Executor, Limits
+from codea1.sandbox import Executor, Limits, RunResult
 from codea1.sandbox.stdio import program_outputs, stdin_job
 
 
@@ -144,6 +144,25 @@ def test_a_checker_that_prints_decides_as_a_quiet_one(ex):
     golden = _problem(DOUBLE, tests=[(f"{k}\n", f"{2 * k}\n") for k in range(8)], checker=checker)
     [verdict] = judge.evaluate_golden_many([(golden, RIGHT)])
     assert verdict.passed, verdict.detail
+
+
+def test_a_lost_checker_run_is_a_sandbox_failure_of_the_golden_verdict(ex):
+    """A golden verdict whose checker run the sandbox lost is `infra` (no verdict on the
+    code), as one whose program run it lost. Fault: the lost run's verdicts read as
+    rejections, so a right program failed its golden tests (golden reward 0)."""
+    from codea1.judge.golden import golden_results
+
+    checker = "def check(inp, expected, output):\n    return output.split() == expected.split()\n"
+    problem = _problem(DOUBLE, tests=[("2\n", "4\n")], checker=checker)
+
+    class LosesCheckers:
+        def run_many(self, jobs):
+            runs = ex.run_many([j for j in jobs if j.program != checker])
+            return [RunResult(status="infra", infra_error="node lost") if j.program == checker else runs.pop(0)
+                    for j in jobs]
+
+    [verdict] = golden_results(LosesCheckers(), [(problem, DOUBLE)])
+    assert verdict.infra and "node lost" in verdict.detail
 
 
 def test_outputs_compare_by_tokens():

@@ -153,9 +153,9 @@ def golden_results(executor, items: Sequence[tuple[Problem, str]],
     return out  # type: ignore[return-value]
 
 
-def _stdin_checks(executor, work: dict[int, tuple]) -> dict[int, list[bool]]:
-    """The checker's verdicts on each printed output, for stdin problems that have a
-    checker (`work`: place -> (problem, golden tests, limits, run)); a run of its own."""
+def _stdin_checks(executor, work: dict[int, tuple]) -> dict[int, RunResult]:
+    """The checker's run on each printed output (`checker_job`), for stdin problems that
+    have a checker (`work`: place -> (problem, golden tests, limits, run))."""
     places, jobs = [], []
     for k, (problem, golden, limits, run) in work.items():
         checker = checker_of(problem)
@@ -165,16 +165,17 @@ def _stdin_checks(executor, work: dict[int, tuple]) -> dict[int, list[bool]]:
         jobs.append(checker_job(checker, [(t.input, t.output, o.stdout) for t, o in zip(golden, outs)],
                                 replace(limits, timeout_s=max(limits.timeout_s, 2.0 * len(golden) + 5))))
         places.append(k)
-    runs = executor.run_many(jobs) if jobs else []
-    return {k: checker_verdicts(run, len(work[k][1])) for k, run in zip(places, runs)}
+    return dict(zip(places, executor.run_many(jobs) if jobs else []))
 
 
-def _stdin_verdict(problem: Problem, golden, run: RunResult, checked: list[bool] | None) -> GoldenResult:
-    if run.status == "infra":
-        return GoldenResult(False, "infra", run.infra_error, wall_s=run.wall_s)
+def _stdin_verdict(problem: Problem, golden, run: RunResult, checker_run: RunResult | None) -> GoldenResult:
+    for lost in (run, checker_run):  # (a lost checker run is no rejection)
+        if lost is not None and lost.status == "infra":
+            return GoldenResult(False, "infra", lost.infra_error, wall_s=run.wall_s)
     if not run.program_ok:
         return GoldenResult(False, "error", run.program_error or run.status, wall_s=run.wall_s)
     tolerance, passed, first = tolerance_of(problem), 0, None
+    checked = None if checker_run is None else checker_verdicts(checker_run, len(golden))
     for k, (test, out) in enumerate(zip(golden, program_outputs(run, len(golden)))):
         if out.ok and (checked[k] if checked is not None else outputs_match(out.stdout, test.output, tolerance)):
             passed += 1
