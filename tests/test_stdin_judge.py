@@ -240,6 +240,18 @@ def test_a_program_that_leaves_its_work_to_a_thread_is_waited_for(ex):
         assert (out.status, out.stdout) == ("ok", expected), source
 
 
+def test_a_file_the_program_opened_on_standard_output_is_flushed_at_its_end(ex):
+    """A program that prints through its own file on descriptor 1 (`open(1, "w")`,
+    `os.fdopen(1, "w")`) and never flushes it: Python flushes it at exit, when it clears
+    the program's globals. Fault: the harness read the output with the file still
+    unflushed (a function at module level keeps the globals alive): "" printed."""
+    main = "def main():\n    print(2 * int(input()), file=f)\nmain()\n"
+    for source in ("f = open(1, 'w')\n" + main, "import os\nf = os.fdopen(1, 'w')\n" + main):
+        run = ex.run(stdin_job(source, ["21\n"], Limits(call_timeout_s=2)))
+        [out] = program_outputs(run, 1)
+        assert (out.status, out.stdout) == ("ok", "42\n"), source
+
+
 def test_a_programs_recursion_headroom_is_the_plain_programs(ex, tmp_path):
     """A program has the recursion headroom of `python program.py < input`, as a function
     candidate has (tests/test_judge_one_program.py). Fault: the harness's frames counted

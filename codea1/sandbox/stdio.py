@@ -6,10 +6,11 @@ the untrusted source (a syntax error fails the run's program, so the code is inv
 each call `_codea1_stdin(INPUT)` is evaluated in a fork of its own (`Job.isolated`), which
 puts INPUT on file descriptor 0 (an in-memory file: `input()`, `sys.stdin`,
 `sys.stdin.buffer` and `open(0)` all read it), points descriptors 1 and 2 at in-memory
-files, runs the program as `__main__` (waiting, as Python does at exit, for the threads it
-started that are not daemons), and returns `[status, stdout, error]`. So the warm
-interpreter is reused, every input gets a fresh copy of the same state, and nothing one
-input's run does (globals, files, `sys.exit`) is seen by another's.
+files, runs the program as `__main__` (ending as Python's exit does: it waits for the
+threads that are not daemons, flushes standard output, then clears the program's globals,
+so a file it opened on descriptor 1 flushes too), and returns `[status, stdout, error]`.
+So the warm interpreter is reused, every input gets a fresh copy of the same state, and
+nothing one input's run does (globals, files, `sys.exit`) is seen by another's.
 
 The call's time limit (`Limits.call_timeout_s`) is the per-input time limit, enforced
 from outside by the executor; a run killed by it resumes the remaining inputs in a fresh
@@ -69,8 +70,9 @@ def _codea1_stdin(data):
     sys.stderr = sys.__stderr__ = io.open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
     status, error = "ok", None
     sys.setrecursionlimit(sys.getrecursionlimit() + _CODEA1_FRAMES)
+    program_globals = {{"__name__": "__main__", "__builtins__": _codea1_builtins}}
     try:
-        exec(_codea1_code, {{"__name__": "__main__", "__builtins__": _codea1_builtins}})
+        exec(_codea1_code, program_globals)
     except SystemExit as e:
         if e.code is not None and e.code != 0:
             status, error = "error", "SystemExit: " + str(e.code)[:200]
@@ -93,6 +95,11 @@ def _codea1_stdin(data):
     for stream in (sys.stdout, stdout):
         try:
             stream.flush()
+        except BaseException:
+            pass
+    if status == "ok":
+        try:  # then, as Python's exit clears the modules: a file the program opened on fd 1 flushes
+            program_globals.clear()
         except BaseException:
             pass
     size = os.lseek(out, 0, 2)
