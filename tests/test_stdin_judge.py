@@ -412,3 +412,27 @@ def test_infra_failures_of_stdin_problems_are_unusable_and_name_their_tests():
     [r] = judge.infra_failures([ProblemRollout(_problem(DOUBLE), [RIGHT], [[SUITE]])], "node lost")
     assert not r.usable and r.infra_error == "infra: node lost" and r.code_rewards == [0.0]
     assert len(r.suites[0][0].tests) == 7 and r.mistake_update().failed == {}
+
+
+def test_the_reference_runs_under_the_reference_limits_memory(ex):
+    """`JudgeConfig.reference_limits` sets the reference's memory as for functions, where a
+    reference that needs more than a candidate is given it. Tried: the candidate's limits
+    for the reference run (as before): this test failed."""
+    jobs = []
+
+    class Spy:
+        def submit(self, job, priority=0.0):
+            jobs.append(job)
+            return ex.submit(job, priority=priority)
+
+        def run_many(self, many):
+            jobs.extend(many)
+            return ex.run_many(many)
+
+    config = JudgeConfig(suite_size=1, limits=Limits(memory_mb=512),
+                         reference_limits=Limits(timeout_s=60.0, memory_mb=1536))
+    suite = "```input\n2\n```\n```output\n4\n```"
+    [r] = Judge(Spy(), config).judge_step([ProblemRollout(_problem(DOUBLE), [PLUS_TWO], [[suite]])])
+    assert r.usable and r.test_rewards[0][0] > 0
+    memory = {("reference" if DOUBLE.strip() in job.program else "candidate"): job.limits.memory_mb for job in jobs}
+    assert memory == {"reference": 1536, "candidate": 512}

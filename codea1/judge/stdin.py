@@ -133,14 +133,18 @@ class StdinJudge:
         (`limits.timeout_s`, the reference `reference_limits`' plus one input's limit): once
         it is spent, the input running and every later one fail, so a program that hangs on
         every input costs seconds, not inputs x limit. `per_call_timeouts`: every input
-        gets its own limit and the run lasts as long as they need."""
+        gets its own limit and the run lasts as long as they need. The reference's memory
+        is `reference_limits`', as for functions."""
+        limits = plan.limits
+        if reference:
+            limits = replace(limits, memory_mb=self.config.effective_reference_limits.memory_mb)
         if self.config.per_call_timeouts:
             budget = None
         elif reference:
             budget = self.config.effective_reference_limits.timeout_s + plan.limits.call_timeout_s
         else:
             budget = self.config.limits.timeout_s + plan.limits.call_timeout_s
-        return stdin_job(source, inputs, plan.limits, self.settings.max_output_bytes, budget_s=budget)
+        return stdin_job(source, inputs, limits, self.settings.max_output_bytes, budget_s=budget)
 
     def _absorb_reference(self, plan: _Plan, run: RunResult) -> None:
         plan.ref_run = run
