@@ -46,6 +46,21 @@ SUITE = "\n".join([
 MISTAKE = io_test("0\n", "0\n")
 
 
+class _Spy:
+    """An executor that runs each job on `ex` and keeps it in `jobs`."""
+
+    def __init__(self, ex, jobs: list):
+        self.ex, self.jobs = ex, jobs
+
+    def submit(self, job, priority=0.0):
+        self.jobs.append(job)
+        return self.ex.submit(job, priority=priority)
+
+    def run_many(self, many):
+        self.jobs.extend(many)
+        return self.ex.run_many(many)
+
+
 def test_every_reward_rule_on_hand_computed_numbers(ex):
     """G = 8, alpha = 0.5. Kept tests t1, t2, t5, t7 (valid = 4, a wrong expectation
     counts valid); invalid = duplicate + reference raised + wrong expectation + unparsable
@@ -330,19 +345,10 @@ def test_red_team_no_expected_output_travels_into_a_candidates_run(ex):
     by the test model or printed by the reference); the checker runs apart from candidates.
     Tried: the reference's outputs in the candidate's program: this test failed."""
     jobs = []
-
-    class Spy:
-        def submit(self, job, priority=0.0):
-            jobs.append(job)
-            return ex.submit(job, priority=priority)
-
-        def run_many(self, many):
-            jobs.extend(many)
-            return ex.run_many(many)
-
+    spy = _Spy(ex, jobs)
     reference = "print(int(input()) * 1000003)\n"
     suite = "```input\n11\n```\n```output\n11000033\n```\n```input\n12\n```\n```output\n99999989\n```"
-    judge = Judge(Spy(), JudgeConfig(suite_size=2))
+    judge = Judge(spy, JudgeConfig(suite_size=2))
     [r] = judge.judge_step([ProblemRollout(_problem(reference), ["```python\nprint(1)\n```"], [[suite]])])
     assert r.usable and len(jobs) == 2
     for job in jobs:
@@ -419,20 +425,11 @@ def test_the_reference_runs_under_the_reference_limits_memory(ex):
     reference that needs more than a candidate is given it. Tried: the candidate's limits
     for the reference run (as before): this test failed."""
     jobs = []
-
-    class Spy:
-        def submit(self, job, priority=0.0):
-            jobs.append(job)
-            return ex.submit(job, priority=priority)
-
-        def run_many(self, many):
-            jobs.extend(many)
-            return ex.run_many(many)
-
+    spy = _Spy(ex, jobs)
     config = JudgeConfig(suite_size=1, limits=Limits(memory_mb=512),
                          reference_limits=Limits(timeout_s=60.0, memory_mb=1536))
     suite = "```input\n2\n```\n```output\n4\n```"
-    [r] = Judge(Spy(), config).judge_step([ProblemRollout(_problem(DOUBLE), [PLUS_TWO], [[suite]])])
+    [r] = Judge(spy, config).judge_step([ProblemRollout(_problem(DOUBLE), [PLUS_TWO], [[suite]])])
     assert r.usable and r.test_rewards[0][0] > 0
     memory = {("reference" if DOUBLE.strip() in job.program else "candidate"): job.limits.memory_mb for job in jobs}
     assert memory == {"reference": 1536, "candidate": 512}
