@@ -433,3 +433,16 @@ def test_the_reference_runs_under_the_reference_limits_memory(ex):
     assert r.usable and r.test_rewards[0][0] > 0
     memory = {("reference" if DOUBLE.strip() in job.program else "candidate"): job.limits.memory_mb for job in jobs}
     assert memory == {"reference": 1536, "candidate": 512}
+
+
+def test_an_exit_is_a_failure_exactly_when_plain_python_exits_non_zero(ex, tmp_path):
+    """`sys.exit(X)` after the answer: the run is ok where `python program.py` exits 0
+    (None, 0, False) and a failure where it exits non-zero, which the real interpreter
+    decides here (0.0 and "" are not 0 to it, 256 is). Tried: `code != 0` (as before): 0.0 was ok."""
+    for code in ["None", "0", "False", "0.0", "''", "'bye'", "3", "True", "[]", "256", "-256", "2 ** 64",
+                 "type('C', (int,), {'__eq__': lambda s, o: True})(5)"]:
+        source = f"import sys\nprint(1)\nsys.exit({code})\n"
+        (tmp_path / "p.py").write_text(source)
+        plain = subprocess.run([sys.executable, str(tmp_path / "p.py")], capture_output=True).returncode
+        [out] = program_outputs(ex.run(stdin_job(source, [""], Limits(call_timeout_s=2))), 1)
+        assert out.ok == (plain == 0), (code, plain, out.status)

@@ -43,6 +43,24 @@ _codea1_cap = {cap!r}
 _CODEA1_FRAMES = 4
 
 
+def _codea1_exits_zero(code):
+    # python program.py's exit status is 0: None, or an int (bool included) that is 0 modulo 256
+    # and fits a C long; any other object exits 1 (no method of the program's is called)
+    if code is None:
+        return True
+    if not isinstance(code, int):
+        return False
+    value = int.__int__(code)
+    return -(1 << 63) <= value < (1 << 63) and value & 0xFF == 0
+
+
+def _codea1_text(value):
+    try:
+        return str(value)
+    except BaseException:
+        return "<" + type(value).__name__ + ">"
+
+
 def _codea1_memfile(name):
     try:
         return _codea1_os.memfd_create(name)
@@ -74,8 +92,8 @@ def _codea1_stdin(data):
     try:
         exec(_codea1_code, program_globals)
     except SystemExit as e:
-        if e.code is not None and e.code != 0:
-            status, error = "error", "SystemExit: " + str(e.code)[:200]
+        if not _codea1_exits_zero(e.code):
+            status, error = "error", "SystemExit: " + _codea1_text(e.code)[:200]
     except MemoryError as e:
         status, error = "memory", ("MemoryError: " + str(e))[:500]
     except BaseException as e:
