@@ -270,3 +270,26 @@ def test_pinned_outcomes_match_cosmic_ray_mutant_by_mutant(name):
     assert got == sorted(expected)
     # and its baseline refuses a failing test, as UnLeakedTestBench's task filter needs
     assert bench.cosmic_ray(_cosmic_ray_bin(), code, ["assert False"], timeout=10.0) == (False, [])
+
+
+def test_how_much_a_reference_prints_never_decides_a_verdict(executor):
+    """pytest captures whatever the code prints, so under UnLeakedTestBench's harness a
+    reference that prints 100 KB (1000 lines of 100 bytes) still passes a right test, and a
+    mutant is killed only by a failing test. Hand count of the 27 mutants: `'x' OP 99` for
+    the 11 other operators raises TypeError (str with int): killed; 99 -> 100 or 98 prints
+    another amount and still returns 1001: survives; of `return n + 1` at n = 1000, `|` and
+    `^` give 1001 (1000 is even) and survive, the 9 other swaps and 1 -> 2 / 1 -> 0 do not;
+    `for i in []` returns 1001: survives. 5 survivors, 22 killed, all by the failing test."""
+    from codea1.eval.line_coverage import line_coverage
+
+    ref = "def f(n):\n    for i in range(n):\n        print('x' * 99)\n    return n + 1\n"
+    test = "assert f(1000) == 1001"
+    report = analyse(executor, ref, [test], mutants=generate_mutants(ref, dedupe=False))
+    assert report.test_passes_reference == [True]
+    survivors = sorted(o.mutant.description for o in report.outcomes if o.status != "killed")
+    assert survivors == ["line 2: loop over []", "line 3: 99 -> 100", "line 3: 99 -> 98", "line 4: + -> ^",
+                         "line 4: + -> |"]
+    assert report.killed == 22
+    assert all(o.detail == "a test failed" for o in report.outcomes if o.status == "killed")
+    cover = line_coverage(executor, ref, [test])
+    assert (cover.statements, cover.covered) == (4, 4)  # def, for, print, return: all run

@@ -19,7 +19,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from codea1.eval.mutation_testing import harness
+from codea1.eval.mutation_testing import harness, quiet
 from codea1.sandbox import Job
 
 _COVER_CALL = "__codea1_cover()"
@@ -90,7 +90,7 @@ def line_coverage(executor, module: str, tests: Sequence[str], limits=None) -> L
     """Statements of ``module`` (the header and the function) and how many the tests cover."""
 
     first, top, owner = statement_lines(module)
-    run = executor.run(Job(program=coverage_program(module, tests), calls=[_COVER_CALL], limits=limits))
+    run = executor.run(Job(program=coverage_program(module, tests), calls=[_COVER_CALL], limits=quiet(limits)))
     if run.status == "infra":
         raise RuntimeError(f"sandbox infrastructure failure while measuring coverage: {run.infra_error}")
     if not run.program_ok:

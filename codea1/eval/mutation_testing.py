@@ -129,11 +129,20 @@ def harness(program: str, tests: Sequence[str]) -> tuple[str, list[str], list[st
     return "\n\n".join(parts) + "\n", calls, errors
 
 
+def quiet(limits):
+    """``limits`` (default ones for None) letting a run print as much as it likes: pytest,
+    under which UnLeakedTestBench runs the tests, captures the output whole, so how much
+    the reference or a mutant prints must never fail a test or kill a mutant (past the
+    bound the output is read and dropped, see ``Limits.stop_on_output``)."""
+
+    return replace(limits or Limits(), stop_on_output=False)
+
+
 def _limits(base, call_timeout: float, n_calls: int, cfg: MutationConfig, program_s: float | None = None):
     """Limits of one mutant run: the program's own budget plus one call budget per test."""
 
     return replace(
-        base or Limits(),
+        quiet(base),
         call_timeout_s=call_timeout,
         timeout_s=(program_s or cfg.program_timeout_s) + call_timeout * n_calls,
         memory_mb=cfg.memory_mb,
@@ -200,7 +209,7 @@ def run_tests(executor, program: str, tests: Sequence[str], limits=None) -> tupl
 
     text, calls, errors = harness(program, tests)
     runnable = [c for c in calls if c]
-    run = executor.run(Job(program=text, calls=runnable, limits=limits))
+    run = executor.run(Job(program=text, calls=runnable, limits=quiet(limits)))
     if run.status == "infra":
         raise RuntimeError(f"sandbox infrastructure failure while running tests: {run.infra_error}")
     passed: list[bool] = []
