@@ -55,6 +55,21 @@ def test_select_tests_keeps_the_first_k_asserts_on_the_function():
     assert select_tests("no code at all", "clamp", 5) == []
 
 
+def test_an_assert_that_does_not_parse_takes_its_slot_and_fails(executor):
+    """The model's second assert is broken: it is one of its first k tests and fails
+    (under UnLeakedTestBench a test file that does not parse passes nothing), rather than
+    dropping out and letting the sixth assert take its place. By hand: slots 1, 3, 4, 5
+    pass, slot 2 fails: pass@5 = 80, and the baseline fails, so no mut@5."""
+    completion = ("```python\nassert clamp(5, 0, 10) == 5\nassert clamp(2, 0, 10 == 2\n"
+                  "assert clamp(-1, 0, 10) == 0\nassert clamp(11, 0, 10) == 10\nassert clamp(0, 0, 10) == 0\n"
+                  "assert clamp(10, 0, 10) == 10\n```")
+    tests = select_tests(completion, "clamp", 5)
+    assert len(tests) == 5 and tests[1] == "assert clamp(2, 0, 10 == 2"
+    score = score_tests(executor, CLAMP, tests, k=5)
+    assert score.passes == [False if i == 1 else True for i in range(5)]
+    assert score.pass_at_k == 80.0 and score.mut_at_k is None
+
+
 def test_score_counts_missing_and_wrong_tests_against_pass_at_k(executor):
     tests = ["assert clamp(5, 0, 10) == 5", "assert clamp(5, 0, 10) == 6", "assert clamp(-1, 0, 10) == 0"]
     score = score_tests(executor, CLAMP, tests, k=5)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -170,26 +171,32 @@ def _mentions(node: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
 
 
+def _is_assert_on(source: str, name: str) -> bool:
+    """Whether ``source`` is one assert on ``name``; one that does not parse counts when it
+    reads as such (``assert f(2 == 2``): it is one of the model's k tests, and fails."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return bool(re.match(r"assert\b", source.strip()) and re.search(rf"\b{re.escape(name)}\b", source))
+    return len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert) and _mentions(tree.body[0], name)
+
+
 def select_tests(completion: str, entry_point: str, k: int) -> list[str]:
     """The first ``k`` tests of a completion, as runnable snippets.
 
     ``assert CALL == EXPECTED`` tests come out of the judge's parser (assignments before
     them substituted in); any other assert that calls the function (``assert f(x)``,
     ``assert abs(f(x) - y) < 1e-6``) is kept as written, as the benchmark would run it.
-    Statements that are not asserts (helpers, prints) are not tests and are skipped.
+    Statements that are not asserts (helpers, prints) are not tests and are skipped; an
+    assert on the function that does not parse is a test that fails (it keeps its slot).
     """
 
     tests: list[str] = []
     for parsed in parse_tests(extract_test_source(completion), entry_point):
         if parsed.ok and parsed.normalized:
             tests.append(parsed.normalized)
-        else:
-            try:
-                tree = ast.parse(parsed.source)
-            except (SyntaxError, ValueError):
-                continue
-            if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert) and _mentions(tree.body[0], entry_point):
-                tests.append(parsed.source)
+        elif _is_assert_on(parsed.source, entry_point):
+            tests.append(parsed.source)
         if len(tests) == k:
             break
     return tests
