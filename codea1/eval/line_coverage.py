@@ -7,10 +7,10 @@ This module counts the same on the sandboxed executor without coverage.py:
 
 - statements: the first line of every statement of the header and the function
   (docstrings are not statements; a multi-line statement is one, at its first line);
-- covered: the module-level statements when the program runs (imports, ``def`` lines:
-  executed when pytest imports ``mod``), and the statements whose lines a ``sys.settrace``
-  line event reaches while the tests run. Every test runs, failing ones too, as pytest
-  runs them all.
+- covered: the statements whose lines a ``sys.settrace`` line event reaches while the
+  module runs (imports, ``def`` lines, class bodies, module-level branches: what runs when
+  pytest imports ``mod``, with coverage.py already measuring) and while the tests run.
+  Every test runs, failing ones too, as pytest runs them all.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from codea1.eval.mutation_testing import harness, quiet
 from codea1.sandbox import Job
 
 _COVER_CALL = "__codea1_cover()"
+_MODULE_FILE = "<codea1-module>"  # the file name the module runs under, told apart by the tracer
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,9 @@ class LineCoverage:
         return 100.0 * self.covered / self.statements if self.statements else 0.0
 
 
-def statement_lines(source: str) -> tuple[set[int], set[int], dict[int, int]]:
-    """The statements' first lines, those of module-level statements, and, for every line a
-    statement's header spans, the first line it belongs to."""
+def statement_lines(source: str) -> tuple[set[int], dict[int, int]]:
+    """The statements' first lines and, for every line a statement's header spans, the
+    first line it belongs to."""
     tree = ast.parse(source)
     docstrings = {id(n.body[0]) for n in ast.walk(tree)
                   if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -53,43 +54,49 @@ def statement_lines(source: str) -> tuple[set[int], set[int], dict[int, int]]:
         last = body[0].lineno - 1 if isinstance(body, list) and body and isinstance(body[0], ast.stmt) else node.end_lineno
         for line in range(node.lineno, max(node.lineno, last or node.lineno) + 1):
             owner.setdefault(line, node.lineno)
-    top = {n.lineno for n in tree.body if id(n) not in docstrings}
-    return first, top, owner
+    return first, owner
 
 
 def coverage_program(module: str, tests: Sequence[str]) -> str:
-    """``module`` with the tests appended and a function that runs each under a line tracer
-    and returns the lines of ``module`` it saw executed."""
-    text, calls, _ = harness(module, tests)
+    """A program that runs ``module`` (compiled as its own file, so its line numbers are
+    its own) and then each test under a line tracer, and whose call returns the lines of
+    ``module`` seen executed: at import (class bodies, module-level branches, as
+    coverage.py sees them when pytest imports ``mod``) and during the tests."""
+    boot = (
+        "import sys as __codea1_sys\n"
+        "__codea1_seen = set()\n\n"
+        "def __codea1_tracer(frame, event, arg):\n"
+        f"    if frame.f_code.co_filename != {_MODULE_FILE!r}:\n"
+        "        return None\n"
+        "    if event == 'line':\n"
+        "        __codea1_seen.add(frame.f_lineno)\n"
+        "    return __codea1_tracer\n\n"
+        "__codea1_sys.settrace(__codea1_tracer)\n"
+        "try:\n"
+        f"    exec(compile({module!r}, {_MODULE_FILE!r}, 'exec', dont_inherit=True), globals())\n"
+        "finally:\n"
+        "    __codea1_sys.settrace(None)\n"
+    )
+    text, calls, _ = harness(boot, tests)
     names = ", ".join(c[:-2] for c in calls if c)
-    last = len(module.splitlines())
     return text + (
         f"\n\ndef {_COVER_CALL[:-2]}():\n"
-        "    import sys\n"
-        "    here = sys._getframe().f_code.co_filename\n"
-        "    seen = set()\n"
-        "    def tracer(frame, event, arg):\n"
-        "        if frame.f_code.co_filename != here:\n"
-        "            return None\n"
-        f"        if event == 'line' and frame.f_lineno <= {last}:\n"
-        "            seen.add(frame.f_lineno)\n"
-        "        return tracer\n"
         f"    for test in ({names}{',' if names else ''}):\n"
-        "        sys.settrace(tracer)\n"
+        "        __codea1_sys.settrace(__codea1_tracer)\n"
         "        try:\n"
         "            test()\n"
         "        except Exception:\n"
         "            pass\n"
         "        finally:\n"
-        "            sys.settrace(None)\n"
-        "    return sorted(seen)\n"
+        "            __codea1_sys.settrace(None)\n"
+        "    return sorted(__codea1_seen)\n"
     )
 
 
 def line_coverage(executor, module: str, tests: Sequence[str], limits=None) -> LineCoverage:
     """Statements of ``module`` (the header and the function) and how many the tests cover."""
 
-    first, top, owner = statement_lines(module)
+    first, owner = statement_lines(module)
     run = executor.run(Job(program=coverage_program(module, tests), calls=[_COVER_CALL], limits=quiet(limits)))
     if run.status == "infra":
         raise RuntimeError(f"sandbox infrastructure failure while measuring coverage: {run.infra_error}")
@@ -100,5 +107,5 @@ def line_coverage(executor, module: str, tests: Sequence[str], limits=None) -> L
     value = call.value if call is not None and call.status == "ok" else None
     if isinstance(value, list) and len(value) == 2 and value[0] == "list":
         seen = {int(v[1]) for v in value[1] if isinstance(v, list) and len(v) == 2 and v[0] == "int"}
-    covered = (top & first) | {owner[line] for line in seen if line in owner}
+    covered = {owner[line] for line in seen if line in owner}
     return LineCoverage(len(first), len(covered & first))
