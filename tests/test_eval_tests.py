@@ -277,3 +277,20 @@ def test_line_coverage_counts_what_runs_when_the_module_is_imported(executor):
               '    return min(Node(x).value(), LIMIT)\n')
     got = line_coverage(executor, module, ["assert f(3) == 3"])
     assert (got.statements, got.covered) == (14, 12)
+
+
+def test_line_coverage_statements_are_the_lines_python_compiles_as_coverage_py_has_them(executor):
+    """coverage.py's statements are the lines the compiled code has (its byte code's line
+    table), not every `ast` statement: the decorator line is one besides the `def`, an
+    `except` line and a `case` line are, `global`, a bare annotation and code after
+    `return` compile to nothing and are none. coverage.py 7.18 (`coverage run --branch`
+    under pytest, Python 3.11) on this module with both tests: 13 statements (1, 2, 3, 6, 7,
+    8, 9, 11 to 16), 11 covered (all but the `except` line and its `return None`)."""
+    from codea1.eval.line_coverage import line_coverage
+
+    module = ('import functools\n@functools.lru_cache(maxsize=None)\ndef f(x):\n    global SEEN\n    y: int\n'
+              '    try:\n        y = 10 // x\n    except ZeroDivisionError:\n        return None\n'
+              '        print("never")\n    match y:\n        case 10:\n            return "ten"\n        case _:\n'
+              '            y += 0\n    return y\n')
+    got = line_coverage(executor, module, ["assert f(1) == 'ten'", "assert f(5) == 2"])
+    assert (got.statements, got.covered) == (13, 11)
