@@ -205,3 +205,27 @@ def test_bundled_stdin_problems_pass_their_tests_and_their_naive_programs_do_not
         assert [c.status for c in check_problems(naive, ex)] == ["broken"] * 25
     with pytest.raises(ValueError, match="bundled-stdin:train"):
         bundled_split("bundled-stdin:nope")
+
+
+def test_call_based_apps_rows_get_the_imports_the_apps_harness_assumes(tmp_path):
+    """APPS's and TACO's harnesses run a call-based program after their own import lines
+    (`from typing import List, Tuple`, `collections`' `Counter`, ...), so LeetCode
+    solutions (and starter code) use `List[int]` without importing it. Such a reference
+    passes its tests, and so does a candidate written the same way. Before the fix: the
+    reference failed `codea1 data check` with "NameError: name 'List' is not defined"."""
+    from codea1.data.check import golden_call
+    from codea1.sandbox import Job
+
+    solution = ("class Solution:\n    def mostCommon(self, nums: List[int]) -> int:\n"
+                "        return Counter(nums).most_common(1)[0][0]\n")
+    row = dict(apps_call_row(), solutions=json.dumps([solution]),
+               starter_code="class Solution:\n    def mostCommon(self, nums: List[int]) -> int:\n        ",
+               input_output=json.dumps({"fn_name": "mostCommon", "inputs": [[[1, 2, 2]], [[7]]],
+                                        "outputs": [[2], [7]]}))
+    [problem] = load_problems(_write_jsonl(tmp_path / "apps.jsonl", [row]))
+    with Executor(workers=1) as ex:
+        [verdict] = check_problems([problem], ex)
+        assert verdict.status == "ok", verdict.reasons
+        run = ex.run(Job(program=problem.program(solution),
+                         calls=[golden_call(t, i) for i, t in enumerate(problem.tests)]))
+    assert run.program_ok and [c.status for c in run.calls] == ["ok", "ok"], (run.program_error, run.calls)

@@ -8,6 +8,9 @@ is the argument list and each output the return value (APPS and TACO wrap it in 
 one, which is unwrapped: APPS's harness accepts either), as `assert fn(ARGS) == VALUE`
 golden tests, or `assert Solution().fn(ARGS) == VALUE` when the starter code is a LeetCode
 `class Solution` (the entry point is then `Solution`). The question shows the starter code.
+A call-based problem assumes the imports APPS's and TACO's harnesses run before the
+program (`HARNESS_IMPORTS`: LeetCode code uses `List[int]` or `Counter` unimported): they
+are its `imports`, and the reference gets those it lacks.
 The first solution is the reference (`codea1 data check` says when it fails its tests); a
 row with none loads with an empty reference and `meta.no_reference` (evaluation only).
 `meta`: `difficulty`, `time_limit_s` (TACO's `time_limit`, e.g. "2 seconds"), `url`.
@@ -25,6 +28,18 @@ from codea1.data.problem import Problem, ProblemFormatError, check_identifier, r
 NAME = "taco"
 DESCRIPTION = "TACO / APPS rows (question, solutions, input_output, starter_code), parquet or JSON"
 KEYS = frozenset({"question", "solutions", "input_output"})  # what detection looks for in a first row
+
+# What APPS's and TACO's harnesses (`testing_util`) import before a call-based program,
+# except their `import numpy as np` (a heavy import in every run, for code that rarely
+# uses it unimported).
+HARNESS_IMPORTS = "\n".join([
+    "import sys", "import time", "import itertools",
+    "from itertools import accumulate, product, permutations, combinations",
+    "import collections", "from collections import Counter, OrderedDict, deque, defaultdict, ChainMap",
+    "from functools import lru_cache", "import math",
+    "from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2",
+    "import fractions", "from typing import List, Tuple", "import random", "import heapq", "from heapq import *",
+])
 
 
 def matches(row: dict[str, Any]) -> bool:
@@ -91,5 +106,8 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     check_identifier(fn, where, "input_output.fn_name")
     entry, target = call_target(starter, fn)
     shown = question.rstrip() + ("\n\n" + starter.strip() if starter.strip() else "")
+    if reference:  # complete code, as the project's references are: the assumed imports it lacks
+        missing = [line for line in HARNESS_IMPORTS.splitlines() if line not in reference]
+        reference = "\n".join(missing + [reference]) if missing else reference
     return Problem(id=pid, question=shown, entry_point=entry, reference=reference,
-                   tests=_call_tests(io, target, where), source=source, meta=meta)
+                   tests=_call_tests(io, target, where), imports=HARNESS_IMPORTS, source=source, meta=meta)
