@@ -145,16 +145,23 @@ def lcb_row(**change):
     return row
 
 
+def lcb_functional_row(qid, question, signature, public, private):
+    """A LeetCode row: `class Solution` starter code with `signature`, (input, output) cases."""
+    def cases(pairs):
+        return [{"input": i, "output": o, "testtype": "functional"} for i, o in pairs]
+
+    return lcb_row(question_id=qid, platform="leetcode", question_content=question,
+                   starter_code=f"class Solution:\n    def {signature}:\n        ",
+                   public_test_cases=json.dumps(cases(public)), private_test_cases=_compressed(cases(private)),
+                   metadata=json.dumps({"func_name": signature.split("(")[0]}))
+
+
 def test_livecodebench_stdin_functional_and_a_hostile_pickle(tmp_path):
     """Compressed private tests are read; functional rows become `Solution().f(...)`
     asserts; a pickle that names a function (it would run code) is refused. Tried: plain
     `pickle.loads`: the hostile row ran its payload (wrote the marker file) and this failed."""
-    functional = lcb_row(
-        question_id="2999", platform="leetcode", question_content="Return x times y.",
-        starter_code="class Solution:\n    def multiply(self, x: int, y: int) -> int:\n        ",
-        public_test_cases=json.dumps([{"input": "2\n3", "output": "6", "testtype": "functional"}]),
-        private_test_cases=_compressed([{"input": "[1, 2]\n0", "output": "null", "testtype": "functional"}]),
-        metadata=json.dumps({"func_name": "multiply"}))
+    functional = lcb_functional_row("2999", "Return x times y.", "multiply(self, x: int, y: int) -> int",
+                                    [("2\n3", "6")], [("[1, 2]\n0", "null")])
     stdin, call = load_problems(_write_jsonl(tmp_path / "lcb.jsonl", [lcb_row(), functional]))
     assert stdin.kind == "stdin" and stdin.reference == "" and stdin.meta["no_reference"]
     assert [(t.input, t.output) for t in golden_io_tests(stdin)] == [("1 2\n", "3\n"), ("7 7\n", "14\n")]
@@ -229,3 +236,25 @@ def test_call_based_apps_rows_get_the_imports_the_apps_harness_assumes(tmp_path)
         run = ex.run(Job(program=problem.program(solution),
                          calls=[golden_call(t, i) for i, t in enumerate(problem.tests)]))
     assert run.program_ok and [c.status for c in run.calls] == ["ok", "ok"], (run.program_error, run.calls)
+
+
+def test_livecodebench_programs_run_after_the_imports_its_harness_assumes(tmp_path):
+    """LiveCodeBench's `testing_util` runs every program, functional or stdin, after its
+    `import_string` (`from typing import *`, `from collections import *`, `from math import
+    *`, ...), so a LeetCode answer that keeps the starter code's `List[int]` unimported
+    passes there, and so must it here. Before the fix: "NameError: name 'List' is not
+    defined" (functional) and "name 'gcd' is not defined" (stdin)."""
+    from codea1.judge.golden import golden_item, golden_results
+
+    functional = lcb_functional_row("3000", "Return the most common value.",
+                                    "mostCommon(self, nums: List[int]) -> int", [("[1, 2, 2]", "2")], [("[7]", "7")])
+    stdin = lcb_row(question_content="Print gcd(A, B).",
+                    public_test_cases=json.dumps([{"input": "4 6\n", "output": "2\n", "testtype": "stdin"}]),
+                    private_test_cases=_compressed([{"input": "9 3\n", "output": "3\n", "testtype": "stdin"}]))
+    call, io = load_problems(_write_jsonl(tmp_path / "lcb.jsonl", [functional, stdin]))
+    answers = ["class Solution:\n    def mostCommon(self, nums: List[int]) -> int:\n"
+               "        return Counter(nums).most_common(1)[0][0]\n",
+               "a, b = map(int, input().split())\nprint(gcd(a, b))\n"]
+    with Executor(workers=1) as ex:
+        results = golden_results(ex, [golden_item(call, answers[0]), golden_item(io, answers[1])])
+    assert [r.passed for r in results] == [True, True], results

@@ -8,7 +8,9 @@ every class), `metadata` (JSON text; `func_name` for functional problems), `diff
 `testtype` "stdin" rows become stdin problems; "functional" rows (LeetCode) map onto the
 function-level path: each input is its arguments as JSON, one a line, and each output the
 JSON value, as `assert Solution().FUNC(ARGS) == VALUE` golden tests (entry point
-`Solution`). LiveCodeBench ships no solutions: every problem has an empty reference and
+`Solution`). Every program runs after the imports LiveCodeBench's harness runs first
+(`HARNESS_IMPORTS`: LeetCode code keeps the starter's `List[int]` unimported): they are
+the problem's `imports`. LiveCodeBench ships no solutions: every problem has an empty reference and
 `meta.no_reference`, for `codea1 eval code`, not for training. Public tests come first
 (`meta.test_counts`).
 """
@@ -25,6 +27,14 @@ from codea1.data.stdin_io import io_test
 NAME = "livecodebench"
 DESCRIPTION = "LiveCodeBench code generation rows (question_content, public/private_test_cases, metadata)"
 KEYS = frozenset({"question_id", "question_content", "public_test_cases", "private_test_cases"})
+
+# The import lines of LiveCodeBench's `testing_util.import_string`, in its order (its
+# `from builtins import *` undoes what the star imports before it shadow, `compile`,
+# `open`, `pow`, ...); its `sys.setrecursionlimit(50000)` is not an import and is left out.
+_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",
+            "itertools", "functools", "operator", "io", "sys", "json")
+HARNESS_IMPORTS = "\n".join([f"from {m} import *" for m in _MODULES + ("builtins", "typing")]
+                             + [f"import {m}" for m in _MODULES])
 
 
 def matches(row: dict[str, Any]) -> bool:
@@ -71,8 +81,8 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     starter = row.get("starter_code") or ""
     if kinds != {"functional"}:
         return Problem(id=f"livecodebench/{qid}", question=content, entry_point="", reference="",
-                       tests=[io_test(c["input"], c["output"]) for c in cases], source="livecodebench",
-                       meta=meta, kind="stdin")
+                       tests=[io_test(c["input"], c["output"]) for c in cases], imports=HARNESS_IMPORTS,
+                       source="livecodebench", meta=meta, kind="stdin")
     info = json_column(row, "metadata", where, default={})
     fn = info.get("func_name") if isinstance(info, dict) else None
     if not isinstance(fn, str):
@@ -82,4 +92,4 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     tests = [_functional(c, target, where, f"test case {k}") for k, c in enumerate(cases)]
     shown = content.rstrip() + ("\n\n" + starter.strip() if starter.strip() else "")
     return Problem(id=f"livecodebench/{qid}", question=shown, entry_point=entry, reference="", tests=tests,
-                   source="livecodebench", meta=meta)
+                   imports=HARNESS_IMPORTS, source="livecodebench", meta=meta)
