@@ -124,6 +124,31 @@ def test_evalplus_inputs_are_not_mutated_between_reference_and_candidate(tmp_pat
     assert passes(executor, p.reference, p)
 
 
+
+def test_evalplus_mbpp_inputs_get_back_the_types_json_cannot_hold(tmp_path, executor):
+    """MbppPlus stores tuples, sets and complex numbers as JSON lists and strings, and
+    EvalPlus's `get_mbpp_plus` restores them per task (`mbpp_deserialize_inputs`) before
+    anything runs. Mbpp/106 appends a list to a tuple (`test_tup + tuple(test_list)`),
+    Mbpp/124 takes a float and a complex (stored as "0" and "1j"). Before the fix both
+    references raised on the JSON values (TypeError), so `codea1 data check` called them
+    broken and no candidate could pass."""
+    from codea1.data.check import check_problems
+
+    rows = [dict(EVALPLUS_MBPP, task_id="Mbpp/106", entry_point="add_lists",
+                 prompt='"""\nWrite a function to append the given list to the given tuples.\n"""\n',
+                 canonical_solution="def add_lists(test_list, test_tup):\n    return test_tup + tuple(test_list)\n",
+                 base_input=[[[5, 6], [9, 10]]], plus_input=[[[], [1]]], atol=0),
+            dict(EVALPLUS_MBPP, task_id="Mbpp/124", entry_point="angle_complex",
+                 prompt='"""\nWrite a function to get the angle of a complex number.\n"""\n',
+                 canonical_solution="import cmath\ndef angle_complex(a, b):\n    return cmath.phase(a + b)\n",
+                 base_input=[["0", "1j"], ["2", "1j"]], plus_input=[["0.5", "-3j"]], atol=0)]
+    tuples, angle = load_problems(write_jsonl(tmp_path / "mbpp.jsonl", rows))
+    assert [c.status for c in check_problems([tuples, angle], executor)] == ["ok", "ok"]
+    assert passes(executor, "def add_lists(test_list, test_tup):\n    return (*test_tup, *test_list)\n", tuples)
+    assert not passes(executor, "def add_lists(test_list, test_tup):\n    return [*test_tup, *test_list]\n", tuples)
+    assert passes(executor, "import math\ndef angle_complex(a, b):\n    return math.atan2(b.imag, a)\n", angle)
+
+
 # ----------------------------------------------------------------------------- KodCode
 
 KODCODE_TEST = '''

@@ -6,8 +6,11 @@ solution. The golden program here does the same inside the one sandboxed run: it
 executes the reference in a private namespace, and for every input compares the
 candidate's output with the reference's, with EvalPlus's rules (float tolerance `atol`,
 1e-6 for float outputs when `atol` is 0, NaN equals NaN; set equality and "not None"
-tasks of MBPP+; the polynomial-root check of HumanEval/32). Inputs are also kept in
-`meta` for callers that want per-input calls.
+tasks of MBPP+; the polynomial-root check of HumanEval/32). MbppPlus stores some
+inputs as JSON that cannot hold their type (tuples, sets, complex numbers); the program
+gives them back their type before any call, per task, as EvalPlus's `get_mbpp_plus`
+does (`MBPP_RESTORE`). Inputs are also kept in `meta`, as stored, for callers that want
+per-input calls.
 
 Like every golden program, it runs in the candidate's process after the candidate
 code: it checks correctness, it is not a defence against a candidate that tampers with
@@ -34,6 +37,24 @@ MBPP_SET_EQ = (
 )
 MBPP_NOT_NONE = ("check_str", "text_match_three", "text_starta_endb")
 
+# MbppPlus tasks whose stored (JSON) inputs EvalPlus turns back into tuples, sets or complex
+# numbers before running anything (evalplus/data/mbpp.py), by how: see `_codea1_restore`.
+MBPP_RESTORE = {
+    "each-tuple": (2, 116, 132, 143, 222, 261, 273, 394, 399, 421, 424, 429, 470, 560, 579, 596, 616, 630, 726,
+                   740, 744, 809),
+    "each-tuple-list": (63, 64, 70, 94, 120, 237, 272, 299, 400, 409, 417, 438, 473, 614, 780),
+    "each-tuple-tuple": (259, 401, 445),
+    "first-tuple-list": (75, 413, 444, 753),
+    "first-tuple": (250, 307, 405, 446, 617, 720, 763, 808),
+    "second-tuple": (106, 750),
+    "first-sets": (115,),
+    "float-complex": (124,),
+    "complex": (252,),
+    "first-tuple-of-items": (278,),
+    "first-dict-tuples": (722,),
+    "all-tuples": (580, 615, 791),
+}
+
 _HARNESS = '''
 import copy as _codea1_copy
 import json as _codea1_json
@@ -43,6 +64,41 @@ _CODEA1_CASES = _codea1_json.loads(__CASES__)
 _CODEA1_REFERENCE = __REFERENCE__
 _CODEA1_MODE = __MODE__
 _CODEA1_ATOL = __ATOL__
+_CODEA1_RESTORE = __RESTORE__
+
+
+def _codea1_tuples(x):
+    return tuple(_codea1_tuples(i) for i in x) if isinstance(x, list) else x
+
+
+def _codea1_restore(inp):
+    """The arguments with the types their JSON lost (`MBPP_RESTORE`)."""
+    kind, t = _CODEA1_RESTORE, tuple
+    if kind == "each-tuple":
+        return [t(a) for a in inp]
+    if kind == "each-tuple-list":
+        return [[t(b) for b in a] for a in inp]
+    if kind == "each-tuple-tuple":
+        return [t(t(b) for b in a) for a in inp]
+    if kind == "first-tuple-list":
+        return [[t(b) for b in inp[0]], *inp[1:]]
+    if kind == "first-tuple":
+        return [t(inp[0]), *inp[1:]]
+    if kind == "second-tuple":
+        return [inp[0], t(inp[1]), *inp[2:]]
+    if kind == "first-sets":  # (an empty member is EvalPlus's `{}`, a dict)
+        return [[set(b) if isinstance(b, list) and b else {} for b in inp[0]]]
+    if kind == "float-complex":
+        return [float(inp[0]), complex(inp[1])]
+    if kind == "complex":
+        return [complex(inp[0])]
+    if kind == "first-tuple-of-items":
+        return [t(t(b) if isinstance(b, list) else b for b in inp[0])]
+    if kind == "first-dict-tuples":
+        return [{k: t(v) for k, v in inp[0].items()}, *inp[1:]]
+    if kind == "all-tuples":
+        return _codea1_tuples(inp)
+    return inp
 
 
 def _codea1_is_floats(x):
@@ -91,6 +147,7 @@ def _codea1_check(candidate):
     exec(compile(_CODEA1_REFERENCE, "<reference>", "exec"), namespace)
     reference = namespace[__ENTRY__]
     for index, inp in enumerate(_CODEA1_CASES):
+        inp = _codea1_restore(inp)
         exp = reference(*_codea1_copy.deepcopy(inp))
         out = candidate(*_codea1_copy.deepcopy(inp))
         if not _codea1_same(out, exp, inp):
@@ -154,11 +211,15 @@ def convert(row: dict[str, Any], where: str) -> Problem:
         mode = "not-none"
     elif task_id == "HumanEval/32":
         mode = "poly-root"
+    number = task_id.removeprefix("Mbpp/")
+    restore = next((kind for kind, tasks in MBPP_RESTORE.items()
+                    if task_id.startswith("Mbpp/") and number.isdigit() and int(number) in tasks), None)
     values = {
         "__CASES__": repr(json.dumps(base + plus)),
         "__REFERENCE__": repr(reference),
         "__MODE__": repr(mode),
         "__ATOL__": repr(float(atol)),
+        "__RESTORE__": repr(restore),
         "__ENTRY__": repr(entry),
         "__ENTRY_NAME__": entry,
     }
