@@ -79,7 +79,7 @@ def statement_lines(source: str) -> tuple[set[int], dict[int, int]]:
         raw.update(line for _, _, line in code.co_lines() if line)
         codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
     multiline = _multiline_map(source)
-    return {multiline.get(line, line) for line in raw - docstrings} - docstrings, multiline
+    return {multiline.get(line, line) for line in raw - docstrings}, multiline
 
 
 def coverage_program(module: str, tests: Sequence[str]) -> str:

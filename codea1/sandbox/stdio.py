@@ -55,6 +55,7 @@ def _codea1_exits_zero(code):
 
 
 def _codea1_text(value):
+    # str() of the program's object, which may raise: its type's name then
     try:
         return str(value)
     except BaseException:
@@ -95,14 +96,14 @@ def _codea1_stdin(data):
         if not _codea1_exits_zero(e.code):
             status, error = "error", "SystemExit: " + _codea1_text(e.code)[:200]
     except MemoryError as e:
-        status, error = "memory", ("MemoryError: " + str(e))[:500]
+        status, error = "memory", ("MemoryError: " + _codea1_text(e))[:500]
     except BaseException as e:
-        status, error = "error", (type(e).__name__ + ": " + str(e))[:500]
+        status, error = "error", (type(e).__name__ + ": " + _codea1_text(e))[:500]
     threading = sys.modules.get("threading")
     if status == "ok" and threading is not None:
         try:  # as Python's exit does: wait for the threads that are not daemons (what they print counts)
+            me = threading.current_thread()
             while True:
-                me = threading.current_thread()
                 waiting = [t for t in threading.enumerate() if t is not me and not t.daemon]
                 if not waiting:
                     break

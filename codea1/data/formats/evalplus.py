@@ -55,6 +55,8 @@ MBPP_RESTORE = {
     "all-tuples": (580, 615, 791),
 }
 
+_RESTORE_OF = {f"Mbpp/{n}": kind for kind, tasks in MBPP_RESTORE.items() for n in tasks}  # task id -> how
+
 _HARNESS = '''
 import copy as _codea1_copy
 import json as _codea1_json
@@ -211,9 +213,7 @@ def convert(row: dict[str, Any], where: str) -> Problem:
         mode = "not-none"
     elif task_id == "HumanEval/32":
         mode = "poly-root"
-    number = task_id.removeprefix("Mbpp/")
-    restore = next((kind for kind, tasks in MBPP_RESTORE.items()
-                    if task_id.startswith("Mbpp/") and number.isdigit() and int(number) in tasks), None)
+    restore = _RESTORE_OF.get(task_id)
     values = {
         "__CASES__": repr(json.dumps(base + plus)),
         "__REFERENCE__": repr(reference),
