@@ -10,7 +10,7 @@ import pytest
 import codea1.engines.hf_engine as hf_engine
 
 from codea1.data import Problem, save_problems
-from codea1.eval.tests_eval import TestEvalConfig, evaluate_tests, score_tests, select_tests
+from codea1.eval.tests_eval import SCORING, TestEvalConfig, evaluate_tests, score_tests, select_tests
 from paper_rows import ScriptedPolicies, prompt_text
 
 CLAMP = Problem(
@@ -88,6 +88,75 @@ def test_score_counts_missing_and_wrong_tests_against_pass_at_k(executor):
     stronger = score_tests(executor, CLAMP, CLAMP.tests, k=5)
     assert stronger.pass_at_k == 100.0 and stronger.killed > score.killed
     assert stronger.mut_at_k == stronger.mut_at_k_all == pytest.approx(100.0 * stronger.killed / stronger.mutants)
+
+
+ULT_STYLE = """```python
+import math
+
+LOW = 0
+
+def test_clamp():
+    result = clamp(-5, LOW, 10)
+    assert result == 0
+    assert clamp(15, LOW, 10) == 11
+    assert math.isclose(clamp(3, 0, 10), 3)
+
+def test_nothing():
+    assert max(1, 2) == 2
+
+@pytest.mark.parametrize("x, want", [(5, 5), pytest.param(12, 10)])
+def test_cases(x, want):
+    assert clamp(x, 0, 10) == want
+
+def test_needs_a_fixture(capsys):
+    assert clamp(1, 0, 10) == 1
+
+assert clamp(0, 0, 10) == 0
+```"""
+
+
+def test_test_functions_are_read_as_unleakedtestbench_answers_them(executor):
+    """UnLeakedTestBench's prompt asks for `def test_<name>():`: each assert written in a
+    test function is a test, run after the function's set-up before it and the answer's
+    imports and assignments above it; parametrize gives one test per case; a test that
+    never names the function is not counted; one that needs a fixture fails. By hand on
+    the reference: clamp(-5) is 0 (pass), clamp(15) is 10 not 11 (fail), isclose(3, 3)
+    (pass), the cases 5 -> 5 and 12 -> 10 (pass, pass), the fixture test (fail), the bare
+    assert (pass)."""
+    tests = select_tests(ULT_STYLE, "clamp", 10)
+    assert len(tests) == 7
+    assert tests[0] == "import math\nLOW = 0\nresult = clamp(-5, LOW, 10)\nassert result == 0"
+    assert tests[1].endswith("result = clamp(-5, LOW, 10)\nassert clamp(15, LOW, 10) == 11")
+    assert tests[3].endswith("x, want = (5, 5)\nassert clamp(x, 0, 10) == want")
+    assert tests[4].endswith("x, want = (12, 10)\nassert clamp(x, 0, 10) == want")
+    assert tests[6] == "assert clamp(0, 0, 10) == 0"
+    assert select_tests(ULT_STYLE, "clamp", 2) == tests[:2]
+    score = score_tests(executor, CLAMP, tests, k=7)
+    assert score.passes == [True, False, True, True, True, False, True]
+
+
+def test_a_broken_test_function_keeps_its_slot_and_fails(executor):
+    broken = "```python\ndef test_clamp():\n    assert clamp(1, 0, 10 == 1\n\nassert clamp(2, 0, 10) == 2\n```"
+    tests = select_tests(broken, "clamp", 5)
+    assert len(tests) == 2 and tests[1] == "assert clamp(2, 0, 10) == 2"
+    assert score_tests(executor, CLAMP, tests, k=2).passes == [False, True]
+
+
+def test_an_out_scored_by_another_version_is_not_resumed(tmp_path, executor, monkeypatch):
+    """An OUT whose eval_config.json carries another `scoring` (or none: written before
+    the number existed) is refused by name, and nothing in it is touched."""
+    path, texts = three_tasks(tmp_path)
+    monkeypatch.setattr(hf_engine, "generate", by_name(texts, []))
+    out = tmp_path / "out"
+    evaluate_tests("fake", path, out, TestEvalConfig(k=2), policies=ScriptedPolicies(), executor=executor)
+    config = json.loads((out / "eval_config.json").read_text())
+    assert config["scoring"] == SCORING
+    del config["scoring"]
+    (out / "eval_config.json").write_text(json.dumps(config))
+    before = (out / "samples.jsonl").read_bytes()
+    with pytest.raises(ValueError, match=r"scored by another version of codea1 \(scoring None on disk, 2 now"):
+        evaluate_tests("fake", path, out, TestEvalConfig(k=2), policies=ScriptedPolicies(), executor=executor)
+    assert (out / "samples.jsonl").read_bytes() == before
 
 
 def canned(texts, calls):

@@ -120,6 +120,10 @@ def check_identity(out: Path, identity: dict[str, Any]) -> None:
     if run_file.is_file():
         old = json.loads(run_file.read_text())
         diff = {k: (old.get(k), v) for k, v in identity.items() if old.get(k) != v}
+        if "scoring" in diff:
+            raise ValueError(f"{out} holds rows scored by another version of codea1 (scoring "
+                             f"{diff['scoring'][0]!r} on disk, {diff['scoring'][1]!r} now: how tests are read or "
+                             "counted changed); resuming would mix the two, so use another --out")
         if diff:
             detail = ", ".join(f"{k}: {a!r} on disk vs {b!r} now" for k, (a, b) in diff.items())
             raise ValueError(f"{out} holds an evaluation with other settings ({detail}); use another --out")

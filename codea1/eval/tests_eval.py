@@ -1,8 +1,9 @@
 """`codea1 eval tests`: how good are a test model's tests, scored as UnLeakedTestBench does.
 
-Per function the model sees the description and the code and writes ``k`` assert tests
-(one completion; the first ``k`` asserts count, missing ones count as failing). The
-reported figures follow UnLeakedTestBench's harness (its ``Ray/main.py`` and
+Per function the model sees the description and the code and writes ``k`` tests (one
+completion; the first ``k`` count, missing ones count as failing). A test is an assert on
+the function, bare or inside a pytest test function, UnLeakedTestBench's own answer format
+(``codea1.eval.answer_tests`` says how an answer is read). The reported figures follow UnLeakedTestBench's harness (its ``Ray/main.py`` and
 ``print_results.py``, Cosmic-Ray 8.7 under pytest):
 
 - ``pass@k``: passing tests over all ``N * k`` test slots (every function counts);
@@ -28,9 +29,7 @@ and the averages written to ``OUT/summary.json``.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.configs import SamplingConfig
+from codea1.eval.answer_tests import select_tests
 from codea1.eval.line_coverage import line_coverage
 from codea1.eval.loading import eval_engine, load_eval_policies  # noqa: F401  (names tests replace here too)
 from codea1.eval.loading import sample_problems
@@ -47,7 +47,6 @@ from codea1.eval.mutation_testing import MutationConfig, analyse
 from codea1.eval import setup  # the set-up the eval commands share
 from codea1.eval.stdin_tests import score_stdin_tests, select_stdin_tests
 from codea1.eval.store import append_rows
-from codea1.judge import extract_test_source, parse_tests
 from codea1.rollout import test_messages
 
 if TYPE_CHECKING:
@@ -75,6 +74,12 @@ from typing import List, Dict, Any, Optional, Union, Tuple, Set, FrozenSet, Sequ
 """
 ULT_SOURCE = "unleakedtestbench"  # Problem.source of rows read from UnLeakedTestBench JSON
 HEADERS = ("auto", "ult", "none")
+#: How rows are scored, stored in OUT/eval_config.json: a resumed evaluation refuses an
+#: OUT whose rows were scored another way, and `eval compare` two such evaluations, rather
+#: than mix them. 2: test functions are read (`codea1.eval.answer_tests`), an assert that
+#: does not parse keeps its slot, LineCov counts statements as coverage.py does (an OUT
+#: written before carries no number).
+SCORING = 2
 
 
 @setup.with_sampling
@@ -119,7 +124,7 @@ class TestEvalConfig:
         return {"k": self.k, "temperature": self.temperature, "top_p": self.top_p,
                 "max_new_tokens": self.max_new_tokens, "white_box": self.white_box,
                 "families": list(self.families), "mutation_style": self.mutation_style,
-                "dedupe_mutants": self.dedupe_mutants, "header": self.header}
+                "dedupe_mutants": self.dedupe_mutants, "header": self.header, "scoring": SCORING}
 
     def header_for(self, problem: Problem) -> str:
         if self.header == "ult" or (self.header == "auto" and problem.source == ULT_SOURCE):
@@ -165,41 +170,6 @@ class FunctionScore:
         """codea1's earlier score: mutants killed by the tests that pass (0 when none
         does), None for a function without mutants."""
         return 100.0 * self.killed / self.mutants if self.mutants else None
-
-
-def _mentions(node: ast.AST, name: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
-
-
-def _is_assert_on(source: str, name: str) -> bool:
-    """Whether ``source`` is one assert on ``name``; one that does not parse counts when it
-    reads as such (``assert f(2 == 2``): it is one of the model's k tests, and fails."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return bool(re.match(r"assert\b", source.strip()) and re.search(rf"\b{re.escape(name)}\b", source))
-    return len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert) and _mentions(tree.body[0], name)
-
-
-def select_tests(completion: str, entry_point: str, k: int) -> list[str]:
-    """The first ``k`` tests of a completion, as runnable snippets.
-
-    ``assert CALL == EXPECTED`` tests come out of the judge's parser (assignments before
-    them substituted in); any other assert that calls the function (``assert f(x)``,
-    ``assert abs(f(x) - y) < 1e-6``) is kept as written, as the benchmark would run it.
-    Statements that are not asserts (helpers, prints) are not tests and are skipped; an
-    assert on the function that does not parse is a test that fails (it keeps its slot).
-    """
-
-    tests: list[str] = []
-    for parsed in parse_tests(extract_test_source(completion), entry_point):
-        if parsed.ok and parsed.normalized:
-            tests.append(parsed.normalized)
-        elif _is_assert_on(parsed.source, entry_point):
-            tests.append(parsed.source)
-        if len(tests) == k:
-            break
-    return tests
 
 
 def score_tests(executor, problem: Problem, tests: Sequence[str], k: int, *,
