@@ -161,6 +161,21 @@ def test_a_checker_that_prints_decides_as_a_quiet_one(ex):
     assert verdict.passed, verdict.detail
 
 
+def test_every_checker_run_gets_the_time_its_pairs_need():
+    """The judge, golden verdicts and `eval tests` build their checker runs with one
+    `checker_job`, whose time grows with the pairs (2 s each and 5 more) above what the
+    limits allow. Fault: the budget was raised by the judge and golden verdicts alone, so
+    `eval tests` checked under the program's time limit and a slow checker rejected right
+    outputs there."""
+    from codea1.sandbox import Limits
+    from codea1.sandbox.stdio import checker_job
+
+    job = checker_job("def check(i, e, o):\n    return True\n", [("1", "2", "2")] * 10,
+                      Limits(timeout_s=3.0, stop_on_output=True))
+    assert job.limits.timeout_s == 25.0 and job.limits.stop_on_output is False
+    assert checker_job("", [("1", "2", "2")], Limits(timeout_s=60.0)).limits.timeout_s == 60.0
+
+
 def test_a_lost_checker_run_is_a_sandbox_failure_of_the_golden_verdict(ex):
     """A golden verdict whose checker run the sandbox lost is `infra` (no verdict on the
     code), as one whose program run it lost. Fault: the lost run's verdicts read as

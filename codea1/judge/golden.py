@@ -162,8 +162,7 @@ def _stdin_checks(executor, work: dict[int, tuple]) -> dict[int, RunResult]:
         if checker is None or run.status == "infra":
             continue
         outs = program_outputs(run, len(golden))
-        jobs.append(checker_job(checker, [(t.input, t.output, o.stdout) for t, o in zip(golden, outs)],
-                                replace(limits, timeout_s=max(limits.timeout_s, 2.0 * len(golden) + 5))))
+        jobs.append(checker_job(checker, [(t.input, t.output, o.stdout) for t, o in zip(golden, outs)], limits))
         places.append(k)
     return dict(zip(places, executor.run_many(jobs) if jobs else []))
 

@@ -215,8 +215,7 @@ class StdinJudge:
         if not work:
             return
         jobs = [checker_job(checker_of(plan.rollout.problem) or "",
-                            [(inp, plan.ref_out[inp], out) for inp, out in pairs],
-                            replace(plan.limits, timeout_s=max(plan.limits.timeout_s, 2.0 * len(pairs) + 5)))
+                            [(inp, plan.ref_out[inp], out) for inp, out in pairs], plan.limits)
                 for plan, pairs in work]
         for (plan, pairs), run in zip(work, self.executor.run_many(jobs)):
             if run.status == "infra":

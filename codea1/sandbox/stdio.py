@@ -219,9 +219,12 @@ def checker_job(checker: str, triples: Sequence[tuple[str, str, str]], limits: L
     """One run of a problem's checker: `check(input, expected, output)` on each triple, in
     a fork of its own. What it prints is read and discarded (`stop_on_output` off): a
     checker that prints as it checks must not reach the output cap, which would stop the
-    run and reject every later pair."""
+    run and reject every later pair. The run's time grows with the pairs, 2 s each and 5
+    more, whatever `limits` allows less: the checker is the problem's own, and a loaded
+    machine must not reject right outputs for the time it took to check them."""
     calls = [f"check({i!r}, {e!r}, {o!r})" for i, e, o in triples]
-    return Job(program=checker, calls=calls, limits=replace(limits, stop_on_output=False),
+    timeout_s = max(limits.timeout_s, 2.0 * len(calls) + 5)
+    return Job(program=checker, calls=calls, limits=replace(limits, stop_on_output=False, timeout_s=timeout_s),
                isolated=list(range(len(calls))))
 
 
