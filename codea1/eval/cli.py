@@ -162,6 +162,10 @@ def tests_command(
     header: str = typer.Option(
         "auto", "--header",
         help="auto: UnLeakedTestBench's import header before its problems' code; ult: before every problem's; none."),
+    protocol: str = typer.Option(
+        "answer", "--protocol",
+        help="answer: one completion holding the k tests (codea1's test prompt); rounds: k chat rounds of one "
+             "pytest test method each, as the Code-A1 authors' UnLeakedTestBench harness asks (function problems)."),
 ) -> None:
     """pass@k, mut@k and Mul of a test model, as UnLeakedTestBench computes them
     (codea1's all-function figures beside them as mut@k_all, Mul_all)."""
@@ -177,7 +181,8 @@ def tests_command(
     config = TestEvalConfig(k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                             limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch,
                             workers=workers, device=device, dtype=dtype, threads=threads, engine=engine,
-                            mutation_style=mutation_style, dedupe_mutants=dedupe_mutants, header=header)
+                            mutation_style=mutation_style, dedupe_mutants=dedupe_mutants, header=header,
+                            protocol=protocol)
 
     def progress(done: int, total: int, summary: dict) -> None:
         row = summary["sources"].get("all", {})

@@ -44,6 +44,7 @@ from codea1.eval.loading import eval_engine, load_eval_policies  # noqa: F401  (
 from codea1.eval.loading import sample_problems
 from codea1.eval.mutation import FAMILIES, STYLES, generate_mutants
 from codea1.eval.mutation_testing import MutationConfig, analyse
+from codea1.eval.rounds import PROTOCOLS, rounds_tests, sample_rounds
 from codea1.eval import setup  # the set-up the eval commands share
 from codea1.eval.stdin_tests import score_stdin_tests, select_stdin_tests
 from codea1.eval.store import append_rows
@@ -110,6 +111,10 @@ class TestEvalConfig:
     mutation_style: str = "text"
     dedupe_mutants: bool = False
     header: str = "auto"  # auto: ULT_HEADER for UnLeakedTestBench problems; ult: always; none
+    # answer: one completion holding the k tests (codea1's test prompt); rounds: k chat
+    # rounds of one pytest test method each, as the Code-A1 authors' harness asks
+    # (codea1.eval.rounds; function problems only)
+    protocol: str = "answer"
 
     def __post_init__(self) -> None:
         setup.check_runtime(self)
@@ -117,6 +122,8 @@ class TestEvalConfig:
             raise ValueError(f"--mutation-style must be one of {list(STYLES)}, got {self.mutation_style!r}")
         if self.header not in HEADERS:
             raise ValueError(f"--header must be one of {list(HEADERS)}, got {self.header!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"--protocol must be one of {list(PROTOCOLS)}, got {self.protocol!r}")
         if self.k < 1:
             raise ValueError(f"--k must be at least 1, got {self.k}")
 
@@ -124,7 +131,8 @@ class TestEvalConfig:
         return {"k": self.k, "temperature": self.temperature, "top_p": self.top_p,
                 "max_new_tokens": self.max_new_tokens, "white_box": self.white_box,
                 "families": list(self.families), "mutation_style": self.mutation_style,
-                "dedupe_mutants": self.dedupe_mutants, "header": self.header, "scoring": SCORING}
+                "dedupe_mutants": self.dedupe_mutants, "header": self.header, "scoring": SCORING,
+                "protocol": self.protocol}
 
     def header_for(self, problem: Problem) -> str:
         if self.header == "ult" or (self.header == "auto" and problem.source == ULT_SOURCE):
@@ -252,6 +260,17 @@ def _check_header_modules() -> None:
                          "(pip install numpy pandas pytest), or pass --header none")
 
 
+def _answers(engine, policies, chunk: Sequence[Problem], config: TestEvalConfig) -> list[list[str]]:
+    """The test model's answers per problem: one holding the k tests, or k rounds' (`rounds`)."""
+    if config.protocol == "rounds":
+        return sample_rounds(engine, policies, chunk, config.k, config.sampling, config.seed, config.white_box)
+    prompts = [test_messages(p, p.reference if config.white_box else None, white_box=config.white_box,
+                             n_tests=config.k) for p in chunk]
+    samples = sample_problems(engine, policies, "test", prompts, [p.id for p in chunk], 1, config.sampling,
+                              config.seed)
+    return [[group[0].text] for group in samples]
+
+
 def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config: TestEvalConfig = TestEvalConfig(),
                    *, policies: Policies | None = None, executor=None,
                    on_progress: setup.OnProgress | None = None) -> dict[str, Any]:
@@ -265,6 +284,8 @@ def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config:
             generate_mutants(p.reference, config.families, style=config.mutation_style)
         except ValueError as exc:
             skipped[p.id] = str(exc)
+        if config.protocol == "rounds" and p.kind == "stdin":
+            skipped[p.id] = "--protocol rounds asks for test methods of a function; a stdin problem needs --protocol answer"
     todo = [p for p in problems if p.id not in skipped and 0 not in done.get(p.id, {})]
     with_header = any(config.header_for(p) for p in todo)
     if with_header:
@@ -279,23 +300,20 @@ def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config:
             policies, engine, meta = setup.start_model(stack, config, model or "", policies)
             finished = len(problems) - len(todo)
             for chunk in setup.batches(todo, config.problems_per_batch):
-                prompts = [test_messages(p, p.reference if config.white_box else None,
-                                         white_box=config.white_box, n_tests=config.k) for p in chunk]
-                samples = sample_problems(engine, policies, "test", prompts, [p.id for p in chunk], 1, config.sampling,
-                                          config.seed)
-                for p, group in zip(chunk, samples):
-                    text = group[0].text
+                for p, said in zip(chunk, _answers(engine, policies, chunk, config)):
                     if p.kind == "stdin":  # input/output tests on a program (codea1.eval.stdin_tests)
-                        tests = select_stdin_tests(text, config.k)
+                        tests = select_stdin_tests(said[0], config.k)
                         score = FunctionScore(**score_stdin_tests(
                             ex, p, tests, config.k, families=config.families, config=config.mutation,
                             style=config.mutation_style, dedupe=config.dedupe_mutants))
                     else:
-                        tests = select_tests(text, p.entry_point, config.k)
+                        tests = (rounds_tests(said, p.entry_point) if config.protocol == "rounds"
+                                 else select_tests(said[0], p.entry_point, config.k))
                         score = score_tests(ex, p, tests, config.k, families=config.families, config=config.mutation,
                                             style=config.mutation_style, dedupe=config.dedupe_mutants,
                                             header=config.header_for(p))
-                    row = {"problem_id": p.id, "source": p.source, "sample": 0, "completion": text,
+                    answer = {"answers": said} if config.protocol == "rounds" else {"completion": said[0]}
+                    row = {"problem_id": p.id, "source": p.source, "sample": 0, **answer,
                            **asdict(score), "pass_at_k": score.pass_at_k, "baseline_passes": score.baseline_passes,
                            "mut_at_k": score.mut_at_k, "mut_at_k_all": score.mut_at_k_all}
                     append_rows(samples_path, [row])
