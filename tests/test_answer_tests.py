@@ -158,3 +158,111 @@ def test_the_limit_counts_tests_not_statements():
 def test_an_indented_answer_is_read_as_written():
     answer = "```python\n    def test_a():\n        r = inc(1)\n        assert r == 2\n```"
     assert answer_tests(answer, "inc") == ["r = inc(1)\nassert r == 2"]
+
+
+def test_other_decorators_are_not_cases():
+    got = answer_tests(fenced("""
+        import pytest
+
+        @pytest.mark.filterwarnings("ignore")
+        @pytest.mark.timeout(5)
+        @pytest.mark.slow
+        @pytest.mark.parametrize("x", [3])
+        def test_marked(x):
+            assert inc(x) == 4
+    """), "inc")
+    assert got == ["import pytest\nx = 3\nassert inc(x) == 4"]
+
+
+def test_cases_pytest_could_not_collect_fail_and_empty_ones_give_no_test():
+    """Names or cases that are not literals, or a parametrize without cases, make the test
+    fail (pytest errors at collection, or codea1 cannot read them); an empty case list
+    gives no test (pytest skips it)."""
+    def read(decorator: str, params: str = "x") -> list[str]:
+        return answer_tests(fenced(f"""
+            import pytest
+
+            {decorator}
+            def test_it({params}):
+                assert inc(1) == 2
+        """), "inc")
+
+    for decorator in ('@pytest.mark.parametrize("x")', '@pytest.mark.parametrize([NAME, "y"], [(1, 2)])',
+                      '@pytest.mark.parametrize([1, "y"], [(1, 2)])', '@pytest.mark.parametrize("x y", [1])',
+                      '@pytest.mark.parametrize("x", CASES)'):
+        [test] = read(decorator)
+        assert "raise TypeError(\"test_it takes ['x'] that no case gives\")" in test, decorator
+    [test] = read('@pytest.mark.parametrize("", [1])', "")
+    assert "raise TypeError" in test
+    assert read('@pytest.mark.parametrize("x", [])') == []
+    # a third positional argument (pytest's `indirect`) does not stop the cases being read
+    assert [t.splitlines()[1] for t in read('@pytest.mark.parametrize("x", [1, 2], False)')] == ["x = 1", "x = 2"]
+    # one name: pytest.param's value is the name's value, not a tuple of it
+    assert read('@pytest.mark.parametrize("x", [pytest.param(5, marks=pytest.mark.slow)])')[0].splitlines()[1] == "x = 5"
+    assert read('@pytest.mark.parametrize(["x"], [7])')[0].splitlines()[1] == "x = 7"
+
+
+def test_an_indented_answer_keeps_its_context():
+    answer = "```python\n    import math\n    def test_a():\n        assert inc(math.pi) > 4\n```"
+    assert answer_tests(answer, "inc") == ["import math\nassert inc(math.pi) > 4"]
+
+
+def test_only_a_broken_assert_on_the_function_takes_a_slot():
+    got = answer_tests(fenced("""
+        x = inc(1
+        assert max(1, 2 == 2
+        assert inc(1 == 2
+        assert inc(2) == 3; y = 1
+    """), "inc")
+    assert got == ["assert inc(1 == 2", "assert inc(2) == 3"]
+
+
+def test_a_copy_of_the_function_above_the_tests_is_left_out():
+    """Models often write the program again above their test method. Fault: the copy (and
+    its star imports, a syntax error inside the function a test runs in) came first, so
+    the test ran on the model's copy, not the function under test, or failed to compile."""
+    got = answer_tests(fenced("""
+        from typing import *
+        from collections import *
+        import math, inc
+        import inc.sub
+        import os.path
+        from helpers import inc
+        from helpers import other as inc
+        import numpy as np
+        BASE = 1
+        inc = None
+        inc: int = 0
+        (inc, other) = (1, 2)
+
+        def inc(x):
+            return x + 1
+
+        class inc:
+            pass
+
+        def helper():
+            return BASE
+
+        def make():
+            return value
+
+        value = 2
+
+        def test_inc():
+            assert inc(1) == 2
+    """), "inc")
+    assert got == ["import os.path\nimport numpy as np\nBASE = 1\ndef helper():\n    return BASE\n"
+                   "def make():\n    return value\nvalue = 2\nassert inc(1) == 2"]
+
+
+def test_a_case_that_is_a_call_is_kept_whole_unless_it_is_pytest_param():
+    got = answer_tests(fenced("""
+        import math
+        import pytest
+
+        @pytest.mark.parametrize("x", [math.floor(2.5), str.upper("a"), pytest.param(3)])
+        def test_it(x):
+            assert inc(x) is not None
+    """), "inc")
+    assert [t.splitlines()[2] for t in got] == ["x = math.floor(2.5)", "x = str.upper('a')", "x = 3"]

@@ -10,8 +10,10 @@
   is one test, run after the body's statements before it that are not asserts, as the
   Code-A1 authors' UnLeakedTestBench fork cuts a test method at its first assert. The
   answer's imports, helper functions, classes and assignments written above the test
-  function come first, as the test file would define them. ``@pytest.mark.parametrize``
-  gives one test per case (stacked ones, their product), as pytest collects them.
+  function come first, as the test file would define them: not a star import, nor a copy
+  of the function under test, which models often write above their tests (the fork keeps
+  nothing above the method). ``@pytest.mark.parametrize`` gives one test per case
+  (stacked ones, their product), as pytest collects them.
 
 An assert or a test function that does not parse keeps its slot and fails (a test file
 that does not parse passes nothing); one that never names the function tests nothing and is
@@ -45,7 +47,23 @@ def _is_assert_on(source: str, name: str) -> bool:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return bool(re.match(r"assert\b", source.strip()) and re.search(rf"\b{re.escape(name)}\b", source))
-    return len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert) and _mentions(tree.body[0], name)
+    return [type(stmt) for stmt in tree.body] == [ast.Assert] and _mentions(tree, name)
+
+
+def _is_context(stmt: ast.stmt, entry_point: str) -> bool:
+    """Whether a statement above a test function is part of its test file: imports,
+    helpers, classes and assignments, but no other test function, no star import (it is
+    not allowed where the test runs, inside a function; the reference's module has its
+    imports) and nothing that binds the function under test (models often copy the
+    program above their tests: a test of that copy tests nothing)."""
+    if not isinstance(stmt, _CONTEXT) or (isinstance(stmt, ast.FunctionDef) and stmt.name.startswith("test")):
+        return False
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return all(a.name != "*" and (a.asname or a.name.split(".")[0]) != entry_point for a in stmt.names)
+    if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+        return stmt.name != entry_point
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[union-attr]
+    return not any(isinstance(n, ast.Name) and n.id == entry_point for t in targets for n in ast.walk(t))
 
 
 def _parametrize_cases(fn: ast.FunctionDef) -> list[list[ast.stmt]] | None:
@@ -56,7 +74,7 @@ def _parametrize_cases(fn: ast.FunctionDef) -> list[list[ast.stmt]] | None:
         if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)
                 and deco.func.attr == "parametrize"):
             continue
-        if len(deco.args) < 2:
+        if len(deco.args) < 2:  # pytest refuses a parametrize without its cases
             return None
         names_node, cases_node = deco.args[0], deco.args[1]
         if isinstance(names_node, ast.Constant) and isinstance(names_node.value, str):
@@ -68,15 +86,14 @@ def _parametrize_cases(fn: ast.FunctionDef) -> list[list[ast.stmt]] | None:
             return None
         if not names or not all(n.isidentifier() for n in names) or not isinstance(cases_node, (ast.List, ast.Tuple)):
             return None
+        single = len(names) == 1
+        target: ast.expr = (ast.Name(id=names[0], ctx=ast.Store()) if single else
+                            ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store()))
         axis = []
         for case in cases_node.elts:
             if isinstance(case, ast.Call) and isinstance(case.func, ast.Attribute) and case.func.attr == "param":
-                case = ast.Tuple(elts=list(case.args), ctx=ast.Load()) if len(names) > 1 else case.args[0]
-            if len(names) == 1:
-                target: ast.expr = ast.Name(id=names[0], ctx=ast.Store())
-            else:
-                target = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store())
-            axis.append(ast.Assign(targets=[target], value=case, lineno=0))
+                case = case.args[0] if single else ast.Tuple(elts=list(case.args), ctx=ast.Load())
+            axis.append(ast.Assign(targets=[target], value=case, lineno=0))  # (ast.unparse reads a lineno)
         axes.append(axis)
     return [list(bindings) for bindings in itertools.product(*axes)]
 
@@ -88,7 +105,7 @@ def _function_tests(fn: ast.FunctionDef, context: list[ast.stmt], entry_point: s
     takes = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
     if cases is None or (takes and cases == [[]]):
         # pytest looks for fixtures it does not have (or cannot read the cases): the test errors
-        cases = [[ast.parse(f"raise TypeError({f'{fn.name} takes {takes} that no case gives'!r})").body[0]]]
+        cases = [ast.parse(f"raise TypeError({f'{fn.name} takes {takes} that no case gives'!r})").body]
     tests: list[str] = []
     setup: list[ast.stmt] = []
     for stmt in fn.body:
@@ -105,10 +122,8 @@ def _function_tests(fn: ast.FunctionDef, context: list[ast.stmt], entry_point: s
 def _module(source: str) -> list[ast.stmt]:
     """The answer's top-level statements (none when it does not parse as a whole: each
     test is then read on its own, without the answer's imports and helpers)."""
-    if source[:1] in (" ", "\t"):
-        source = textwrap.dedent(source)
     try:
-        return ast.parse(source).body
+        return ast.parse(textwrap.dedent(source)).body
     except (SyntaxError, ValueError):
         return []
 
@@ -120,16 +135,14 @@ def answer_tests(completion: str, entry_point: str, limit: int | None = None) ->
     tests: list[str] = []
     module: list[ast.stmt] | None = None  # read when the first test function needs it
     for parsed in parse_tests(source, entry_point):
-        if limit is not None and len(tests) >= limit:
-            break
-        if parsed.ok and parsed.normalized:
+        if parsed.normalized:  # (None unless the test reads as `assert CALL == EXPECTED`)
             tests.append(parsed.normalized)
         elif _is_assert_on(parsed.source, entry_point):
             tests.append(parsed.source)
         elif _TEST_FUNCTION.match(parsed.source):
             if module is None:
                 module = _module(source)
-            fn = next((s for s in module if isinstance(s, ast.FunctionDef) and s.lineno == parsed.line), None)
+            fn = {s.lineno: s for s in module if isinstance(s, ast.FunctionDef)}.get(parsed.line)
             if fn is None:  # the answer does not parse as a whole: this function alone
                 try:
                     fn = ast.parse(textwrap.dedent(parsed.source)).body[0]  # type: ignore[assignment]
@@ -137,8 +150,7 @@ def answer_tests(completion: str, entry_point: str, limit: int | None = None) ->
                     if re.search(rf"\b{re.escape(entry_point)}\b", parsed.source):
                         tests.append(parsed.source)  # a broken test function: one slot, failing
                     continue
-            above = [s for s in module if s.lineno < parsed.line and isinstance(s, _CONTEXT)
-                     and not (isinstance(s, ast.FunctionDef) and s.name.startswith("test"))]
+            above = [s for s in module if s.lineno < parsed.line and _is_context(s, entry_point)]
             tests.extend(_function_tests(fn, above, entry_point))  # type: ignore[arg-type]
     return tests if limit is None else tests[:limit]
 
