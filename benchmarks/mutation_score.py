@@ -8,7 +8,8 @@ that guard them (TARGETS below): GRPO's advantages, sample selection, losses and
 schedule (`codea1/grpo.py`), the reward formulas (`codea1/judge/rewards.py`), pass@k
 (`codea1/passk.py`), the selection rule of `codea1 eval select` (`choose`), and the
 Mistake Book's ranking (how failures and passes move a test's frequency, and the order
-`top` reads). Mutants outside the named functions are marked skipped before the run, so
+`top` reads), and how `eval tests` reads the tests of a test model's answer
+(`codea1/eval/answer_tests.py`). Mutants outside the named functions are marked skipped before the run, so
 a target costs (its mutants in those functions) x (one run of its test files).
 
 Cosmic-Ray mutates the module in place, so every target runs in a private copy of the
