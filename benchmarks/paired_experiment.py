@@ -64,6 +64,7 @@ class Plan:
     k: int
     eval_tokens: int
     threads: int
+    tests_protocol: str = "answer"
     model: str = BASE
     train_sets: tuple[str, ...] = ()
 
@@ -233,7 +234,8 @@ def eval_code(plan: Plan, who: str, data: str, sampled: bool) -> Path:
 def eval_tests(plan: Plan, who: str, data: str) -> Path:
     out = plan.path("evals", f"tests-{data}-{who}")
     codea1(plan, out.name, "eval", "tests", "--model", model_of(plan, who), "--data", plan.data(data), "--out", out,
-           "--k", plan.k, "--max-new-tokens", plan.eval_tokens, "--threads", plan.threads, "--problems-per-batch", 8)
+           "--k", plan.k, "--max-new-tokens", plan.eval_tokens, "--threads", plan.threads, "--problems-per-batch", 8,
+           "--protocol", plan.tests_protocol)
     return out
 
 
@@ -368,10 +370,13 @@ def parse(argv: list[str] | None = None) -> Plan:
     ap.add_argument("--k", type=int, default=5, help="Tests per function in eval tests.")
     ap.add_argument("--eval-tokens", type=int, default=512, help="New tokens of every evaluation sample.")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--tests-protocol", choices=("answer", "rounds"), default="answer",
+                    help="How eval tests asks the test models (rounds: as the paper's harness, k chat rounds).")
     a = ap.parse_args(argv)
     plan = Plan(work=a.work, mbpp=a.mbpp, tiny=a.tiny, pool=a.pool, eval_problems=a.eval_problems,
                 train_problems=a.train_problems, screen_n=a.screen_n, steps=a.steps, time_limit=a.time_limit,
-                avg_n=a.avg_n, n_code=a.n_code, n_test=a.n_test, k=a.k, eval_tokens=a.eval_tokens, threads=a.threads)
+                avg_n=a.avg_n, n_code=a.n_code, n_test=a.n_test, k=a.k, eval_tokens=a.eval_tokens, threads=a.threads,
+                tests_protocol=a.tests_protocol)
     if a.tiny:
         plan.model = str(a.work / "tiny-model")
         plan.pool, plan.eval_problems, plan.train_problems, plan.screen_n = 3, 2, 2, 2

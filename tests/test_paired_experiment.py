@@ -58,6 +58,7 @@ def test_tiny_experiment_runs_to_its_end_and_resumes(tmp_path):
     evals = work / "evals"
     assert ((evals / "select-mbpp-base-code-base-tests" / "codes.jsonl").read_text()
             == (evals / "select-mbpp-base-code-a1-tests" / "codes.jsonl").read_text())
+    assert json.loads((evals / "tests-mbpp-a1" / "eval_config.json").read_text())["protocol"] == "answer"
     report = (work / "report.md").read_text()
     assert report.count("\n| code-greedy-mbpp | pass@1 |") == 2 and "| tests-heldout | Mul |" in report
     # a rerun does nothing again: no sample is added, no training step taken
@@ -66,3 +67,9 @@ def test_tiny_experiment_runs_to_its_end_and_resumes(tmp_path):
     assert "screen:" not in again and "data:" not in again
     assert {p: p.stat().st_size for p in work.rglob("*.jsonl")} == before
     assert not (work / "runs" / "a1" / "checkpoints" / "step-2").exists()
+
+
+def test_the_test_models_can_be_asked_as_the_papers_harness_asks():
+    plan = _module().parse(["--work", "w", "--tests-protocol", "rounds"])
+    assert plan.tests_protocol == "rounds"
+    assert _module().parse(["--work", "w"]).tests_protocol == "answer"

@@ -85,10 +85,23 @@ def literal(value: Any, where: str, field: str) -> str:
     raise ProblemFormatError(where, field, "JSON values", value)
 
 
-def call_assert(target: str, args: list[Any], expected: Any, where: str, field: str) -> str:
-    """`assert TARGET(ARGS) == EXPECTED` from JSON arguments and value."""
+def call_assert(target: str, args: list[Any], expected: Any, where: str, field: str, *,
+                tuples_as_lists: bool = False, wrapped_too: bool = False) -> str:
+    """`assert TARGET(ARGS) == EXPECTED` from JSON arguments and value.
+
+    `tuples_as_lists` (the APPS, TACO and LiveCodeBench harnesses: JSON has no tuples, so
+    they compare a returned tuple as a list): a returned tuple compares as the list of its
+    items. `wrapped_too` (APPS and TACO, whose outputs wrap the value in a list of one,
+    and whose harness accepts the value alone or so wrapped): EXPECTED in a list of one
+    passes as well. A test compares without the conversion wherever it cannot matter.
+    """
     shown = ", ".join(literal(a, where, field) for a in args)
-    return f"assert {target}({shown}) == {literal(expected, where, field)}"
+    call, value = f"{target}({shown})", literal(expected, where, field)
+    if tuples_as_lists and isinstance(expected, list):
+        call = f"(list(_r) if isinstance(_r := {call}, tuple) else _r)"
+    if wrapped_too:
+        return f"assert (_v := {call}) == {value} or _v == [{value}]"
+    return f"assert {call} == {value}"
 
 
 def call_target(starter: str, fn: str) -> tuple[str, str]:

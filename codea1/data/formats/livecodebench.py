@@ -8,7 +8,7 @@ every class), `metadata` (JSON text; `func_name` for functional problems), `diff
 `testtype` "stdin" rows become stdin problems; "functional" rows (LeetCode) map onto the
 function-level path: each input is its arguments as JSON, one a line, and each output the
 JSON value, as `assert Solution().FUNC(ARGS) == VALUE` golden tests (entry point
-`Solution`). Every program runs after the imports LiveCodeBench's harness runs first
+`Solution`; a returned tuple compares as a list, as LiveCodeBench's harness compares). Every program runs after the imports LiveCodeBench's harness runs first
 (`HARNESS_IMPORTS`: LeetCode code keeps the starter's `List[int]` unimported): they are
 the problem's `imports`. LiveCodeBench ships no solutions: every problem has an empty reference and
 `meta.no_reference`, for `codea1 eval code`, not for training. Public tests come first
@@ -63,7 +63,7 @@ def _functional(case: dict[str, Any], target: str, where: str, field: str) -> st
     except ValueError as err:
         raise ProblemFormatError(where, field, f"JSON arguments, one a line, and a JSON output ({err})",
                                  case) from None
-    return call_assert(target, args, value, where, field)
+    return call_assert(target, args, value, where, field, tuples_as_lists=True)
 
 
 def convert(row: dict[str, Any], where: str) -> Problem:

@@ -4,10 +4,11 @@ with `fn_name` for the call-based half), `starter_code`.
 
 Standard-input rows (no `fn_name`) become stdin problems: each input and output is a
 string or a list of lines. Call-based rows map onto the function-level path: each input
-is the argument list and each output the return value (APPS and TACO wrap it in a list of
-one, which is unwrapped: APPS's harness accepts either), as `assert fn(ARGS) == VALUE`
+is the argument list and each output the return value, as `assert fn(ARGS) == VALUE`
 golden tests, or `assert Solution().fn(ARGS) == VALUE` when the starter code is a LeetCode
-`class Solution` (the entry point is then `Solution`). The question shows the starter code.
+`class Solution` (the entry point is then `Solution`), compared as APPS's harness compares:
+a returned tuple as a list, and an output that is a list of one by the value in it or
+the list itself (`call_assert`; APPS's rule for a list of tuples is not reproduced). The question shows the starter code.
 A call-based problem assumes the imports APPS's and TACO's harnesses run before the
 program (`HARNESS_IMPORTS`: LeetCode code uses `List[int]` or `Counter` unimported): they
 are its `imports`, and the reference gets those it lacks.
@@ -71,9 +72,9 @@ def _call_tests(io: dict[str, Any], target: str, where: str) -> list[str]:
     for k, (args, value) in enumerate(zip(inputs, outputs)):
         if not isinstance(args, list):
             raise ProblemFormatError(where, f"input_output.inputs[{k}]", "the list of arguments", args)
-        if isinstance(value, list) and len(value) == 1:
-            value = value[0]
-        tests.append(call_assert(target, args, value, where, f"input_output.outputs[{k}]"))
+        wrapped = isinstance(value, list) and len(value) == 1
+        tests.append(call_assert(target, args, value[0] if wrapped else value, where, f"input_output.outputs[{k}]",
+                                 tuples_as_lists=True, wrapped_too=wrapped))
     return tests
 
 
