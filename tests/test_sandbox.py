@@ -275,6 +275,25 @@ def test_every_worker_iterates_sets_of_strings_in_the_same_order():
     assert len({repr(r.calls[1].value) for r in results}) == 1
 
 
+def test_every_run_draws_the_same_random_numbers(ex):
+    """A program (or a test) that draws from `random` or numpy's global generator draws
+    the same numbers each time its job runs, in any worker, and a call run apart starts
+    from the same seed as the run: a job judged twice (a rerun, a resumed step) gets one
+    verdict. Fault: unseeded, each fork drew from the OS (Python's `random` reseeds itself
+    in every fork), so these values differed from run to run."""
+    job = Job("import random\nimport numpy as np\nFIRST = random.random()\n",
+              ["FIRST", "random.random()", "float(np.random.rand())", "random.random()", "float(np.random.rand())"],
+              isolated=[3, 4])
+    results = ex.run_many([job] * 6)
+    assert all(r.status == "ok" for r in results)
+    for i in range(5):
+        assert len({repr(r.calls[i].value) for r in results}) == 1, i
+    first = results[0]
+    assert repr(value(first, 3)) == repr(value(first, 0))    # apart: from the seed again
+    assert repr(value(first, 4)) == repr(value(first, 2))
+    assert repr(value(first, 1)) != repr(value(first, 0))
+
+
 def test_a_call_compiled_once_still_runs_afresh_in_every_run(ex):
     # Workers keep the code of recent calls; a list literal is still built afresh per run,
     # so a candidate that mutates its argument cannot leak state into the next run.

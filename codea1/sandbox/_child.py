@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import io
 import os
+import random
 import resource
 import sys
 import types
@@ -219,6 +220,25 @@ def _headroom(depth: int) -> None:
 RECURSION_CALIBRATION = 1
 
 
+#: The seed every run's random generators start from (Python's `random`, numpy's global
+#: one): a program that draws random numbers, or tests that do, draw the same numbers each
+#: time the job runs, so a job judged twice (a rerun, a resumed step) gets one verdict.
+RUN_SEED = 0
+_seed_random = random.seed  # (the module's own generator, bound before any run's code)
+
+
+def _seed_generators() -> None:
+    """Start the run's generators from `RUN_SEED`: at the run's start, and again in each
+    call run apart (Python's `random` reseeds itself from the OS in every fork)."""
+    try:
+        _seed_random(RUN_SEED)
+        nprandom = sys.modules.get("numpy.random")  # numpy is preloaded before a run that names it
+        if nprandom is not None:
+            nprandom.seed(RUN_SEED)
+    except BaseException:  # in a call apart, after the program ran: its own run to break
+        pass
+
+
 def _enter_run(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> dict:
     """Confine this process, give it the run's stdio and a fresh ``__main__``; returns the
     program's globals."""
@@ -229,6 +249,7 @@ def _enter_run(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> dict:
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
+    _seed_generators()
     return main.__dict__
 
 
@@ -347,6 +368,7 @@ def _apart(evaluate, _fd: int, max_value: int, _dumps, os_calls: tuple):
             try:
                 _close(r)
                 _close(_fd)  # its only way back is the private pipe, checked below
+                _seed_generators()
                 data = evaluate(i, index).encode("ascii")
                 view = memoryview(data)
                 while view:

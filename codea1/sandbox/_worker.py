@@ -104,6 +104,12 @@ def send_result(fd: int, msg_id, result: dict, inbox: "_Inbox | None" = None) ->
                + '"calls":[' + items + ']}}', inbox)
 
 
+#: Submodules a preload brings into the warm state with it: numpy imports `numpy.random`
+#: lazily, and each run seeds its global generator (`_child._seed_generators`) only if
+#: it is already there.
+_WARM_WITH = {"numpy": ("numpy.random",)}
+
+
 class _Inbox:
     """Messages from the parent, read without blocking, also while a run is in progress.
 
@@ -491,6 +497,8 @@ class Worker:
                 self.lazy.remove(mod)
                 try:
                     __import__(mod)
+                    for sub in _WARM_WITH.get(mod, ()):
+                        __import__(sub)
                 except Exception:  # the run will raise the ImportError itself
                     continue
                 import gc
