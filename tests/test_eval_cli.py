@@ -110,6 +110,9 @@ def test_bad_inputs_exit_with_a_message(tmp_path, tiny_model_dir):
     assert result.exit_code == 2 and "no such file" in result.output
     result = invoke("tests", "--model", tiny_model_dir, "--data", "bundled", "--k", 0, "--out", tmp_path / "o2")
     assert result.exit_code == 2 and "Invalid value for '--k'" in result.stderr
+    result = invoke("tests", "--model", tiny_model_dir, "--data", "bundled", "--protocol", "chat", "--out", tmp_path / "o3")
+    assert result.exit_code == 2 and "--protocol must be one of ['answer', 'rounds'], got 'chat'" in result.output
+    assert not (tmp_path / "o3").exists()
     bad = tmp_path / "bad.py"
     bad.write_text("def f(:\n")
     result = invoke("mutants", bad)
