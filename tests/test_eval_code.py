@@ -120,6 +120,27 @@ def test_other_settings_in_the_same_directory_are_refused(tmp_path, data, execut
         evaluate_code("fake", data, out, CodeEvalConfig(n=3, limit=1), policies=ScriptedPolicies(), executor=executor)
 
 
+def test_a_problem_changed_since_its_rows_were_scored_is_not_resumed(tmp_path, executor, monkeypatch):
+    """The data file changed under the same path (a golden test edited, or a loader that
+    now writes it otherwise): resuming would mix rows scored on the old problem with new
+    ones, so it is refused naming the problem, and samples.jsonl is left as it was.
+    Problems that did not change resume as before."""
+    monkeypatch.setattr(hf_engine, "generate", canned([]))
+    data, out = tmp_path / "p.jsonl", tmp_path / "out"
+    save_problems([ADD, SQUARE], data)
+    cfg = CodeEvalConfig(n=2, limit=1)
+    evaluate_code("fake", data, out, cfg, policies=ScriptedPolicies(), executor=executor)
+    before = (out / "samples.jsonl").read_bytes()
+    assert all(json.loads(line)["problem_digest"] for line in before.decode().splitlines())
+    evaluate_code("fake", data, out, CodeEvalConfig(n=2), policies=ScriptedPolicies(), executor=executor)  # grows
+    grown = (out / "samples.jsonl").read_bytes()
+    changed = Problem(**{**ADD.to_dict(), "tests": [*ADD.tests, "assert add(5, 5) == 10"]})
+    save_problems([changed, SQUARE], data)
+    with pytest.raises(ValueError, match=r"problem 'p/add' is not the one its rows in samples.jsonl were scored on"):
+        evaluate_code("fake", data, out, CodeEvalConfig(n=2), policies=ScriptedPolicies(), executor=executor)
+    assert (out / "samples.jsonl").read_bytes() == grown
+
+
 def test_greedy_is_one_sample_at_temperature_zero():
     cfg = CodeEvalConfig(greedy=True)
     assert (cfg.n, cfg.temperature) == (1, 0.0)

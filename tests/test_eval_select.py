@@ -196,6 +196,20 @@ def test_selection_end_to_end(tmp_path, scripted, executor):
     assert len(scripted["code"]) == before and again["sources"] == summary["sources"]
 
 
+def test_a_problem_changed_since_it_was_judged_is_not_resumed(tmp_path, scripted, executor):
+    from codea1.data import save_problems
+
+    data, out = tmp_path / "p.jsonl", tmp_path / "out"
+    save_problems([ADD, EVEN], data)
+    config, spec = SelectConfig(n_code=4, n_test=2, bootstrap=100), ModelSpec("base-model")
+    evaluate_selection(spec, spec, data, out, config, executor=executor)
+    before = (out / "problems.jsonl").read_bytes()
+    save_problems([ADD, Problem(**{**EVEN.to_dict(), "tests": EVEN.tests[:1]})], data)
+    with pytest.raises(ValueError, match=r"problem 'P/even' is not the one its rows in problems.jsonl were scored on"):
+        evaluate_selection(spec, spec, data, out, config, executor=executor)
+    assert (out / "problems.jsonl").read_bytes() == before
+
+
 def test_two_models_and_a_missing_step(tmp_path, scripted, executor):
     from typer.testing import CliRunner
 

@@ -159,6 +159,19 @@ def test_an_out_scored_by_another_version_is_not_resumed(tmp_path, executor, mon
     assert (out / "samples.jsonl").read_bytes() == before
 
 
+def test_a_function_changed_since_its_rows_were_scored_is_not_resumed(tmp_path, executor, monkeypatch):
+    path, texts = three_tasks(tmp_path)
+    monkeypatch.setattr(hf_engine, "generate", by_name(texts, []))
+    out = tmp_path / "out"
+    evaluate_tests("fake", path, out, TestEvalConfig(k=2), policies=ScriptedPolicies(), executor=executor)
+    before = (out / "samples.jsonl").read_bytes()
+    text = path.read_text().replace("return x + 1", "return 1 + x")   # inc's reference, mutants and all
+    path.write_text(text)
+    with pytest.raises(ValueError, match=r"problem 't/inc' is not the one its rows"):
+        evaluate_tests("fake", path, out, TestEvalConfig(k=2), policies=ScriptedPolicies(), executor=executor)
+    assert (out / "samples.jsonl").read_bytes() == before
+
+
 def canned(texts, calls):
     def generate(policies, role, prompts, n=1, sampling=None, **kw):
         assert role == "test" and n == 1

@@ -27,7 +27,7 @@ from codea1.configs import SamplingConfig
 from codea1.eval.loading import eval_engine, load_eval_policies  # noqa: F401  (names tests replace here too)
 from codea1.eval.loading import missing_libraries, sample_problems
 from codea1.eval import setup  # the set-up the eval commands share
-from codea1.eval.store import append_rows
+from codea1.eval.store import append_rows, problem_digest
 from codea1.passk import aggregate, default_ks
 from codea1.judge import extract_code
 from codea1.judge.golden import golden_item, golden_results, has_golden
@@ -164,7 +164,7 @@ def _golden_rows(ex, chunk, samples, ref, config: CodeEvalConfig) -> dict[str, l
     rows_by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (p, i, s), v in zip(owners, verdicts):
         rows_by_problem[p.id].append({
-            "problem_id": p.id, "source": p.source, "sample": i,
+            "problem_id": p.id, "source": p.source, "sample": i, "problem_digest": problem_digest(p),
             "passed": v.passed, "status": v.status, "detail": v.detail,
             "truncated": s.truncated, "completion": s.text,
         })

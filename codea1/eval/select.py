@@ -63,8 +63,10 @@ from codea1.eval.store import (
     SUMMARY_FILE,
     append_rows,
     check_identity,
+    check_rows_current,
     data_digest,
     iter_jsonl,
+    problem_digest,
     read_samples,
     repair_tail,
     write_summary,
@@ -418,7 +420,7 @@ def _judge_problem(ex, p: "Problem", texts: list[str], suites: list[str], ref_s:
     verdicts = golden_results(ex, [golden_item(p, extract_code(t)) for t in texts], golden_limits)
     if any(v.status == "infra" for v in verdicts):
         return None
-    return {"problem_id": p.id, "source": p.source, "tests": [t.text for t in tests],
+    return {"problem_id": p.id, "source": p.source, "problem_digest": problem_digest(p), "tests": [t.text for t in tests],
             "passed_tests": [sum(o.passes) for o in outcomes],
             "passes": [[int(x) for x in o.passes] for o in outcomes],
             "golden": [v.passed for v in verdicts], "golden_status": [v.status for v in verdicts],
@@ -457,6 +459,7 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
                     if p.id in skipped_there and p.id not in skipped})   # no candidates to judge
     results_path = out / PROBLEMS_FILE
     finished = _problem_rows(results_path)
+    check_rows_current(out, problems, {pid: {0: row} for pid, row in finished.items()}, PROBLEMS_FILE)
     todo = [p for p in problems if p.id not in skipped and p.id not in finished]
     set_threads(config.threads)
     loaded: dict[str, Any] = {}

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from codea1.configs import MAX_TEMPERATURE, SamplingConfig, check_engine_name
 from codea1.eval import loading
 from codea1.eval.loading import load_eval_problems
-from codea1.eval.store import MODEL_FILE, check_out_dir, data_digest, open_eval_dir, write_json, write_summary
+from codea1.eval.store import (MODEL_FILE, check_out_dir, check_rows_current, data_digest, open_eval_dir,
+                               write_json, write_summary)
 from codea1.models import check_model_name
 from codea1.sandbox import Executor
 
@@ -143,6 +144,7 @@ def open_evaluation(out: str | Path, model: str | None, data: str | Path, config
     if policies is None:
         check_model_name(model or "")  # a missing path is refused before OUT is created
     samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
+    check_rows_current(out, problems, done)
     return Evaluation(out, problems, samples_path, done)
 
 

@@ -44,14 +44,40 @@ def check_out_dir(out: Path, model: str | None, data: str) -> None:
                              "use another --out")
 
 
+def _fields(p) -> bytes:
+    return json.dumps([p.id, p.question, p.reference, p.tests, p.test_program]).encode()
+
+
 def data_digest(problems) -> str:
     """A short fingerprint of a problem set (ids, questions, references, golden tests), kept
     in summary.json so that `eval compare` and `eval select --codes-from` recognise the
     same problems under another path."""
     h = hashlib.sha256()
     for p in problems:
-        h.update(json.dumps([p.id, p.question, p.reference, p.tests, p.test_program]).encode())
+        h.update(_fields(p))
     return h.hexdigest()[:16]
+
+
+def problem_digest(problem) -> str:
+    """One problem's fingerprint (the fields of `data_digest`), kept in each row scored on
+    it (`problem_digest`), so that a resumed evaluation can tell a changed problem."""
+    return hashlib.sha256(_fields(problem)).hexdigest()[:16]
+
+
+def check_rows_current(out: Path, problems, done: dict[str, dict[int, dict[str, Any]]],
+                       rows_file: str = SAMPLES_FILE) -> None:
+    """Refuse to resume rows scored on a problem that has changed since (the data file was
+    edited, or codea1 now reads it otherwise): the evaluation would mix two scorings. Rows
+    written before rows carried `problem_digest` are taken as they are."""
+    for p in problems:
+        rows = done.get(p.id)
+        if not rows:
+            continue
+        now = problem_digest(p)
+        if any(row.get("problem_digest", now) != now for row in rows.values()):
+            raise ValueError(f"{out}: problem {p.id!r} is not the one its rows in {rows_file} were scored on "
+                             "(its question, reference or golden tests differ: the data file changed, or codea1 "
+                             "reads it otherwise now); resuming would mix the two, so use another --out")
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -47,7 +47,7 @@ from codea1.eval.mutation_testing import MutationConfig, analyse
 from codea1.eval.rounds import PROTOCOLS, rounds_tests, sample_rounds
 from codea1.eval import setup  # the set-up the eval commands share
 from codea1.eval.stdin_tests import score_stdin_tests, select_stdin_tests
-from codea1.eval.store import append_rows
+from codea1.eval.store import append_rows, problem_digest
 from codea1.rollout import test_messages
 
 if TYPE_CHECKING:
@@ -313,7 +313,8 @@ def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config:
                                             style=config.mutation_style, dedupe=config.dedupe_mutants,
                                             header=config.header_for(p))
                     answer = {"answers": said} if config.protocol == "rounds" else {"completion": said[0]}
-                    row = {"problem_id": p.id, "source": p.source, "sample": 0, **answer,
+                    row = {"problem_id": p.id, "source": p.source, "sample": 0, "problem_digest": problem_digest(p),
+                           **answer,
                            **asdict(score), "pass_at_k": score.pass_at_k, "baseline_passes": score.baseline_passes,
                            "mut_at_k": score.mut_at_k, "mut_at_k_all": score.mut_at_k_all}
                     append_rows(samples_path, [row])
