@@ -266,3 +266,22 @@ def test_a_case_that_is_a_call_is_kept_whole_unless_it_is_pytest_param():
             assert inc(x) is not None
     """), "inc")
     assert [t.splitlines()[2] for t in got] == ["x = math.floor(2.5)", "x = str.upper('a')", "x = 3"]
+
+
+def test_an_answer_built_to_break_the_reader_gives_failing_slots_not_a_crash():
+    """Nesting past the parser's depth (a MemoryError in CPython), past `ast.unparse`'s (a
+    RecursionError), or a `pytest.param()` without a value. Fault: each raised out of
+    `answer_tests` and ended the evaluation."""
+    too_deep = fenced("def test_a():\n    x = " + "-" * 100000 + "1\n    assert inc(x) == 1")
+    assert len(answer_tests(too_deep, "inc")) == 1
+    unparsable = fenced("def test_a():\n    x = " + "-" * 900 + "1\n    assert inc(x) == 1")
+    assert answer_tests(unparsable, "inc") == ["raise SyntaxError('a test nested too deeply to be read')"]
+    empty_param = fenced("""
+        import pytest
+
+        @pytest.mark.parametrize("x", [pytest.param()])
+        def test_a(x):
+            assert inc(x) == 1
+    """)
+    [test] = answer_tests(empty_param, "inc")
+    assert "raise TypeError" in test

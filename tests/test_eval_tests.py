@@ -70,6 +70,14 @@ def test_an_assert_that_does_not_parse_takes_its_slot_and_fails(executor):
     assert score.pass_at_k == 80.0 and score.mut_at_k is None
 
 
+def test_a_test_nested_too_deeply_to_parse_fails_without_ending_the_evaluation(executor):
+    """A bare assert nested past what the parser (or the harness's own check) can take.
+    Fault: `wrap_test` let the RecursionError or MemoryError out, and `eval tests` ended."""
+    deep = ["assert clamp(" + "-" * n + "1, 0, 10) == 0" for n in (3000, 100000)]
+    score = score_tests(executor, CLAMP, ["assert clamp(5, 0, 10) == 5", *deep], k=3)
+    assert score.passes == [True, False, False]
+
+
 def test_score_counts_missing_and_wrong_tests_against_pass_at_k(executor):
     tests = ["assert clamp(5, 0, 10) == 5", "assert clamp(5, 0, 10) == 6", "assert clamp(-1, 0, 10) == 0"]
     score = score_tests(executor, CLAMP, tests, k=5)

@@ -32,6 +32,10 @@ from codea1.judge import extract_test_source, parse_tests
 __all__ = ["answer_tests", "select_tests"]
 
 _TEST_FUNCTION = re.compile(r"\s*def\s+test\w*\s*\(")
+#: What reading a hostile answer can raise (too deep for the parser or for `ast.unparse`).
+_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+#: The snippet standing for a test that cannot be read back: it keeps its slot and fails.
+_UNREADABLE = "raise SyntaxError('a test nested too deeply to be read')"
 #: Statements above a test function that its tests may rely on (a test file defines them).
 _CONTEXT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
 
@@ -45,7 +49,7 @@ def _is_assert_on(source: str, name: str) -> bool:
     reads as such (``assert f(2 == 2``): it is one of the model's k tests, and fails."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except _PARSE_ERRORS:
         return bool(re.match(r"assert\b", source.strip()) and re.search(rf"\b{re.escape(name)}\b", source))
     return [type(stmt) for stmt in tree.body] == [ast.Assert] and _mentions(tree, name)
 
@@ -92,6 +96,8 @@ def _parametrize_cases(fn: ast.FunctionDef) -> list[list[ast.stmt]] | None:
         axis = []
         for case in cases_node.elts:
             if isinstance(case, ast.Call) and isinstance(case.func, ast.Attribute) and case.func.attr == "param":
+                if not case.args:
+                    return None
                 case = case.args[0] if single else ast.Tuple(elts=list(case.args), ctx=ast.Load())
             axis.append(ast.Assign(targets=[target], value=case, lineno=0))  # (ast.unparse reads a lineno)
         axes.append(axis)
@@ -115,7 +121,10 @@ def _function_tests(fn: ast.FunctionDef, context: list[ast.stmt], entry_point: s
         if not _mentions(ast.Module(body=[*setup, stmt], type_ignores=[]), entry_point):
             continue
         for bindings in cases:
-            tests.append("\n".join(ast.unparse(s) for s in (*context, *bindings, *setup, stmt)))
+            try:
+                tests.append("\n".join(ast.unparse(s) for s in (*context, *bindings, *setup, stmt)))
+            except _PARSE_ERRORS:
+                tests.append(_UNREADABLE)
     return tests
 
 
@@ -124,7 +133,7 @@ def _module(source: str) -> list[ast.stmt]:
     test is then read on its own, without the answer's imports and helpers)."""
     try:
         return ast.parse(textwrap.dedent(source)).body
-    except (SyntaxError, ValueError):
+    except _PARSE_ERRORS:
         return []
 
 
@@ -146,7 +155,7 @@ def answer_tests(completion: str, entry_point: str, limit: int | None = None) ->
             if fn is None:  # the answer does not parse as a whole: this function alone
                 try:
                     fn = ast.parse(textwrap.dedent(parsed.source)).body[0]  # type: ignore[assignment]
-                except (SyntaxError, ValueError):
+                except _PARSE_ERRORS:
                     if re.search(rf"\b{re.escape(entry_point)}\b", parsed.source):
                         tests.append(parsed.source)  # a broken test function: one slot, failing
                     continue

@@ -86,18 +86,19 @@ class MutationReport:
 
 def wrap_test(index: int, test: str) -> str:
     """The test snippet as a function the executor can call; raises ValueError when the
-    snippet is not a plain block of statements."""
+    snippet is not a plain block of statements (or is nested too deeply for the parser or
+    for this check to read: a test model's answer may be built to be)."""
     body = textwrap.dedent(test).strip("\n")
     try:
         tree = ast.parse(body)
-    except (SyntaxError, ValueError) as exc:
-        raise ValueError(f"test does not parse: {getattr(exc, 'msg', exc)}") from exc
-    if not tree.body:
-        raise ValueError("test is empty")
-    if _own_scope_has(tree, (ast.Yield, ast.YieldFrom, ast.Await, ast.Return)):
-        raise ValueError("a test may not return, yield or await")
-    text = f"def {_FN.format(index)}():\n" + textwrap.indent(body, "    ") + "\n"
-    ast.parse(text)  # a snippet using `nonlocal`/`global` oddly fails here, not in the sandbox
+        if not tree.body:
+            raise ValueError("test is empty")
+        if _own_scope_has(tree, (ast.Yield, ast.YieldFrom, ast.Await, ast.Return)):
+            raise ValueError("a test may not return, yield or await")
+        text = f"def {_FN.format(index)}():\n" + textwrap.indent(body, "    ") + "\n"
+        ast.parse(text)  # a snippet using `nonlocal`/`global` oddly fails here, not in the sandbox
+    except (SyntaxError, RecursionError, MemoryError, OverflowError) as exc:
+        raise ValueError(f"test does not parse: {getattr(exc, 'msg', None) or type(exc).__name__}") from exc
     return text
 
 
