@@ -118,8 +118,8 @@ def test_taco_and_apps_rows_stdin_and_call_based(tmp_path):
     assert stdin.meta["time_limit_s"] == 2.0 and stdin.reference == ADD_PROGRAM
     [call] = load_problems(_write_jsonl(tmp_path / "apps.jsonl", [apps_call_row()]))
     assert (call.kind, call.id, call.entry_point) == ("function", "apps/4242", "Solution")
-    assert call.tests == ["assert (_v := Solution().countVowels('banana')) == 3 or _v == [3]",
-                          "assert (_v := Solution().countVowels('xyz')) == 0 or _v == [0]"]
+    assert call.tests == ["assert (_codea1_got := Solution().countVowels('banana')) == 3 or _codea1_got == [3]",
+                          "assert (_codea1_got := Solution().countVowels('xyz')) == 0 or _codea1_got == [0]"]
     assert "def countVowels(self, s: str) -> int:" in call.question
     bad = dict(apps_call_row(), input_output='{"fn_name": "f", "inputs": [[1]]')
     with pytest.raises(ProblemFormatError, match=r"apps2\.jsonl, row 1.*input_output.*JSON text"):
@@ -287,7 +287,9 @@ def test_call_based_answers_compare_as_their_harnesses_compare(tmp_path):
                (evens, "def evens(xs):\n    return [x for x in xs if x % 2 == 0][0]\n"),  # 8: APPS's unwrapped value
                (swap, "class Solution:\n    def swap(self, x, y):\n        return y, x\n"),
                (span, "def span(xs):\n    return (max(xs), min(xs))\n"),                 # wrong
-               (swap, "class Solution:\n    def swap(self, x, y):\n        return [[y, x]]\n")]  # LCB does not unwrap
+               (swap, "class Solution:\n    def swap(self, x, y):\n        return [[y, x]]\n"),  # LCB does not unwrap
+               # globals a program may well use are not the comparison's names
+               (span, "_r = _v = None\ndef span(xs):\n    assert _r is None and _v is None\n    return min(xs), max(xs)\n")]
     with Executor(workers=1) as ex:
         results = golden_results(ex, [golden_item(p, code) for p, code in answers])
-    assert [r.passed for r in results] == [True, True, True, False, True, False, False], results
+    assert [r.passed for r in results] == [True, True, True, False, True, False, False, True], results

@@ -98,10 +98,15 @@ def call_assert(target: str, args: list[Any], expected: Any, where: str, field: 
     shown = ", ".join(literal(a, where, field) for a in args)
     call, value = f"{target}({shown})", literal(expected, where, field)
     if tuples_as_lists and isinstance(expected, list):
-        call = f"(list(_r) if isinstance(_r := {call}, tuple) else _r)"
+        call = f"(list({_RAW}) if isinstance({_RAW} := {call}, tuple) else {_RAW})"
     if wrapped_too:
-        return f"assert (_v := {call}) == {value} or _v == [{value}]"
+        return f"assert ({_GOT} := {call}) == {value} or {_GOT} == [{value}]"
     return f"assert {call} == {value}"
+
+
+# The names a golden test binds while it compares: it runs among the candidate's globals,
+# so they must not be names a program would use.
+_RAW, _GOT = "_codea1_returned", "_codea1_got"
 
 
 def call_target(starter: str, fn: str) -> tuple[str, str]:
