@@ -9,8 +9,10 @@ assert), read by `codea1.eval.answer_tests`; an answer without one leaves its sl
 a failing test.
 
 The wording is ours, in the fork's structure (program under test, description, the
-method's first line). A conversation longer than `context_tokens` keeps, as the fork
-does, the system message, the request and only the latest answer with its follow-up.
+method's first line). A conversation longer than `context_tokens` is cut as the fork cuts
+it, to its latest answer: here the system message, the first request, the latest answer
+and its follow-up (the fork keeps the system message, the latest answer and the latest
+request, in that order).
 """
 
 from __future__ import annotations
