@@ -289,6 +289,13 @@ def test_unleaked_json_array(tmp_path, executor):
     assert p.id == "7" and p.test_program is None
     assert p.question == 'def clip(x, lo, hi):\n"""\nClip x into [lo, hi].\n"""'
     assert p.tests == rows[0]["test_list"]
+    # UnLeakedTestBench ships its array as ULT.jsonl: a .jsonl file that is one JSON array
+    for text in (json.dumps(rows, indent=2), "\n" + json.dumps(rows)):
+        (tmp_path / "ULT.jsonl").write_text(text)
+        assert load_problems(tmp_path / "ULT.jsonl") == [p]
+    (tmp_path / "ULT.jsonl").write_text(json.dumps(rows, indent=2)[:-3])  # cut short: named, not read as lines
+    with pytest.raises(ProblemFormatError, match=r"ULT.jsonl, line \d+: expected a JSON array of objects"):
+        load_problems(tmp_path / "ULT.jsonl")
 
 
 # ----------------------------------------------------------------------------- BigCodeBench

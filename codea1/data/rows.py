@@ -54,11 +54,16 @@ def _decode(raw: bytes, path: Path, row: int) -> str:
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    first, array = True, False
     with _open_bytes(path) as handle:
         for number, raw in enumerate(handle, start=1):
             line = _decode(raw, path, number)
             if not line.strip():
                 continue
+            if first and line.lstrip().startswith("["):
+                array = True  # a JSON array under a .jsonl name (UnLeakedTestBench ships ULT.jsonl so)
+                break
+            first = False
             where = f"{path}, row {number}"
             try:
                 row = json.loads(line)
@@ -67,9 +72,14 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             if not isinstance(row, dict):
                 raise ProblemFormatError(where, None, "a JSON object", row)
             yield where, row
+    if array:
+        yield from _json_rows(path, lines=False)
 
 
-def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def _json_rows(path: Path, lines: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows of a JSON array (or object) file; `lines`: one that does not parse as a
+    whole but starts with an object is read as JSON Lines (many data sets ship them under
+    a .json name)."""
     with _open_bytes(path) as handle:
         data = handle.read()
     try:
@@ -82,7 +92,7 @@ def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     except json.JSONDecodeError as exc:
         # Many data sets ship JSON Lines under a .json name.
         first = text.lstrip()[:1]
-        if first == "{" and "\n" in text.strip():
+        if lines and first == "{" and "\n" in text.strip():
             yield from _jsonl_rows(path)
             return
         raise ProblemFormatError(
