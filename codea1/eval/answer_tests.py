@@ -28,12 +28,11 @@ import re
 import textwrap
 
 from codea1.judge import extract_test_source, parse_tests
+from codea1.judge.parse import PARSE_ERRORS  # (also what ast.unparse raises on a tree too deep)
 
 __all__ = ["answer_tests", "select_tests"]
 
 _TEST_FUNCTION = re.compile(r"\s*def\s+test\w*\s*\(")
-#: What reading a hostile answer can raise (too deep for the parser or for `ast.unparse`).
-_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 #: The snippet standing for a test that cannot be read back: it keeps its slot and fails.
 _UNREADABLE = "raise SyntaxError('a test nested too deeply to be read')"
 #: Statements above a test function that its tests may rely on (a test file defines them).
@@ -49,7 +48,7 @@ def _is_assert_on(source: str, name: str) -> bool:
     reads as such (``assert f(2 == 2``): it is one of the model's k tests, and fails."""
     try:
         tree = ast.parse(source)
-    except _PARSE_ERRORS:
+    except PARSE_ERRORS:
         return bool(re.match(r"assert\b", source.strip()) and re.search(rf"\b{re.escape(name)}\b", source))
     return [type(stmt) for stmt in tree.body] == [ast.Assert] and _mentions(tree, name)
 
@@ -123,7 +122,7 @@ def _function_tests(fn: ast.FunctionDef, context: list[ast.stmt], entry_point: s
         for bindings in cases:
             try:
                 tests.append("\n".join(ast.unparse(s) for s in (*context, *bindings, *setup, stmt)))
-            except _PARSE_ERRORS:
+            except PARSE_ERRORS:
                 tests.append(_UNREADABLE)
     return tests
 
@@ -133,7 +132,7 @@ def _module(source: str) -> list[ast.stmt]:
     test is then read on its own, without the answer's imports and helpers)."""
     try:
         return ast.parse(textwrap.dedent(source)).body
-    except _PARSE_ERRORS:
+    except PARSE_ERRORS:
         return []
 
 
@@ -155,7 +154,7 @@ def answer_tests(completion: str, entry_point: str, limit: int | None = None) ->
             if fn is None:  # the answer does not parse as a whole: this function alone
                 try:
                     fn = ast.parse(textwrap.dedent(parsed.source)).body[0]  # type: ignore[assignment]
-                except _PARSE_ERRORS:
+                except PARSE_ERRORS:
                     if re.search(rf"\b{re.escape(entry_point)}\b", parsed.source):
                         tests.append(parsed.source)  # a broken test function: one slot, failing
                     continue

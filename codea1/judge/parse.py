@@ -42,7 +42,9 @@ _OPERATORS = {
     ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
 }
 
-_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+#: What parsing untrusted text can raise besides a SyntaxError: a null byte (ValueError), nesting
+#: too deep for the parser (MemoryError, RecursionError), a literal too large (OverflowError).
+PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,7 +543,7 @@ class _Parser:
                 self.tests, self.env, self.lines = [], _Env(), _split_lines(self.source)
             try:
                 module = ast.parse(self.source)
-            except _PARSE_ERRORS:
+            except PARSE_ERRORS:
                 self.run_resynchronising()
                 return self.tests
             for node in module.body:
@@ -595,7 +597,7 @@ class _Parser:
             self.lines = [key + "\n" for key in fresh_keys]
             try:
                 body = ast.parse("".join(self.lines)).body
-            except _PARSE_ERRORS:  # cannot happen for lines that parse on their own; be safe
+            except PARSE_ERRORS:  # cannot happen for lines that parse on their own; be safe
                 return False
             for node in body:
                 fresh.setdefault(node.lineno, []).append(node)
@@ -630,7 +632,7 @@ class _Parser:
                 chunk = "".join(lines[begin : starts[m]])
                 try:
                     parsed = ast.parse(chunk)
-                except _PARSE_ERRORS:
+                except PARSE_ERRORS:
                     continue
                 k_next = m
                 break
@@ -757,7 +759,7 @@ class LineCache:
         placed = [True] * len(keys)
         try:
             body = ast.parse("".join(lines)).body if len(keys) > 1 else None
-        except _PARSE_ERRORS:
+        except PARSE_ERRORS:
             body = None
         if body is None:
             placed = [False] * len(keys)
@@ -776,7 +778,7 @@ class LineCache:
                 continue
             try:
                 alone = ast.parse(key).body
-            except _PARSE_ERRORS:
+            except PARSE_ERRORS:
                 self._lines[key] = None
                 continue
             self._lines[key] = _Line(self._items(alone, [key]))
@@ -863,7 +865,7 @@ def _syntax_error(text: str) -> str:
         ast.parse(text)
     except SyntaxError as err:
         return err.msg
-    except _PARSE_ERRORS as err:
+    except PARSE_ERRORS as err:
         return type(err).__name__
     return "incomplete statement"
 

@@ -19,9 +19,9 @@ import ast
 import textwrap
 import warnings
 
-__all__ = ["HoistedModule", "hoist_imports", "candidate_program", "reference_program"]
+from codea1.judge.parse import PARSE_ERRORS
 
-_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+__all__ = ["HoistedModule", "hoist_imports", "candidate_program", "reference_program"]
 
 
 class HoistedModule:
@@ -63,13 +63,13 @@ def hoist_imports(code: str) -> HoistedModule:
         warnings.simplefilter("ignore")
         try:
             tree = ast.parse(code)
-        except _PARSE_ERRORS:
+        except PARSE_ERRORS:
             return HoistedModule(code, set(), set(), parsed=False)
         hoist = _Hoist()
         try:
             body = ast.unparse(ast.fix_missing_locations(hoist.visit(tree)))
             ast.parse(body)
-        except _PARSE_ERRORS:
+        except PARSE_ERRORS:
             return HoistedModule(None, hoist.imports, hoist.functions, parsed=True)
         return HoistedModule(body, hoist.imports, hoist.functions, parsed=True)
 

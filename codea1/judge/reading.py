@@ -25,7 +25,7 @@ import re
 import warnings
 from typing import Any
 
-from codea1.judge.parse import ParsedTest, _literal_value, _strict_violation
+from codea1.judge.parse import PARSE_ERRORS, ParsedTest, _literal_value, _strict_violation
 
 __all__ = ["read_reference_tests", "python_blocks"]
 
@@ -33,7 +33,6 @@ _OPENING = "```python"
 _FENCE = "```"
 # String literals (single-line, with escapes) and comments: their brackets do not count.
 _NOT_CODE = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|#.*')
-_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 _OPERATOR_NAMES = {ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
                    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
 
@@ -82,7 +81,7 @@ def _parse(text: str, cache: dict[str, list[ast.stmt] | None] | None) -> list[as
         return cache[text]
     try:
         body: list[ast.stmt] | None = ast.parse(text).body
-    except _PARSE_ERRORS:
+    except PARSE_ERRORS:
         body = None
     if cache is not None:
         cache[text] = body
