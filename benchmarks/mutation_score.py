@@ -8,8 +8,12 @@ that guard them (TARGETS below): GRPO's advantages, sample selection, losses and
 schedule (`codea1/grpo.py`), the reward formulas (`codea1/judge/rewards.py`), pass@k
 (`codea1/passk.py`), the selection rule of `codea1 eval select` (`choose`), and the
 Mistake Book's ranking (how failures and passes move a test's frequency, and the order
-`top` reads), and how `eval tests` reads the tests of a test model's answer
-(`codea1/eval/answer_tests.py`). Mutants outside the named functions are marked skipped before the run, so
+`top` reads), how `eval tests` reads the tests of a test model's answer
+(`codea1/eval/answer_tests.py`), the statistics of `eval compare` (the paired bootstrap,
+the sign test, the detectable size, the verdict, what may be compared:
+`codea1/eval/compare.py`), the order problems are drawn in (`codea1/data/sampler.py`) and
+the arithmetic of `--time-limit` (`TimeBudget`, `codea1/train/stopping.py`), and which
+code and tests are read out of a completion's Markdown fences (`codea1/judge/extract.py`). Mutants outside the named functions are marked skipped before the run, so
 a target costs (its mutants in those functions) x (one run of its test files).
 
 Cosmic-Ray mutates the module in place, so every target runs in a private copy of the
@@ -70,6 +74,19 @@ TARGETS = (  # (the new exact tests first: a mutant they kill costs one short ru
     Target("answer_tests", "codea1/eval/answer_tests.py",
            ("_is_assert_on", "_is_context", "_parametrize_cases", "_function_tests", "_module", "answer_tests"),
            ("tests/test_answer_tests.py",)),
+    Target("compare", "codea1/eval/compare.py",
+           ("sign_test", "mde", "binary_mde", "value", "compare_metric", "verdict", "check_comparable", "compare"),
+           ("tests/test_eval_compare.py",)),
+    Target("sampler", "codea1/data/sampler.py",
+           ("__init__", "_permutation", "_next_epoch", "take", "state", "load_state"),
+           ("tests/test_data_sampler.py",)),
+    Target("time_budget", "codea1/train/stopping.py",
+           ("_fmt", "learn", "record_step", "get", "record", "left", "refuse", "refuse_step", "refuse_commit"),
+           ("tests/test_run_dir.py::test_the_time_budget_on_hand_computed_edges",
+            "tests/test_run_dir.py::test_the_time_budget_refuses_what_cannot_finish")),
+    Target("extract", "codea1/judge/extract.py",
+           ("code_blocks", "extract_code", "extract_test_source", "python_test_source", "_joined"),
+           ("tests/test_judge_parse.py",)),
     Target("grpo", "codea1/grpo.py",
            ("group_advantages", "has_signal", "select_test_groups", "select_batches", "_code_batch", "_test_batch",
             "token_mean", "clipped_surrogate", "k3_kl", "grpo_token_loss", "warmup_cosine", "split_mini_batches",

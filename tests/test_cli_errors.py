@@ -261,7 +261,7 @@ def _fake_checkpoint(run: Path) -> Path:
     save_config(load_config(preset="cpu-demo"), run / "config.yaml")
     ck = run / "checkpoints" / "step-2"
     (ck / "policies").mkdir(parents=True)
-    (ck / "state.json").write_text(json.dumps({"step": 2, "data": {"epoch": 0, "index": 4},
+    (ck / "state.json").write_text(json.dumps({"step": 2, "data": {"epoch": 0, "index": 4, "n": 8},
                                                "metrics_offsets": {"metrics": 0, "samples": 0}}))
     torch.save({"optimizers": {}, "schedulers": {}}, ck / "optim.pt")
     save_rng(ck / "rng.pt")
@@ -282,13 +282,15 @@ BROKEN = [
     ("optim.pt", _truncate),
     ("rng.pt", Path.unlink),
     ("state.json", lambda p: p.write_text('{"step": 2}')),
+    ("state.json", lambda p: p.write_text('{"step": 2, "data": {"epoch": 0, "index": 9, "n": 8}, '
+                                          '"metrics_offsets": {"metrics": 0, "samples": 0}}')),
     ("policies/test.safetensors", _truncate),
     ("policies/policies.json", lambda p: p.write_text("{")),
     ("mistakes.sqlite", lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)),
 ]
 
 
-@pytest.mark.parametrize("name, damage", BROKEN, ids=[n for n, _ in BROKEN])
+@pytest.mark.parametrize("name, damage", BROKEN, ids=[f"{n}-{i}" for i, (n, _) in enumerate(BROKEN)])
 def test_resume_names_the_broken_checkpoint_file_before_loading_a_model(inputs, monkeypatch, name, damage):
     import codea1.models
 

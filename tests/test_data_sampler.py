@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pytest
 
-from codea1.data.sampler import ProblemSampler
+from codea1.data.sampler import ProblemSampler, position_error
 
 
 def _perm(seed: int, epoch: int, n: int) -> list[int]:
@@ -60,3 +63,39 @@ def test_cross_epochs_is_the_older_rule():
     assert [s.take(3), s.take(3)] == [e0[0:3], e0[3:5] + e1[0:1]]
     big = ProblemSampler(2, seed=0, shuffle=False, batch_size=5, cross_epochs=True)
     assert big.take(5) == [0, 1, 0, 1, 0]            # a step may hold a problem twice
+
+
+def test_the_edges_of_what_is_accepted():
+    """One problem is a training set; a batch of the whole set is one step an epoch; a
+    checkpoint for more or fewer problems is refused, and so is one written for a large
+    set read back from JSON (its n is not the same int object). Found by
+    `benchmarks/mutation_score.py --only sampler`."""
+    assert ProblemSampler(1, seed=0).take(1) == [0]
+    with pytest.raises(ValueError, match="no problems"):
+        ProblemSampler(-1, seed=0)
+    whole = ProblemSampler(4, seed=0, batch_size=4)
+    assert sorted(whole.take(4)) == [0, 1, 2, 3] and whole.take(4) == _perm(0, 1, 4)
+    big = ProblemSampler(1000, seed=5, batch_size=300)
+    big.take(300)
+    resumed = ProblemSampler(1000, seed=5, batch_size=300)
+    resumed.load_state(json.loads(json.dumps(big.state())))
+    assert resumed.take(300) == big.take(300)
+    for n in (7, 9):
+        with pytest.raises(ValueError, match=f"for {n} problems, the training set now has 8"):
+            ProblemSampler(8, seed=1).load_state({"epoch": 0, "index": 0, "n": n})
+
+
+@pytest.mark.parametrize("state, message", [
+    ({"epoch": 0, "index": 9, "n": 8}, "index 9 is past the end of an epoch of 8 problems"),
+    ({"epoch": -1, "index": 0, "n": 8}, "epoch -1: expected a whole number >= 0"),
+    ({"epoch": 0, "index": "3", "n": 8}, "index '3': expected a whole number >= 0"),
+    ({"epoch": 0, "index": 3}, "n None: expected a whole number >= 1"),
+    ({"epoch": True, "index": 3, "n": 8}, "epoch True: expected"),
+    ([0, 3, 8], "expected an object with epoch, index and n"),
+])
+def test_a_damaged_position_is_named(state, message):
+    """A hand-edited or damaged state.json: the field and what was expected, never an
+    IndexError at the next draw."""
+    with pytest.raises(ValueError, match=re.escape(f"the checkpoint's data position: ") + ".*" + re.escape(message)):
+        ProblemSampler(8, seed=0, cross_epochs=True).load_state(state)
+    assert position_error(state) is not None and message in position_error(state)

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from codea1.cli import app
-from codea1.eval.compare import CompareError, K_MIN, Z_SUM, binary_mde, compare, mde, read_evaluation, sign_test
+from codea1.eval.compare import (CompareError, K_MIN, Z_SUM, binary_mde, compare, mde, read_evaluation, sign_test,
+                                 verdict)
 
 CODE_SETTINGS = {"n": 1, "temperature": 0.0, "top_p": 0.95, "max_new_tokens": 512}
 
@@ -329,3 +332,183 @@ def test_cli_table_json_plot_and_one_line_refusal(tmp_path):
         f"error: {other}: evaluated on other data ('x.jsonl') than {a} ('mbpp-eval.jsonl'); "
         "compare evaluations of the same problems"]
     assert not (tmp_path / "r").exists()
+
+
+# --------------------------------------------------------------------------- edges a mutation run found
+# `python benchmarks/mutation_score.py --only compare` left these behaviours untested: each
+# test below names the mutants it kills (docs/BENCHMARKS.md, "Mutation score").
+
+
+def test_the_detectable_size_at_its_edges():
+    """Six problems is the first size the sign test can call (`n < K_MIN`, not `<=`); the
+    floor is a true division (600 / 7, not 600 // 7); a planned share of changes below 0
+    is read as none."""
+    assert mde(6, 0.0) == pytest.approx(100.0) and mde(6, 0.0, step=25.0) == pytest.approx(25.0)
+    assert mde(7, 0.0) == pytest.approx(600 / 7)
+    assert binary_mde(40, -0.1) == binary_mde(40, 0.0) == pytest.approx(15.0)
+
+
+def test_the_interval_is_the_percentile_bootstrap_of_the_same_resampled_problems(tmp_path):
+    """The interval recomputed from its definition: `resamples` draws of the problems with
+    replacement (numpy's default_rng(seed).integers(0, n)), the same draw for both sides, the
+    2.5th and 97.5th percentiles of mean(B) - mean(A). Kills: averaging over the resamples
+    instead of the problems (axis 0), other percentiles, a draw that never picks the first
+    problem or picks the last twice as often."""
+    settings = {"n": 16, "temperature": 0.7, "top_p": 0.95, "max_new_tokens": 512}
+    passed_a = {f"P/{i:02d}": (i * 7) % 17 for i in range(37)}   # samples passed of 16
+    passed_b = {f"P/{i:02d}": 16 if i == 0 else (i * 5) % 17 for i in range(37)}
+    a = code_dir(tmp_path, "a", passed_a, n=16, settings=settings)
+    b = code_dir(tmp_path, "b", passed_b, n=16, settings=settings)
+    row = compare([a, b], resamples=500, seed=3)["comparisons"][0]["metrics"][0]
+    ids = sorted(passed_a)
+    va = np.array([100 / 16 * passed_a[p] for p in ids])
+    vb = np.array([100 / 16 * passed_b[p] for p in ids])
+    idx = np.random.default_rng(3).integers(0, len(ids), size=(500, len(ids)))
+    diffs = vb[idx].mean(axis=1) - va[idx].mean(axis=1)
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    assert (row["low"], row["high"]) == (pytest.approx(low, abs=1e-9), pytest.approx(high, abs=1e-9))
+    # the next percentiles out and in are other values: the check tells them apart
+    assert len({*np.percentile(diffs, [1.5, 2.5, 3.5]), *np.percentile(diffs, [96.5, 97.5, 98.5])}) == 6
+    assert row["diff"] == pytest.approx(vb.mean() - va.mean())
+
+
+def test_an_interval_that_hangs_on_the_first_problem(tmp_path):
+    """Only the first problem (by id) changed: some resamples hold it, so the interval's top
+    is above 0. A draw from 1 (never index 0) gave [0, 0]."""
+    a = code_dir(tmp_path, "a", {f"P/{i}": False for i in range(10)})
+    b = code_dir(tmp_path, "b", {f"P/{i}": i == 0 for i in range(10)})
+    row = compare([a, b], resamples=200)["comparisons"][0]["metrics"][0]
+    assert row["low"] == 0.0 and row["high"] > 0.0
+    assert (row["improved"], row["worsened"], row["ties"]) == (1, 0, 9)
+
+
+def test_changes_under_one_point_count_and_ties_are_what_is_left(tmp_path):
+    """avg@200 moves by half a point a sample: such a move is a change (not `d > 1`), down
+    as well as up, and ties are the problems left (paired - up - down)."""
+    settings = {"n": 200, "temperature": 0.7, "top_p": 0.95, "max_new_tokens": 512}
+    a = code_dir(tmp_path, "a", {f"P/{i}": 100 for i in range(8)}, n=200, settings=settings)
+    b = code_dir(tmp_path, "b", {f"P/{i}": 101 if i < 3 else 99 if i < 5 else 100 for i in range(8)}, n=200,
+                 settings=settings)
+    row = compare([a, b], resamples=200)["comparisons"][0]["metrics"][0]
+    assert row["metric"] == "pass@1"
+    assert (row["improved"], row["worsened"], row["ties"]) == (3, 2, 3)
+
+
+def test_the_floor_of_a_graded_metric_is_its_smallest_move_either_way(tmp_path):
+    """avg@4 on 30 problems. One problem up a sample (+25): the normal-theory figure (2.3)
+    is under the floor of 6 problems moving 25 points (5.0), so 5.0 (a floor from the ties'
+    zero moves would be 0 and give 2.3). One up two samples (+50) and one down a sample
+    (-25): the smallest move is 25 (a floor from the gains alone would be 10.0), here under
+    the normal-theory figure, which is given."""
+    settings = {"n": 4, "temperature": 0.7, "top_p": 0.95, "max_new_tokens": 512}
+    a = code_dir(tmp_path, "a", {f"P/{i}": 2 for i in range(30)}, n=4, settings=settings)
+    one_up = code_dir(tmp_path, "one_up", {f"P/{i}": 3 if i == 0 else 2 for i in range(30)}, n=4, settings=settings)
+    both = code_dir(tmp_path, "both", {f"P/{i}": 4 if i == 0 else 1 if i == 1 else 2 for i in range(30)}, n=4,
+                    settings=settings)
+    rows = [cmp["metrics"][0] for cmp in compare([a, one_up, both], resamples=200)["comparisons"]]
+    assert rows[0]["mde"] == pytest.approx(5.0)
+    d = np.array([50.0, -25.0] + [0.0] * 28)
+    assert rows[1]["mde"] == pytest.approx(Z_SUM * d.std(ddof=1) / math.sqrt(30))
+    assert 5.0 < rows[1]["mde"] < 10.0
+
+
+def test_mul_is_the_product_of_the_averages_and_its_detectable_size_is_from_the_bootstrap(tmp_path):
+    """Mul = mean(pass@k) x mean(mut@k) / 100 (not modulo 100), resampled as defined; with no
+    per-problem value its detectable size takes the bootstrap's standard error for sd/sqrt(n):
+    max(Z_SUM * se, 600 / n)."""
+    rows_a = [_fn(f"F/{i:02d}", [True, i % 3 == 0], 2, i % 5) for i in range(40)]
+    rows_b = [_fn(f"F/{i:02d}", [True, True], 2, (i * 2) % 5) for i in range(40)]
+    a = ult_dir(tmp_path, "a", rows_a)
+    b = ult_dir(tmp_path, "b", rows_b)
+    result = compare([a, b], resamples=400, seed=1)
+    mul = {r["metric"]: r for r in result["comparisons"][0]["metrics"]}["Mul"]
+
+    def side(rows):
+        passk = np.array([r["pass_at_k"] for r in rows])
+        mut = np.array([np.nan if r["mut_at_k"] is None else r["mut_at_k"] for r in rows])
+        return passk, mut
+
+    (pa, ma), (pb, mb) = side(rows_a), side(rows_b)
+    assert mul["a"] == pytest.approx(pa.mean() * np.nanmean(ma) / 100)
+    assert mul["b"] == pytest.approx(pb.mean() * np.nanmean(mb) / 100)
+    assert mul["b"] != pytest.approx(pb.mean() * np.nanmean(mb) % 100)   # where "% 100" would differ
+    idx = np.random.default_rng(1).integers(0, 40, size=(400, 40))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        boot = (pb[idx].mean(1) * np.nanmean(mb[idx], 1) - pa[idx].mean(1) * np.nanmean(ma[idx], 1)) / 100
+    boot = boot[np.isfinite(boot)]
+    assert mul["mde"] == pytest.approx(max(Z_SUM * boot.std(), 600 / 40))
+    assert Z_SUM * boot.std() > 600 / 40   # the bootstrap's figure, not the floor, decides here
+
+
+@pytest.mark.parametrize("low, high, p, up_down, expected", [
+    (0.5, 9.0, 0.01, (7, 0), "B better than A"),          # a low end under 1 point still excludes 0
+    (0.0, 9.0, 0.01, (7, 0), "no difference"),            # an interval touching 0 does not exclude it
+    (-0.5, 9.0, 0.01, (7, 0), "no difference"),
+    (-9.0, -0.5, 0.01, (0, 7), "B worse than A"),
+    (-9.0, 0.0, 0.01, (0, 7), "no difference"),
+    (-9.0, 0.5, 0.01, (0, 7), "no difference"),
+    (-3.0, 5.0, 0.01, (7, 0), "no difference"),
+    (0.5, 9.0, 0.05, (7, 0), "no difference"),            # p must be under the level, not at it
+    (0.5, 9.0, 0.01, (2, 30), "mixed: the mean went up but more problems went down (2 up / 30 down)"),
+])
+def test_the_verdict_at_its_boundaries(low, high, p, up_down, expected):
+    row = {"mde": 5.0, "paired": 40, "a": 50.0, "b": 55.0, "low": low, "high": high, "p_sign": p,
+           "improved": up_down[0], "worsened": up_down[1]}
+    assert verdict(row).startswith(expected)
+
+
+def test_more_evaluations_than_letters(tmp_path):
+    """A to Z, then E26, E27 (the 27th and 28th directories), each against A."""
+    dirs = [code_dir(tmp_path, f"e{i:02d}", {f"P/{j}": j < i % 7 for j in range(6)}) for i in range(28)]
+    result = compare(dirs, resamples=50)
+    labels = [e["label"] for e in result["evaluations"]]
+    assert labels[:2] == ["A", "B"] and labels[25:] == ["Z", "E26", "E27"]
+    assert [c["b"] for c in result["comparisons"]] == labels[1:]
+
+
+def test_comparability_is_checked_whichever_directory_comes_first(tmp_path):
+    """Each refusal with the directories the other way round, and the data judged by name
+    when a side has no digest yet (an evaluation still running has no summary.json)."""
+    a = code_dir(tmp_path, "a", outcomes({1}), digest="d1")
+    earlier = code_dir(tmp_path, "earlier", outcomes({1}), digest="d0")
+    with pytest.raises(CompareError, match=rf"^{earlier}: evaluated on other problems"):
+        compare([a, earlier])
+    t = ult_dir(tmp_path, "t", [_fn("F/1", [True, True], 2, 1)])
+    with pytest.raises(CompareError, match=rf"^{a}: an `eval code` directory, but {t} is `eval tests`"):
+        compare([t, a])
+    longer = code_dir(tmp_path, "longer", outcomes({1}), settings={**CODE_SETTINGS, "max_new_tokens": 1024})
+    with pytest.raises(CompareError, match=rf"^{longer}: evaluated with other settings .*max_new_tokens 1024 vs 512"):
+        compare([a, longer])
+    running = code_dir(tmp_path, "running", outcomes({2}))
+    (running / "summary.json").unlink()
+    assert compare([a, running])["problems"] == 40 and compare([running, a])["problems"] == 40
+    elsewhere = code_dir(tmp_path, "elsewhere", outcomes({2}), data="humaneval.jsonl")
+    (elsewhere / "summary.json").unlink()
+    for pair in ([running, elsewhere], [elsewhere, running]):
+        with pytest.raises(CompareError, match=r"evaluated on other data"):
+            compare(pair)
+
+
+def test_the_data_named_is_the_first_directory_s(tmp_path):
+    a = code_dir(tmp_path, "a", outcomes({1}))
+    moved = code_dir(tmp_path, "moved", outcomes({1}), data="/elsewhere/mbpp-eval.jsonl")   # same digest
+    assert compare([a, moved])["data"] == "mbpp-eval.jsonl"
+
+
+def test_same_candidates_is_asked_of_the_first_directory_and_only_when_both_recorded_them(tmp_path):
+    """B judged other candidates than A, C the same as B: both differ from A. Selections
+    written without `code_sha` (an older eval select) cannot say: None."""
+    golden = [True, False, False, False]
+    a = select_dir(tmp_path, "a", [(False, golden, ["x", "y", "z", "w"])] * 7)
+    b = select_dir(tmp_path, "b", [(True, golden, ["x", "y", "z", "a"])] * 7)
+    c = select_dir(tmp_path, "c", [(True, golden, ["x", "y", "z", "a"])] * 7)
+    assert [x["same_candidates"] for x in compare([a, b, c])["comparisons"]] == [False, False]
+    d = select_dir(tmp_path, "d", [(True, golden, ["x", "y", "z", "zz"])] * 7)
+    assert [x["same_candidates"] for x in compare([a, d])["comparisons"]] == [False]
+    old = select_dir(tmp_path, "old", [(True, golden, ["x", "y", "z", "w"])] * 7)
+    rows = [json.loads(line) for line in (old / "problems.jsonl").read_text().splitlines()]
+    (old / "problems.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "code_sha"}) + "\n"
+                                                for r in rows))
+    assert [x["same_candidates"] for x in compare([old, a])["comparisons"]] == [None]
+    assert [x["same_candidates"] for x in compare([a, old])["comparisons"]] == [None]

@@ -211,3 +211,36 @@ def test_the_time_budget_refuses_what_cannot_finish():
     now[0] = 150.0
     assert budget.refuse_step(2, validates=False) is not None
     assert TimeBudget(None).refuse_step(5, validates=True) is None
+
+
+def test_the_time_budget_on_hand_computed_edges():
+    """What `benchmarks/mutation_score.py --only time_budget` found untested: the estimate
+    after the commit point is the Mistake Book's time plus the update's; a missing or
+    non-finite figure counts as 0; a row without a step number is the validation before the
+    first step; the checkpoint's time is added to what a part needs; a part that exactly
+    fits is started; nothing to do is never refused, even past the deadline; times are
+    printed rounded up, never below 0."""
+    from codea1.train.stopping import TimeBudget, _fmt
+
+    assert (_fmt(0), _fmt(-3.0), _fmt(0.2), _fmt(60), _fmt(61.5)) == ("0 s", "0 s", "1 s", "1 min 0 s", "1 min 2 s")
+    now = [100.0]
+    budget = TimeBudget(deadline=250.0, clock=lambda: now[0])
+    assert budget.left() == 150.0
+    budget.learn([{"time/step_s": 99.0, "time/validation_s": 7.0},     # no step: the validation before step 1
+                  {"step": 1, "time/step_s": 40.0, "time/update_s": 15.0, "time/mistake_book_s": 1.5},
+                  {"step": 2, "time/step_s": float("nan"), "time/update_s": 12.0}])
+    assert (budget.step_s, budget.after_commit_s, budget.validation_s) == (40.0, 16.5, 7.0)
+    budget.record("checkpoint_s", 20.0)
+    budget.record("checkpoint_s", 5.0)                                  # the longest is kept
+    assert budget.checkpoint_s == 20.0
+    now[0] = 190.0                                                      # 60 s left
+    assert budget.refuse_step(3, validates=False) is None               # 40 + 20 fits exactly
+    assert budget.refuse_step(3, validates=True) == "time limit: step 3 needs about 1 min 7 s and 1 min 0 s are left"
+    assert budget.refuse("the validation after step 3", 40.5).startswith(
+        "time limit: the validation after step 3 needs about 1 min 1 s")
+    assert budget.refuse("x", 0.5) is None
+    now[0] = 249.9
+    assert budget.refuse("x", 0.5) is not None                          # under a second still counts
+    now[0] = 300.0                                                      # past the deadline
+    assert budget.refuse("nothing", 0.0) is None
+    assert budget.refuse_commit(3, before_commit_s=1.0).endswith("needs about 37 s and 0 s are left")

@@ -68,10 +68,27 @@ class ProblemSampler:
         return {"epoch": self.epoch, "index": self.index, "n": self.n}
 
     def load_state(self, state: dict[str, int]) -> None:
-        if state.get("n") != self.n:
+        problem = position_error(state)
+        if problem is not None:
+            raise ValueError(f"the checkpoint's data position: {problem}")
+        if state["n"] != self.n:
             raise ValueError(
                 f"the checkpoint's data position is for {state.get('n')} problems, "
                 f"the training set now has {self.n}: resume with the same data"
             )
         self.epoch, self.index = int(state["epoch"]), int(state["index"])
         self._order = self._permutation(self.epoch)
+
+
+def position_error(state: object) -> str | None:
+    """What is wrong with a checkpointed data position (`ProblemSampler.state`), or None:
+    `train --resume` checks it with the checkpoint's other files, before a model loads."""
+    if not isinstance(state, dict):
+        return f"{state!r}: expected an object with epoch, index and n"
+    for key, least in (("epoch", 0), ("index", 0), ("n", 1)):
+        value = state.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            return f"{key} {value!r}: expected a whole number >= {least}"
+    if state["index"] > state["n"]:
+        return f"index {state['index']} is past the end of an epoch of {state['n']} problems"
+    return None

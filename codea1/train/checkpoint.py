@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+from codea1.data.sampler import position_error
 from codea1.output_files import fsync_path, naming_full_disk
 from codea1.output_files import atomic_write_text  # noqa: F401  (config.py's save_config takes it from here)
 
@@ -221,6 +222,8 @@ def verify_checkpoint(checkpoint: Path, book_file: str = BOOK_FILE) -> dict[str,
     if not isinstance(state, dict) or missing:
         raise CheckpointError(f"{checkpoint / STATE_FILE}: expected the keys step, data and "
                               f"metrics_offsets (missing {', '.join(missing)})")
+    if (problem := position_error(state["data"])) is not None:
+        raise CheckpointError(f"{checkpoint / STATE_FILE}: data (the data position): {problem}")
     for name, expect in (("optim.pt", ("optimizers", "schedulers")), ("rng.pt", ("python", "numpy", "torch"))):
         path = checkpoint / name
         try:
