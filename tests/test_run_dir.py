@@ -228,13 +228,16 @@ def test_the_time_budget_on_hand_computed_edges():
     assert budget.left() == 150.0
     budget.learn([{"time/step_s": 99.0, "time/validation_s": 7.0},     # no step: the validation before step 1
                   {"step": 1, "time/step_s": 40.0, "time/update_s": 15.0, "time/mistake_book_s": 1.5},
-                  {"step": 2, "time/step_s": float("nan"), "time/update_s": 12.0}])
-    assert (budget.step_s, budget.after_commit_s, budget.validation_s) == (40.0, 16.5, 7.0)
+                  {"step": 2, "time/step_s": float("nan"), "time/update_s": 20.0}])   # no Mistake Book figure
+    assert (budget.step_s, budget.after_commit_s, budget.validation_s) == (40.0, 20.0, 7.0)
     budget.record("checkpoint_s", 20.0)
     budget.record("checkpoint_s", 5.0)                                  # the longest is kept
     assert budget.checkpoint_s == 20.0
     now[0] = 190.0                                                      # 60 s left
     assert budget.refuse_step(3, validates=False) is None               # 40 + 20 fits exactly
+    now[0] = 190.5
+    assert budget.refuse_step(3, validates=False).endswith("needs about 1 min 0 s and 59 s are left")
+    now[0] = 190.0
     assert budget.refuse_step(3, validates=True) == "time limit: step 3 needs about 1 min 7 s and 1 min 0 s are left"
     assert budget.refuse("the validation after step 3", 40.5).startswith(
         "time limit: the validation after step 3 needs about 1 min 1 s")
@@ -243,4 +246,4 @@ def test_the_time_budget_on_hand_computed_edges():
     assert budget.refuse("x", 0.5) is not None                          # under a second still counts
     now[0] = 300.0                                                      # past the deadline
     assert budget.refuse("nothing", 0.0) is None
-    assert budget.refuse_commit(3, before_commit_s=1.0).endswith("needs about 37 s and 0 s are left")
+    assert budget.refuse_commit(3, before_commit_s=1.0).endswith("needs about 40 s and 0 s are left")

@@ -35,8 +35,8 @@ def code_blocks(text: str) -> list[tuple[str, str]]:
             return blocks
         ticks = opening.group("ticks")
         closing = re.compile(rf"^[ \t]*`{{{len(ticks)},}}[ \t]*$", re.MULTILINE)
-        body_start = opening.end() + 1
-        end = closing.search(text, body_start) if body_start <= len(text) else None
+        body_start = opening.end() + 1   # (past the end of a text that ends on the fence: no match)
+        end = closing.search(text, body_start)
         if end is None:
             blocks.append((opening.group("lang").lower(), text[body_start:]))
             return blocks
@@ -50,10 +50,9 @@ def extract_code(text: str, lenient: bool = False) -> str:
         start = text.find("```python")
         if start >= 0:
             body_start = start + len("```python")
-            # (only up to a second ```python: that one would open another block)
             end = text.find("```", body_start)
-            following = text.find("```python", body_start)
-            if end >= 0 and (following < 0 or end < following):
+            # (a second ```python does not close the block: it would open another)
+            if end >= 0 and not text.startswith("```python", end):
                 return text[body_start:end].strip("\n")
         return text.strip("\n")
     blocks = code_blocks(text)

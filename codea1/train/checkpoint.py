@@ -208,7 +208,7 @@ def load_rng(path: Path) -> dict[str, Any]:
 
 def verify_checkpoint(checkpoint: Path, book_file: str = BOOK_FILE) -> dict[str, Any]:
     """Read every file of a checkpoint before a model is loaded, so a broken one is named
-    in seconds instead of after minutes of loading: `state.json` (its keys), `optim.pt` and
+    in seconds instead of after minutes of loading: `state.json` (its keys, the data position), `optim.pt` and
     `rng.pt` (loadable), the weights (`policies/policies.json` and each safetensors file it
     lists, header and size), the Mistake Book snapshot (SQLite's integrity check).
     Returns the state; raises `CheckpointError` naming the broken file."""

@@ -175,7 +175,7 @@ class TimeBudget:
         if self.deadline is None or needed <= 0 or needed + self.checkpoint_s <= self.left():
             return None
         return (f"time limit: {what} needs about {_fmt(needed + self.checkpoint_s)} and "
-                f"{_fmt(self.left())} are left")
+                f"{_fmt(math.floor(self.left()))} are left")  # (what is left rounded down, what is needed up)
 
     def refuse_step(self, step: int, validates: bool) -> str | None:
         need = self.step_s + (self.validation_s if validates else 0.0)
