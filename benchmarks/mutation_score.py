@@ -12,8 +12,10 @@ Mistake Book's ranking (how failures and passes move a test's frequency, and the
 (`codea1/eval/answer_tests.py`), the statistics of `eval compare` (the paired bootstrap,
 the sign test, the detectable size, the verdict, what may be compared:
 `codea1/eval/compare.py`), the order problems are drawn in (`codea1/data/sampler.py`) and
-the arithmetic of `--time-limit` (`TimeBudget`, `codea1/train/stopping.py`), and which
-code and tests are read out of a completion's Markdown fences (`codea1/judge/extract.py`). Mutants outside the named functions are marked skipped before the run, so
+the arithmetic of `--time-limit` (`TimeBudget`, `codea1/train/stopping.py`), which
+code and tests are read out of a completion's Markdown fences (`codea1/judge/extract.py`),
+and how a standard-input problem's outputs are compared and its tests read
+(`codea1/data/stdin_io.py`). Mutants outside the named functions are marked skipped before the run, so
 a target costs (its mutants in those functions) x (one run of its test files).
 
 Cosmic-Ray mutates the module in place, so every target runs in a private copy of the
@@ -87,6 +89,12 @@ TARGETS = (  # (the new exact tests first: a mutant they kill costs one short ru
     Target("extract", "codea1/judge/extract.py",
            ("code_blocks", "extract_code", "extract_test_source", "python_test_source", "_joined"),
            ("tests/test_judge_parse.py",)),
+    Target("stdin_io", "codea1/data/stdin_io.py",
+           ("normalize_input", "time_limit_of", "tolerance_of", "checker_of", "_tokens_equal", "outputs_match",
+            "_label", "_blocks", "_json_tests", "parse_io_tests"),
+           ("tests/test_stdin_judge.py::test_outputs_compare_by_tokens",
+            "tests/test_stdin_judge.py::test_an_infinite_number_matches_only_itself_under_a_tolerance",
+            "tests/test_stdin_judge.py::test_the_reader_takes_what_small_models_write_and_counts_the_rest_invalid")),
     Target("grpo", "codea1/grpo.py",
            ("group_advantages", "has_signal", "select_test_groups", "select_batches", "_code_batch", "_test_batch",
             "token_mean", "clipped_surrogate", "k3_kl", "grpo_token_loss", "warmup_cosine", "split_mini_batches",
