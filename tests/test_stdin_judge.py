@@ -235,6 +235,72 @@ def test_the_reader_takes_what_small_models_write_and_counts_the_rest_invalid():
     assert parse_io_tests("assert f(1) == 2") == []
 
 
+def test_the_comparison_at_its_edges():
+    """What `benchmarks/mutation_score.py --only stdin_io` found untested: extra output
+    fails as missing output does; equal words of several letters match (`is` matched single
+    characters only); outputs longer than 256 tokens compare by value; under a tolerance a
+    number below 1 is compared absolutely (not relative to itself) and the bound is the
+    tolerance, not twice it."""
+    assert not outputs_match("1 2 3", "1 2") and not outputs_match("4\n4\n", "4")
+    assert outputs_match("hello world\n", "hello  world") and outputs_match("hello world", "hello world", 1e-6)
+    many = " ".join(str(i) for i in range(300))
+    assert outputs_match(many, many) and not outputs_match(many + " 300", many)
+    assert outputs_match("0.0000011", "0.000001", 1e-6)       # |d| = 1e-7 <= 1e-6 x max(1, 1e-6)
+    assert not outputs_match("0.5000015", "0.5", 1e-6)        # 1.5e-6 > 1e-6 x max(1, 0.5)
+    assert outputs_match("2000001.5", "2000000", 1e-6)       # 1.5 <= 1e-6 x 2e6
+    assert not outputs_match("yes", "no", 1e-6) and outputs_match("yes 1.0", "yes 1", 1e-6)   # words stay exact
+    assert outputs_match("Infinity", "inf", 1e-6) and outputs_match("1e400", "inf", 1e-6)   # one infinity, spelt
+
+
+def test_the_problem_s_own_limits_and_checker():
+    """`meta.time_limit_s` and `meta.float_tolerance` count when they are positive numbers
+    (not 0, a negative, a bool or a string); `meta.checker` when it is a program, not blank."""
+    from codea1.data.stdin_io import checker_of, time_limit_of, tolerance_of
+
+    for value, limit, tolerance in ((0.5, 0.5, 0.5), (2, 2.0, 2.0), (0, 4.0, None), (-1, 4.0, None),
+                                    (0.0, 4.0, None), (True, 4.0, None), ("2", 4.0, None), (None, 4.0, None)):
+        problem = Problem(id="S/x", question="q", entry_point="", reference="print(1)", kind="stdin",
+                          meta={"time_limit_s": value, "float_tolerance": value})
+        assert time_limit_of(problem, 4.0) == limit and tolerance_of(problem) == tolerance, value
+    for checker, expected in (("print(1)\n", "print(1)\n"), ("  \n", None), (3, None), (None, None)):
+        problem = Problem(id="S/x", question="q", entry_point="", reference="print(1)", kind="stdin",
+                          meta={"checker": checker})
+        assert checker_of(problem) == expected, checker
+
+
+def test_the_reader_at_its_edges():
+    """A fence on the first line is read; a blank line inside a block stays in it (only a
+    fence line closes one); each unpaired input is reported with its own fence's text,
+    before a json block, before an unclosed block and at the end; a test's source is its
+    two blocks as written."""
+    tests = parse_io_tests("```input\n1\n\n2\n```\n```output\n3\n```")
+    assert [(t.input, t.output, t.source) for t in tests] == [
+        ("1\n\n2\n", "3\n", "```input\n1\n\n2\n```\n```output\n3\n```")]
+    text = "\n".join(["```input", "5", "```", "```json", json.dumps({"input": "1", "output": "2"}), "```",
+                      "```input", "6", "```", "```output", "7"])
+    got = [(t.source, t.input, t.reason) for t in parse_io_tests(text)]
+    assert got == [("```input\n5\n```", None, "an input without its output"),
+                   (json.dumps({"input": "1", "output": "2"}), "1\n", None),
+                   ("```input\n6\n```", None, "an input without its output"),
+                   ("```output\n7", None, "an unclosed output block")]
+    assert [(t.source, t.reason) for t in parse_io_tests("x\n```input\n9\n```\n")] == [
+        ("```input\n9\n```", "an input without its output")]
+    items = [{"input": 1, "output": "x"}, {"stdin": "é", "expected_output": "ü"}]   # a bad one does not end the list
+    got = [(t.source, t.input, t.output, t.reason) for t in parse_io_tests("```json\n" + json.dumps(items) + "\n```")]
+    assert got == [('{"input": 1, "output": "x"}', None, None, "json test 0 lacks string `input` and `output`"),
+                   ('{"stdin": "é", "expected_output": "ü"}', "é\n", "ü", None)]
+    got = [(t.source, t.input, t.reason) for t in parse_io_tests(
+        "```json\n[3, {\"input\": \"1\", \"output\": \"2\"}]\n```\n```json\n[{\"input\": \n```\n"
+        "```input\n4\n```\n```input\n5\n```\n```output\n6\n```")]
+    assert got == [("3", None, "json test 0 is not an object"), ('{"input": "1", "output": "2"}', "1\n", None),
+                   ('```json\n[{"input": \n```', None,
+                    "a json block that does not parse (Expecting value)"),
+                   ("```input\n4\n```", None, "an input without its output"),
+                   ("```input\n5\n```\n```output\n6\n```", "5\n", None)]
+    long = "```input\n" + "1\n" * 300                          # unclosed after 300 lines
+    assert [t.reason for t in parse_io_tests(long)] == ["an unclosed input block"]
+
+
 def test_sandbox_runs_read_every_stdin_idiom_and_keep_inputs_apart(ex):
     """input(), sys.stdin, sys.stdin.buffer, open(0) and sys.exit(0) behave as under a
     judge; a global set by one input's run is not seen by the next (a fork each)."""
