@@ -14,8 +14,9 @@ the sign test, the detectable size, the verdict, what may be compared:
 `codea1/eval/compare.py`), the order problems are drawn in (`codea1/data/sampler.py`) and
 the arithmetic of `--time-limit` (`TimeBudget`, `codea1/train/stopping.py`), which
 code and tests are read out of a completion's Markdown fences (`codea1/judge/extract.py`),
-and how a standard-input problem's outputs are compared and its tests read
-(`codea1/data/stdin_io.py`). Mutants outside the named functions are marked skipped before the run, so
+how a standard-input problem's outputs are compared and its tests read
+(`codea1/data/stdin_io.py`), and what an evaluation directory keeps and refuses on resume
+(`codea1/eval/store.py`). Mutants outside the named functions are marked skipped before the run, so
 a target costs (its mutants in those functions) x (one run of its test files).
 
 Cosmic-Ray mutates the module in place, so every target runs in a private copy of the
@@ -98,6 +99,10 @@ TARGETS = (  # (the new exact tests first: a mutant they kill costs one short ru
             "tests/test_stdin_judge.py::test_the_comparison_at_its_edges",
             "tests/test_stdin_judge.py::test_the_problem_s_own_limits_and_checker",
             "tests/test_stdin_judge.py::test_the_reader_at_its_edges")),
+    Target("store", "codea1/eval/store.py",
+           ("check_out_dir", "data_digest", "problem_digest", "check_rows_current", "write_json", "iter_jsonl",
+            "read_samples", "open_eval_dir", "repair_tail", "check_identity", "append_rows", "removed_if_failed"),
+           ("tests/test_eval_store.py",)),
     Target("grpo", "codea1/grpo.py",
            ("group_advantages", "has_signal", "select_test_groups", "select_batches", "_code_batch", "_test_batch",
             "token_mean", "clipped_surrogate", "k3_kl", "grpo_token_loss", "warmup_cosine", "split_mini_batches",
