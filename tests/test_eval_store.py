@@ -25,6 +25,8 @@ def test_a_torn_last_line_is_skipped_and_any_other_bad_line_named(tmp_path):
     path = tmp_path / SAMPLES_FILE
     path.write_text('{"problem_id": "a", "sample": 0}\n\n{"problem_id": "b", "sample": 0}\n{"problem_id": "c", "sa')
     assert [(n, r["problem_id"]) for n, r in iter_jsonl(path)] == [(1, "a"), (3, "b")]
+    path.write_text("".join(f'{{"problem_id": "p{i}", "sample": 0}}\n' for i in range(300)) + '{"problem_id": "t')
+    assert len(list(iter_jsonl(path))) == 300               # the torn 301st line of a long file too
     path.write_text('{"problem_id": "a", "sample": 0}\n{"problem_id": \n{"problem_id": "b", "sample": 0}\n')
     with pytest.raises(ValueError, match=r"samples.jsonl:2: not a JSON object"):
         list(iter_jsonl(path))
@@ -68,7 +70,7 @@ def test_repair_cuts_only_a_torn_tail(tmp_path):
 
 
 def test_reopening_checks_the_settings_and_reads_what_is_there(tmp_path):
-    out = tmp_path / "out"
+    out = tmp_path / "evals" / "base" / "out"               # parents created as needed
     identity = {"model": "m", "n": 1, "scoring": 2}
     samples, done = open_eval_dir(out, identity)
     assert samples == out / SAMPLES_FILE and done == {}
@@ -91,7 +93,7 @@ def test_a_changed_problem_is_refused_and_old_rows_are_taken_as_they_are(tmp_pat
     check_rows_current(tmp_path, [p, _problem("P/2")], rows)
     edited = _problem(tests=("assert f(1) == 3",))
     with pytest.raises(ValueError, match=r"problem 'P/1' is not the one its rows in samples.jsonl were scored on"):
-        check_rows_current(tmp_path, [edited], rows)
+        check_rows_current(tmp_path, [_problem("P/2"), edited], rows)   # past a problem with no rows yet
     with pytest.raises(ValueError, match=r"its rows in problems.jsonl"):
         check_rows_current(tmp_path, [edited], {"P/1": {0: {}, 1: {"problem_digest": "0" * 16}}}, "problems.jsonl")
 
