@@ -19,7 +19,8 @@ the problem or step in flight):
    code greedy pass@1 and avg@n (base, golden, a1); the test models with `eval tests`
    (pass@5, mut@5, Mul, valid-test rate: base vs a1); best-of-N with the a1 test model
    against the base test model on the same candidates (`eval select --codes-from`), and
-   a1 code + a1 tests against base + base.
+   a1 code + a1 tests against base + base. `--claims code` (or tests, select, avg, comma-
+   separated) evaluates only those: the code claims alone take a fraction of the time.
 
 It prints, before anything runs, the smallest difference the held-out set can detect;
 each comparison then reports its own (from the observed per-problem differences).
@@ -43,6 +44,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_m
 
 BASE = "qwen2.5-coder-0.5b-instruct"
 HELDOUT_SETS = ("mbpp", "heldout")
+CLAIMS = ("code", "tests", "select", "avg")
+
+
+def parse_claims(text: str) -> tuple[str, ...]:
+    """`--claims code,tests`: the claims named, in the order they run, each known."""
+    named = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in named if c not in CLAIMS]
+    if unknown or not named:
+        raise argparse.ArgumentTypeError(f"--claims {text!r}: expected a comma-separated list of "
+                                         f"{', '.join(CLAIMS)} (unknown: {', '.join(unknown) or 'none given'})")
+    return tuple(c for c in CLAIMS if c in named)
 
 
 @dataclass
@@ -65,6 +77,7 @@ class Plan:
     eval_tokens: int
     threads: int
     tests_protocol: str = "answer"
+    claims: tuple[str, ...] = CLAIMS
     model: str = BASE
     train_sets: tuple[str, ...] = ()
 
@@ -308,24 +321,29 @@ def write_report(plan: Plan, rows: list[dict], notes: list[str]) -> Path:
 
 
 def evaluate_and_compare(plan: Plan) -> list[dict]:
-    """Every evaluation, each comparison run as soon as its evaluations are there."""
+    """Every evaluation of the claims asked for (`--claims`), each comparison run as soon as
+    its evaluations are there; the cheap ones first, so a short sitting still decides some."""
     rows: list[dict] = []
     code_models = ("base", "golden", "a1")
-    for data in HELDOUT_SETS:
-        dirs = [eval_code(plan, who, data, sampled=False) for who in code_models]
-        compare_into(plan, f"code-greedy-{data}", dirs, rows)
-    for data in HELDOUT_SETS:
-        dirs = [eval_tests(plan, who, data) for who in ("base", "a1")]
-        compare_into(plan, f"tests-{data}", dirs, rows)
-    for data in HELDOUT_SETS:
-        base = eval_select(plan, "base", "base", data)
-        with_a1_tests = eval_select(plan, "base", "a1", data, codes_from=base)
-        compare_into(plan, f"select-a1-tests-{data}", [base, with_a1_tests], rows)
-        both = eval_select(plan, "a1", "a1", data)
-        compare_into(plan, f"select-a1-both-{data}", [base, both], rows)
-    for data in HELDOUT_SETS:
-        dirs = [eval_code(plan, who, data, sampled=True) for who in code_models]
-        compare_into(plan, f"code-avg{plan.avg_n}-{data}", dirs, rows)
+    if "code" in plan.claims:
+        for data in HELDOUT_SETS:
+            dirs = [eval_code(plan, who, data, sampled=False) for who in code_models]
+            compare_into(plan, f"code-greedy-{data}", dirs, rows)
+    if "tests" in plan.claims:
+        for data in HELDOUT_SETS:
+            dirs = [eval_tests(plan, who, data) for who in ("base", "a1")]
+            compare_into(plan, f"tests-{data}", dirs, rows)
+    if "select" in plan.claims:
+        for data in HELDOUT_SETS:
+            base = eval_select(plan, "base", "base", data)
+            with_a1_tests = eval_select(plan, "base", "a1", data, codes_from=base)
+            compare_into(plan, f"select-a1-tests-{data}", [base, with_a1_tests], rows)
+            both = eval_select(plan, "a1", "a1", data)
+            compare_into(plan, f"select-a1-both-{data}", [base, both], rows)
+    if "avg" in plan.claims:
+        for data in HELDOUT_SETS:
+            dirs = [eval_code(plan, who, data, sampled=True) for who in code_models]
+            compare_into(plan, f"code-avg{plan.avg_n}-{data}", dirs, rows)
     return rows
 
 
@@ -345,7 +363,8 @@ def run(plan: Plan) -> int:
             return 3
     rows = evaluate_and_compare(plan)
     pick = plan.path("train_pick.txt").read_text().strip().splitlines()
-    notes = [f"Trained on: {pick[1]} ({pick[0]}).", f"Steps: {plan.steps} per run.", planning(plan)]
+    notes = [f"Trained on: {pick[1]} ({pick[0]}).", f"Steps: {plan.steps} per run.",
+             f"Claims evaluated: {', '.join(plan.claims)}.", planning(plan)]
     report = write_report(plan, rows, notes)
     say(f"wrote {report} ({time.monotonic() - started:.0f} s this sitting)")
     return 0
@@ -372,11 +391,16 @@ def parse(argv: list[str] | None = None) -> Plan:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--tests-protocol", choices=("answer", "rounds"), default="answer",
                     help="How eval tests asks the test models (rounds: as the paper's harness, k chat rounds).")
+    ap.add_argument("--claims", type=parse_claims, default=CLAIMS,
+                    help="Which claims to evaluate, comma-separated, of: code (greedy pass@1 of base, golden, a1), "
+                         "tests (eval tests, base vs a1), select (best-of-N with each test model), avg (avg@n of "
+                         "the code models). Default: all. A later sitting with more claims reuses the evaluations "
+                         "already done.")
     a = ap.parse_args(argv)
     plan = Plan(work=a.work, mbpp=a.mbpp, tiny=a.tiny, pool=a.pool, eval_problems=a.eval_problems,
                 train_problems=a.train_problems, screen_n=a.screen_n, steps=a.steps, time_limit=a.time_limit,
                 avg_n=a.avg_n, n_code=a.n_code, n_test=a.n_test, k=a.k, eval_tokens=a.eval_tokens, threads=a.threads,
-                tests_protocol=a.tests_protocol)
+                tests_protocol=a.tests_protocol, claims=a.claims)
     if a.tiny:
         plan.model = str(a.work / "tiny-model")
         plan.pool, plan.eval_problems, plan.train_problems, plan.screen_n = 3, 2, 2, 2

@@ -4,11 +4,14 @@ and its choice of training problems by measured pass rate."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "paired_experiment.py"
@@ -73,3 +76,37 @@ def test_the_test_models_can_be_asked_as_the_papers_harness_asks():
     plan = _module().parse(["--work", "w", "--tests-protocol", "rounds"])
     assert plan.tests_protocol == "rounds"
     assert _module().parse(["--work", "w"]).tests_protocol == "answer"
+
+
+def test_claims_choose_which_evaluations_run(monkeypatch, tmp_path):
+    """`--claims code` runs the greedy code evaluations and their comparisons only; an
+    unknown claim is refused by name; the default is every claim, in the cheap-first order."""
+    module = _module()
+    assert module.parse(["--work", "w"]).claims == ("code", "tests", "select", "avg")
+    assert module.parse(["--work", "w", "--claims", "avg, code"]).claims == ("code", "avg")
+    for bad in ("code,bogus", ",", "Code"):
+        try:
+            module.parse(["--work", "w", "--claims", bad])
+        except SystemExit as stop:
+            assert stop.code == 2
+        else:
+            raise AssertionError(f"--claims {bad!r} was accepted")
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown: bogus"):
+        module.parse_claims("code,bogus")
+
+    ran: list[str] = []
+    for name in ("eval_code", "eval_tests", "eval_select"):
+        monkeypatch.setattr(module, name, lambda plan, *who, _n=name, **kw: ran.append(f"{_n}{who}{kw}") or tmp_path)
+    compared: list[str] = []
+    monkeypatch.setattr(module, "compare_into", lambda plan, name, dirs, rows: compared.append(name))
+    for claims, expected in ((("code",), ["code-greedy-mbpp", "code-greedy-heldout"]),
+                             (("tests", "avg"), ["tests-mbpp", "tests-heldout", "code-avg4-mbpp", "code-avg4-heldout"]),
+                             (("select",), ["select-a1-tests-mbpp", "select-a1-both-mbpp",
+                                            "select-a1-tests-heldout", "select-a1-both-heldout"])):
+        ran.clear(), compared.clear()
+        plan = module.parse(["--work", str(tmp_path), "--claims", ",".join(claims)])
+        module.evaluate_and_compare(plan)
+        assert compared == expected
+        kinds = {r.split("(")[0] for r in ran}
+        assert kinds == {"code": {"eval_code"}, "tests": {"eval_tests", "eval_code"},
+                         "select": {"eval_select"}}[claims[0]]
