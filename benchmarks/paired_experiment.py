@@ -322,7 +322,7 @@ def write_report(plan: Plan, rows: list[dict], notes: list[str]) -> Path:
 
 def evaluate_and_compare(plan: Plan) -> list[dict]:
     """Every evaluation of the claims asked for (`--claims`), each comparison run as soon as
-    its evaluations are there; the cheap ones first, so a short sitting still decides some."""
+    its evaluations are there, in the fixed order code, tests, select, avg."""
     rows: list[dict] = []
     code_models = ("base", "golden", "a1")
     if "code" in plan.claims:
