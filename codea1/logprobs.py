@@ -113,11 +113,13 @@ def _shared_prompt_row(seqs: Sequence[Trajectory], row: list[list[int]]) -> Micr
     idx: list[int] = []
     members: list[int] = []
     n_resp = 0
+    spans: list[tuple[int, int, list[tuple[int, int]]]] = []
     for seg, piece in enumerate(row):
         prompt = seqs[piece[0]].prompt_ids
         if not prompt:
             raise ValueError(f"sequence {piece[0]} has an empty prompt; nothing predicts its first token")
         last_prompt = len(ids) + len(prompt) - 1
+        spans.append((len(ids), len(prompt), []))
         ids.extend(prompt)
         pos.extend(range(len(prompt)))
         segment.extend([seg] * len(prompt))
@@ -126,6 +128,7 @@ def _shared_prompt_row(seqs: Sequence[Trajectory], row: list[list[int]]) -> Micr
             s = seqs[i]
             start = len(ids)
             comp = list(s.completion_ids)
+            spans[-1][2].append((start, len(comp)))
             ids.extend(comp)
             pos.extend(range(len(prompt), len(prompt) + len(comp)))
             segment.extend([seg] * len(comp))
@@ -145,7 +148,8 @@ def _shared_prompt_row(seqs: Sequence[Trajectory], row: list[list[int]]) -> Micr
         (seg_t[:, None] == seg_t[None, :])
         & (order[None, :] <= order[:, None])
         & ((resp_t[None, :] == -1) | (resp_t[None, :] == resp_t[:, None]))
-    )
+    )[None, None]
+    allowed.codea1_spans = RowSpans(spans)  # what span_attention computes instead of the [L, L] mask
     return MicroBatch(
         input_ids=torch.tensor([ids], dtype=torch.long),
         position_ids=torch.tensor([pos], dtype=torch.long),
@@ -154,7 +158,7 @@ def _shared_prompt_row(seqs: Sequence[Trajectory], row: list[list[int]]) -> Micr
         advantages=torch.tensor(adv, dtype=torch.float32),
         seq_index=torch.tensor(idx, dtype=torch.long),
         members=members,
-        attention_mask=allowed[None, None],
+        attention_mask=allowed,
         logit_index=torch.tensor(logit_index, dtype=torch.long),
     )
 
@@ -320,6 +324,8 @@ def sampled_token_logprobs(model, mb: MicroBatch, chunk_tokens: int) -> torch.Te
     if mb.attention_mask is not None:
         dtype = next(p for p in lm.parameters()).dtype
         mask = model_attention_mask(lm, mb.attention_mask, dtype)
+        if mask is mb.attention_mask:  # sdpa: computed span by span
+            use_span_attention()
     if (chunk_tokens <= 0 or not _plain_head(head) or getattr(lm.config, "final_logit_softcapping", None)
             or _fsdp_root(lm)):
         out = model(input_ids=mb.input_ids, position_ids=mb.position_ids, attention_mask=mask,
@@ -329,6 +335,70 @@ def sampled_token_logprobs(model, mb: MicroBatch, chunk_tokens: int) -> torch.Te
     hidden = lm.get_decoder()(input_ids=mb.input_ids, position_ids=mb.position_ids,
                               attention_mask=mask, use_cache=False).last_hidden_state
     return _SampledTokenLogprob.apply(hidden[0, index], head.weight, mb.targets, chunk_tokens)
+
+
+class RowSpans:
+    """A shared-prompt row's layout: per piece (prompt start, prompt length, [(response
+    start, response length), ...]), in row order, covering the row; with each response's
+    [length, prompt + length] mask (all of its prompt, then causal), made once."""
+
+    def __init__(self, spans: list[tuple[int, int, list[tuple[int, int]]]]) -> None:
+        self.spans = spans
+        self.masks = {}
+        for _, plen, responses in spans:
+            for _, rlen in responses:
+                if (plen, rlen) not in self.masks:
+                    self.masks[plen, rlen] = torch.cat([torch.ones(rlen, plen, dtype=torch.bool),
+                                                        torch.ones(rlen, rlen, dtype=torch.bool).tril()], dim=1)
+
+
+def span_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """transformers' sdpa attention, computed span by span for a shared-prompt row.
+
+    query [1, H, L, D], key and value [1, KV, L, D]; returns ([1, L, H, D], None) as every
+    transformers attention function does. A row holds each prompt once, then its responses:
+    each prompt attends causally to itself, each response to its prompt and its own earlier
+    tokens -- what the row's [L, L] mask allows, without the scores it masks out (about two
+    thirds of them at the cpu-demo's shape). Any other call (a mask without `codea1_spans`)
+    is transformers' own sdpa. The same function runs again in an activation-checkpointed
+    backward: the mask object travels with the layer's inputs.
+    """
+    layout = getattr(attention_mask, "codea1_spans", None)
+    if layout is None or query.shape[0] != 1 or kwargs.get("position_bias") is not None:
+        return _TRANSFORMERS_SDPA(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                  **kwargs)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    gqa = query.shape[1] != key.shape[1]
+    outs = []
+    for p0, plen, responses in layout.spans:
+        kp, vp = key[:, :, p0:p0 + plen], value[:, :, p0:p0 + plen]
+        outs.append(sdpa(query[:, :, p0:p0 + plen], kp, vp, is_causal=True, dropout_p=dropout, scale=scaling,
+                         enable_gqa=gqa))
+        for r0, rlen in responses:
+            k = torch.cat([kp, key[:, :, r0:r0 + rlen]], dim=2)
+            v = torch.cat([vp, value[:, :, r0:r0 + rlen]], dim=2)
+            outs.append(sdpa(query[:, :, r0:r0 + rlen], k, v, attn_mask=layout.masks[plen, rlen].to(query.device),
+                             dropout_p=dropout, scale=scaling, enable_gqa=gqa))
+    return torch.cat(outs, dim=2).transpose(1, 2).contiguous(), None
+
+
+_TRANSFORMERS_SDPA = None
+
+
+def use_span_attention() -> None:
+    """Route transformers' "sdpa" attention through `span_attention` (once a process).
+
+    Registered under the name "sdpa" so that a model needs no new implementation name
+    (nor a config change that a checkpointed backward would not see); a call whose mask
+    does not come from `pack_shared_prompt_rows` goes to transformers' own function.
+    """
+    global _TRANSFORMERS_SDPA
+    from transformers import AttentionInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    if _TRANSFORMERS_SDPA is None:
+        _TRANSFORMERS_SDPA = ALL_ATTENTION_FUNCTIONS["sdpa"]
+        AttentionInterface.register("sdpa", span_attention)
 
 
 # --------------------------------------------------------------------------- the update's log-probs

@@ -129,6 +129,27 @@ def test_the_comparison_sees_a_wrong_mask():
     assert not torch.allclose(good, bad, atol=1e-3)
 
 
+def test_sdpa_rows_are_computed_span_by_span():
+    """With sdpa the row's scores come from its spans, not the [L, L] mask: a layout that
+    lies (the first prompt's responses listed in the wrong order) changes the numbers, so
+    the equality above was measured on the span path; the honest layout matches the mask."""
+    from codea1.logprobs import RowSpans
+
+    model = _lm("sdpa")
+    [row] = pack_shared_prompt_rows(_seqs(), token_budget=1000)
+    spans = row.attention_mask.codea1_spans.spans
+    assert [(p0, plen) for p0, plen, _ in spans] == [(0, 6), (15, 3), (24, 4)]
+    masked = copy.copy(row)
+    masked.attention_mask = row.attention_mask.clone()  # the same mask without a layout
+    lying = copy.copy(row)
+    lying.attention_mask = row.attention_mask.clone()
+    lying.attention_mask.codea1_spans = RowSpans([(spans[0][0], spans[0][1], spans[0][2][::-1])] + spans[1:])
+    with torch.no_grad():
+        span, plain, wrong = (sequence_logprobs(model, mb, 4) for mb in (row, masked, lying))
+    assert torch.allclose(span, plain, atol=1e-5)
+    assert not torch.allclose(span, wrong, atol=1e-3)
+
+
 def test_chunked_head_gradient_is_exact():
     torch.manual_seed(1)
     hidden = torch.randn(7, 5, dtype=torch.float64, requires_grad=True)
