@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence, Union
 
 from codea1.configs import SamplingConfig  # torch-free settings, re-exported here
-from codea1.data.stdin_io import is_stdin, stdin_code_messages, stdin_test_messages
+from codea1.data.stdin_io import FUNCTION, STDIN, stdin_code_messages, stdin_test_messages
 
 Message = Mapping[str, str]
 Prompt = Union[Sequence[Message], str, Sequence[int]]  # chat messages, raw text or token ids
@@ -30,8 +30,13 @@ TEST_SYSTEM = "You are a helpful test-generation assistant."
 TEST_COUNT = 8
 
 
+def _field(problem: Any, name: str, default: Any = None) -> Any:
+    """A field of `problem`: a Problem, or its dict (the prompts take either)."""
+    return problem.get(name, default) if isinstance(problem, Mapping) else getattr(problem, name, default)
+
+
 def _get(problem: Any, name: str) -> str:
-    value = problem.get(name) if isinstance(problem, Mapping) else getattr(problem, name, None)
+    value = _field(problem, name)
     if not isinstance(value, str):
         raise ValueError(f"problem field {name!r}: expected a string, got {type(value).__name__}")
     return value
@@ -41,7 +46,7 @@ def row_prompt(problem: Any) -> list[dict[str, str]] | None:
     """The chat prompt the problem's data row carries (`meta["prompt"]`: the `prompt`
     column of the paper's parquet rows), or None. A malformed one is an error naming the
     problem, not silently replaced by ours."""
-    meta = problem.get("meta") if isinstance(problem, Mapping) else getattr(problem, "meta", None)
+    meta = _field(problem, "meta")
     prompt = meta.get("prompt") if isinstance(meta, Mapping) else None
     if prompt is None:
         return None
@@ -66,7 +71,7 @@ def code_messages(problem: Any, own_prompt: bool = True) -> list[dict[str, str]]
         if messages is not None:
             return messages
     question = _get(problem, "question").strip()
-    if is_stdin(problem):  # a complete program that reads standard input (codea1.data.stdin_io)
+    if _field(problem, "kind", FUNCTION) == STDIN:  # a program that reads standard input (codea1.data.stdin_io)
         return stdin_code_messages(question)
     return [
         {"role": "system", "content": CODE_SYSTEM},
@@ -77,7 +82,7 @@ def code_messages(problem: Any, own_prompt: bool = True) -> list[dict[str, str]]
 def _test_question(problem: Any) -> str:
     """The problem text the test model reads: the row's `clean_description` where the data
     has one (the field the reference's test prompt shows), else the code model's question."""
-    meta = problem.get("meta") if isinstance(problem, Mapping) else getattr(problem, "meta", None)
+    meta = _field(problem, "meta")
     clean = meta.get("clean_description") if isinstance(meta, Mapping) else None
     return clean.strip() if isinstance(clean, str) and clean.strip() else _get(problem, "question").strip()
 
@@ -101,7 +106,7 @@ def _kind_test_prompt(problem: Any, question: str, code: str | None, white_box: 
                       n_tests: int) -> list[dict[str, str]]:
     """The test prompt for the problem's kind: asserts on its function, or input/output
     pairs for a stdin problem (codea1.data.stdin_io)."""
-    if is_stdin(problem):
+    if _field(problem, "kind", FUNCTION) == STDIN:
         return stdin_test_messages(question, code, white_box, n_tests)
     return _test_prompt(question, _get(problem, "entry_point").strip(), code, white_box, n_tests)
 

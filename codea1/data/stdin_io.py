@@ -32,7 +32,6 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
 
 from codea1.data.problem import IOTest, Problem, read_io_test
 
@@ -44,7 +43,6 @@ __all__ = [
     "checker_of",
     "golden_io_tests",
     "io_test",
-    "is_stdin",
     "normalize_input",
     "outputs_match",
     "parse_io_tests",
@@ -67,12 +65,6 @@ CODE_INSTRUCTION = (
     "nothing else."
 )
 TEST_SYSTEM = "You are a helpful test-generation assistant."
-
-
-def is_stdin(problem: Any) -> bool:
-    """Whether `problem` (a Problem or its dict) is a standard-input problem."""
-    kind = problem.get("kind") if isinstance(problem, Mapping) else getattr(problem, "kind", FUNCTION)
-    return kind == STDIN
 
 
 @dataclass(frozen=True)
