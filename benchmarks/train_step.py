@@ -301,17 +301,20 @@ def print_forward_comparison(records: list[dict]) -> None:
 # "before" is the path every step took until these switches existed.
 UPDATE_PATHS = [
     ("before: a row per (prompt, response), full logits, separate old pass",
-     dict(shared_prompt_rows=False, logprob_chunk_tokens=0, reuse_old_logprobs=False, fused_lora=False)),
+     dict(shared_prompt_rows=False, logprob_chunk_tokens=0, reuse_old_logprobs=False, fused_lora=False, span_attention=False)),
     ("+ shared-prompt rows (old, reference and update passes)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=0, reuse_old_logprobs=False, fused_lora=False)),
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=0, reuse_old_logprobs=False, fused_lora=False, span_attention=False)),
     ("+ chunked response-only head (256 tokens)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=False, fused_lora=False)),
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=False, fused_lora=False, span_attention=False)),
     ("+ first mini-batch's old log-probs from its own forward",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=True, fused_lora=False)),
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=True, fused_lora=False, span_attention=False)),
     ("+ head chunks of 1024 tokens",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True, fused_lora=False)),
-    ("+ LoRA layers fused (after)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True, fused_lora=True)),
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True, fused_lora=False, span_attention=False)),
+    ("+ LoRA layers fused",
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True, fused_lora=True, span_attention=False)),
+    ("+ span attention in shared-prompt rows (after)",
+     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True, fused_lora=True,
+          span_attention=True)),
 ]
 SAME_KEYS = ("loss", "pg_loss", "kl", "clip_frac", "ratio_mean", "grad_norm")
 

@@ -235,6 +235,12 @@ class GRPOConfig(BaseModel):
         "into the base's output, with a backward from the rank-r products (codea1.logprobs.fused_lora: "
         "the same function, float32 to rounding); False keeps peft's forward",
     )
+    span_attention: bool = Field(
+        True,
+        description="with shared-prompt rows and sdpa, compute attention span by span (each prompt causal once, "
+        "each response against its prompt and itself: codea1.logprobs.span_attention) instead of over the "
+        "row's whole [L, L] mask; the same numbers up to rounding; False passes the mask to sdpa",
+    )
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate (peak, after warm-up)")
     weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas [beta1, beta2]")

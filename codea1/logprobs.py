@@ -79,12 +79,13 @@ def _segments(seqs: Sequence[Trajectory], token_budget: int) -> list[list[int]]:
 
 
 def pack_shared_prompt_rows(seqs: Sequence[Trajectory], token_budget: int,
-                            pack: bool = True) -> list[MicroBatch]:
+                            pack: bool = True, spans: bool = True) -> list[MicroBatch]:
     """Micro-batches whose rows hold each prompt once, followed by its responses.
 
     Rows respect `token_budget` (a prompt group too long for one row is split, the prompt
     repeated in each piece); with `pack`, several prompt groups share a row (the mask keeps
-    them apart), else each piece has a row of its own. `members` lists the sequences in the
+    them apart), else each piece has a row of its own; with `spans`, each row's mask carries
+    its layout for `span_attention` (sdpa). `members` lists the sequences in the
     order of their targets; `logit_index[k]` is the row position whose output predicts
     target k (the prompt's last position predicts every response's first token).
     """
@@ -97,10 +98,10 @@ def pack_shared_prompt_rows(seqs: Sequence[Trajectory], token_budget: int,
             used = 0
         rows[-1].append(piece)
         used += size
-    return [_shared_prompt_row(seqs, row) for row in rows]
+    return [_shared_prompt_row(seqs, row, spans) for row in rows]
 
 
-def _shared_prompt_row(seqs: Sequence[Trajectory], row: list[list[int]]) -> MicroBatch:
+def _shared_prompt_row(seqs: Sequence[Trajectory], row: list[list[int]], with_spans: bool = True) -> MicroBatch:
     """One row: each piece's prompt once, then its responses, with the mask that keeps
     every response to its prompt and itself."""
     ids: list[int] = []
@@ -149,7 +150,8 @@ def _shared_prompt_row(seqs: Sequence[Trajectory], row: list[list[int]]) -> Micr
         & (order[None, :] <= order[:, None])
         & ((resp_t[None, :] == -1) | (resp_t[None, :] == resp_t[:, None]))
     )[None, None]
-    allowed.codea1_spans = RowSpans(spans)  # what span_attention computes instead of the [L, L] mask
+    if with_spans:
+        allowed.codea1_spans = RowSpans(spans)  # what span_attention computes instead of the [L, L] mask
     return MicroBatch(
         input_ids=torch.tensor([ids], dtype=torch.long),
         position_ids=torch.tensor([pos], dtype=torch.long),
@@ -455,7 +457,7 @@ def micro_batches(model, seqs: Sequence[Trajectory], cfg: GRPOConfig) -> list[Mi
     """The update's micro-batches: shared-prompt rows when configured and the model's
     attention takes a 4D mask, else one row per (prompt, response) pair."""
     if cfg.shared_prompt_rows and supports_shared_prompt_rows(model):
-        return pack_shared_prompt_rows(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
+        return pack_shared_prompt_rows(seqs, cfg.micro_batch_tokens, cfg.pack_sequences, cfg.span_attention)
     return pack_micro_batches(seqs, cfg.micro_batch_tokens, cfg.pack_sequences)
 
 

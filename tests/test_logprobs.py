@@ -150,6 +150,18 @@ def test_sdpa_rows_are_computed_span_by_span():
     assert not torch.allclose(span, wrong, atol=1e-3)
 
 
+def test_the_switch_turns_span_attention_off():
+    """`grpo.span_attention=false` leaves the rows without a layout (sdpa gets the mask), with
+    the same numbers."""
+    model = _lm("sdpa")
+    on = micro_batches(model, _seqs(), GRPOConfig(micro_batch_tokens=1000))
+    off = micro_batches(model, _seqs(), GRPOConfig(micro_batch_tokens=1000, span_attention=False))
+    assert [hasattr(mb.attention_mask, "codea1_spans") for mb in on + off] == [True] * len(on) + [False] * len(off)
+    with torch.no_grad():
+        for a, b in zip(on, off):
+            assert torch.allclose(sequence_logprobs(model, a, 4), sequence_logprobs(model, b, 4), atol=1e-5)
+
+
 def test_chunked_head_gradient_is_exact():
     torch.manual_seed(1)
     hidden = torch.randn(7, 5, dtype=torch.float64, requires_grad=True)
