@@ -237,7 +237,7 @@ class GRPOConfig(BaseModel):
     )
     span_attention: bool = Field(
         True,
-        description="with shared-prompt rows and sdpa, compute attention span by span (each prompt causal once, "
+        description="on a CPU, with shared-prompt rows and sdpa, compute attention span by span (each prompt causal once, "
         "each response against its prompt and itself: codea1.logprobs.span_attention) instead of over the "
         "row's whole [L, L] mask; the same numbers up to rounding; False passes the mask to sdpa",
     )

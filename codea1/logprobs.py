@@ -362,11 +362,13 @@ def span_attention(module, query, key, value, attention_mask, dropout: float = 0
     each prompt attends causally to itself, each response to its prompt and its own earlier
     tokens -- what the row's [L, L] mask allows, without the scores it masks out (about two
     thirds of them at the cpu-demo's shape). Any other call (a mask without `codea1_spans`)
-    is transformers' own sdpa. The same function runs again in an activation-checkpointed
+    is transformers' own sdpa, and so is any call off the CPU (where one fused kernel over
+    the mask beats many small launches, unmeasured here). The same function runs again in an activation-checkpointed
     backward: the mask object travels with the layer's inputs.
     """
     layout = getattr(attention_mask, "codea1_spans", None)
-    if layout is None or query.shape[0] != 1 or kwargs.get("position_bias") is not None:
+    if (layout is None or query.shape[0] != 1 or query.device.type != "cpu"
+            or kwargs.get("position_bias") is not None):
         return _TRANSFORMERS_SDPA(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                   **kwargs)
     sdpa = torch.nn.functional.scaled_dot_product_attention

@@ -162,6 +162,23 @@ def test_the_switch_turns_span_attention_off():
             assert torch.allclose(sequence_logprobs(model, a, 4), sequence_logprobs(model, b, 4), atol=1e-5)
 
 
+def test_span_attention_stays_on_the_cpu(monkeypatch):
+    """Off the CPU a row's mask goes to transformers' sdpa whole, layout or not."""
+    import codea1.logprobs as logprobs
+
+    [row] = pack_shared_prompt_rows(_seqs(), token_budget=1000)
+    n = row.input_ids.shape[1]
+    calls = []
+    monkeypatch.setattr(logprobs, "_TRANSFORMERS_SDPA", lambda *a, **k: calls.append(a[1].device.type))
+    q = torch.zeros(1, 4, n, 8, device="meta")
+    kv = torch.zeros(1, 2, n, 8, device="meta")
+    logprobs.span_attention(None, q, kv, kv, row.attention_mask)
+    assert calls == ["meta"]
+    q, kv = torch.randn(1, 4, n, 8), torch.randn(1, 2, n, 8)
+    out, _ = logprobs.span_attention(None, q, kv, kv, row.attention_mask)
+    assert calls == ["meta"] and out.shape == (1, n, 4, 8)
+
+
 def test_chunked_head_gradient_is_exact():
     torch.manual_seed(1)
     hidden = torch.randn(7, 5, dtype=torch.float64, requires_grad=True)
