@@ -237,9 +237,9 @@ class GRPOConfig(BaseModel):
     )
     span_attention: bool = Field(
         True,
-        description="on a CPU, with shared-prompt rows and sdpa, compute attention span by span (each prompt causal once, "
-        "each response against its prompt and itself: codea1.logprobs.span_attention) instead of over the "
-        "row's whole [L, L] mask; the same numbers up to rounding; False passes the mask to sdpa",
+        description="on a CPU, with shared-prompt rows and sdpa, compute attention span by span (each prompt "
+        "causal once, each response against its prompt and itself: codea1.logprobs.span_attention) instead "
+        "of over the row's whole [L, L] mask; the same numbers up to rounding; False passes the mask to sdpa",
     )
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate (peak, after warm-up)")
     weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")

@@ -363,8 +363,8 @@ def span_attention(module, query, key, value, attention_mask, dropout: float = 0
     tokens -- what the row's [L, L] mask allows, without the scores it masks out (about two
     thirds of them at the cpu-demo's shape). Any other call (a mask without `codea1_spans`)
     is transformers' own sdpa, and so is any call off the CPU (where one fused kernel over
-    the mask beats many small launches, unmeasured here). The same function runs again in an activation-checkpointed
-    backward: the mask object travels with the layer's inputs.
+    the mask may beat many small launches; unmeasured). The same function runs again in an
+    activation-checkpointed backward: the mask object travels with the layer's inputs.
     """
     layout = getattr(attention_mask, "codea1_spans", None)
     if (layout is None or query.shape[0] != 1 or query.device.type != "cpu"
