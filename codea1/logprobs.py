@@ -79,12 +79,12 @@ def _segments(seqs: Sequence[Trajectory], token_budget: int) -> list[list[int]]:
 
 
 def pack_shared_prompt_rows(seqs: Sequence[Trajectory], token_budget: int,
-                            pack: bool = True, spans: bool = True) -> list[MicroBatch]:
+                            pack: bool = True, with_spans: bool = True) -> list[MicroBatch]:
     """Micro-batches whose rows hold each prompt once, followed by its responses.
 
     Rows respect `token_budget` (a prompt group too long for one row is split, the prompt
     repeated in each piece); with `pack`, several prompt groups share a row (the mask keeps
-    them apart), else each piece has a row of its own; with `spans`, each row's mask carries
+    them apart), else each piece has a row of its own; with `with_spans`, each row's mask carries
     its layout for `span_attention` (sdpa). `members` lists the sequences in the
     order of their targets; `logit_index[k]` is the row position whose output predicts
     target k (the prompt's last position predicts every response's first token).
@@ -98,7 +98,7 @@ def pack_shared_prompt_rows(seqs: Sequence[Trajectory], token_budget: int,
             used = 0
         rows[-1].append(piece)
         used += size
-    return [_shared_prompt_row(seqs, row, spans) for row in rows]
+    return [_shared_prompt_row(seqs, row, with_spans) for row in rows]
 
 
 def _shared_prompt_row(seqs: Sequence[Trajectory], row: list[list[int]], with_spans: bool = True) -> MicroBatch:
@@ -381,7 +381,7 @@ def span_attention(module, query, key, value, attention_mask, dropout: float = 0
         for r0, rlen in responses:
             k = torch.cat([kp, key[:, :, r0:r0 + rlen]], dim=2)
             v = torch.cat([vp, value[:, :, r0:r0 + rlen]], dim=2)
-            outs.append(sdpa(query[:, :, r0:r0 + rlen], k, v, attn_mask=layout.masks[plen, rlen].to(query.device),
+            outs.append(sdpa(query[:, :, r0:r0 + rlen], k, v, attn_mask=layout.masks[plen, rlen],
                              dropout_p=dropout, scale=scaling, enable_gqa=gqa))
     return torch.cat(outs, dim=2).transpose(1, 2).contiguous(), None
 

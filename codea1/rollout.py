@@ -35,6 +35,11 @@ def _field(problem: Any, name: str, default: Any = None) -> Any:
     return problem.get(name, default) if isinstance(problem, Mapping) else getattr(problem, name, default)
 
 
+def _is_stdin(problem: Any) -> bool:
+    """Whether `problem` reads standard input (its prompts come from codea1.data.stdin_io)."""
+    return _field(problem, "kind", FUNCTION) == STDIN
+
+
 def _get(problem: Any, name: str) -> str:
     value = _field(problem, name)
     if not isinstance(value, str):
@@ -71,7 +76,7 @@ def code_messages(problem: Any, own_prompt: bool = True) -> list[dict[str, str]]
         if messages is not None:
             return messages
     question = _get(problem, "question").strip()
-    if _field(problem, "kind", FUNCTION) == STDIN:  # a program that reads standard input (codea1.data.stdin_io)
+    if _is_stdin(problem):  # a complete program that reads standard input
         return stdin_code_messages(question)
     return [
         {"role": "system", "content": CODE_SYSTEM},
@@ -106,7 +111,7 @@ def _kind_test_prompt(problem: Any, question: str, code: str | None, white_box: 
                       n_tests: int) -> list[dict[str, str]]:
     """The test prompt for the problem's kind: asserts on its function, or input/output
     pairs for a stdin problem (codea1.data.stdin_io)."""
-    if _field(problem, "kind", FUNCTION) == STDIN:
+    if _is_stdin(problem):
         return stdin_test_messages(question, code, white_box, n_tests)
     return _test_prompt(question, _get(problem, "entry_point").strip(), code, white_box, n_tests)
 
