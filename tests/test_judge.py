@@ -234,10 +234,15 @@ def test_a_reference_call_that_uses_the_whole_budget_makes_the_candidate_invalid
                    reference="def f(n):\n    while n < 0:\n        pass\n    return n\n")
     good = "def f(n):\n    return n\n"
     suites = [["assert f(1) == 1\nassert f(-1) == -1"], ["assert f(2) == 2"]]
-    for isolate in (False, True):  # (one program per candidate, or the older execution: the same verdict)
-        (r,) = Judge(executor, JudgeConfig(limits=short, reference_limits=short, isolate_calls=isolate)).judge_step(
-            [ProblemRollout(spin, [good, good], suites)])
-        assert r.code_valid == [False, True] and "time budget" in r.code_errors[0]
+    # (one program per candidate, or the older execution: the same verdict; and the same when
+    # the kernel's CPU limit, not the wall clock, ends the run: a CPU limit below the wall
+    # clock's, or a loaded machine where the worker wakes late, CI's flake at ec29a79)
+    for limits in (short, Limits(timeout_s=2.0, call_timeout_s=0.5, cpu_s=1.0)):
+        for isolate in (False, True):
+            (r,) = Judge(executor, JudgeConfig(limits=limits, reference_limits=limits,
+                                               isolate_calls=isolate)).judge_step(
+                [ProblemRollout(spin, [good, good], suites)])
+            assert r.code_valid == [False, True] and "time budget" in r.code_errors[0], (limits, isolate)
     assert r.code_rewards == [0.0, 1.0] and r.test_rewards[0] == [0.0]
     per_call = Judge(executor, JudgeConfig(limits=short, reference_limits=short, per_call_timeouts=True))
     (r,) = per_call.judge_step([ProblemRollout(spin, [good, good], suites)])

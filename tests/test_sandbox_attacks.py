@@ -305,6 +305,23 @@ def test_cpu_limit_and_call_timeouts(ex, host):
     assert [c.status for c in r.calls] == ["timeout", "ok"]
 
 
+_SPIN = "import os, time\ndef spin(s):\n    t = time.process_time()\n    while time.process_time() - t < s:\n        pass\n"
+
+
+def test_the_cpu_budget_is_the_runs_not_each_call_or_process(ex, host):
+    # a call the kernel stops at the CPU limit spent the run's budget, as a wall-clock stop
+    # does: that call timed out, the run timed out, and no later call runs (it did before:
+    # the call was an error and the next process started with a fresh budget)
+    r = ex.run(Job(_SPIN, ["spin(5)", "2"], Limits(timeout_s=20.0, cpu_s=1.0)))
+    assert r.status == "timeout" and [c.status for c in r.calls] == ["timeout", "not-run"]
+    # a call that ends its process starts a new one for the calls after it: the new one
+    # gets what the run's budget has left (0.5 s, a whole second as RLIMIT_CPU counts), not
+    # the whole of it again, so 1.5 + 1.5 s of CPU cannot fit a 2 s budget
+    r = ex.run(Job(_SPIN, ["spin(1.5) or os._exit(0)", "spin(1.5)", "3"], Limits(timeout_s=20.0, cpu_s=2.0)))
+    assert r.status == "timeout" and [c.status for c in r.calls] == ["error", "timeout", "not-run"]
+    assert r.cpu_s < 3.3
+
+
 # 6 ------------------------------------------------------------------------------------
 def test_memory_bomb_is_capped_and_others_keep_working(ex, host):
     bomb = Job("x = []\nwhile True:\n    x.append(bytearray(1 << 24))\n")

@@ -17,6 +17,7 @@ import errno
 import fcntl
 import json
 import json.scanner
+import math
 import os
 import resource
 import select
@@ -384,7 +385,7 @@ class Worker:
     def plan(self, lim: dict) -> dict:
         return {
             "cgroup_procs": self.cg.procs_files() if self.cg is not None else [],
-            "cpu_s": max(1, int(lim["cpu_s"] + 0.999)),
+            "cpu_s": max(1, math.ceil(lim["cpu_s"])),
             "max_file_bytes": lim["max_file_bytes"],
             "max_value_bytes": lim["max_value_bytes"],
             "as_bytes": (None if self.cg is not None and self.cg.has_memory
@@ -539,7 +540,14 @@ class Worker:
         start = 0
         peak_rss = 0.0
         while True:
-            seg = self.segment(program, calls, start, plan, lim, deadline, out)
+            # The CPU budget is the run's, like its wall-clock one: a later segment gets what
+            # the earlier ones left (whole seconds, as RLIMIT_CPU counts them).
+            left = lim["cpu_s"] - res["cpu_s"]
+            if start and left <= 0:
+                res["status"] = "timeout"
+                break
+            seg_plan = plan if not start else dict(plan, cpu_s=max(1, min(plan["cpu_s"], math.ceil(left))))
+            seg = self.segment(program, calls, start, seg_plan, lim, deadline, out)
             peak_rss = max(peak_rss, self.last_maxrss_mb)
             res["cpu_s"] += seg["cpu"]
             res["exit_code"] = seg["exit_code"]
@@ -594,8 +602,8 @@ class Worker:
                 return False
             res["program_ok"] = True
         elif prog is None or not prog[0]:
-            if seg["kill"] in ("run", "output"):
-                res["status"] = "timeout" if seg["kill"] == "run" else "output-limit"
+            if seg["kill"] in ("run", "cpu", "output"):
+                res["status"] = "output-limit" if seg["kill"] == "output" else "timeout"
                 return False
             why = prog[1] if prog is not None else self._death_status(seg, lim)[1]
             for i in range(start, len(call_res)):
@@ -618,8 +626,9 @@ class Worker:
                 return None  # recorded as its call's error): the calls after it never ran
         else:
             started = True
-        if seg["kill"] == "run":
-            call_res[k] = {"status": "timeout", "error": f"run exceeded {lim['timeout_s']} s"}
+        if seg["kill"] in ("run", "cpu"):  # the run's budget is spent: no call after this one runs
+            call_res[k] = {"status": "timeout", "error": (f"run exceeded {lim['timeout_s']} s" if seg["kill"] == "run"
+                                                          else f"run exceeded its CPU time ({lim['cpu_s']} s)")}
             res["status"] = "timeout"
             return None
         if seg["kill"] == "output":
@@ -660,6 +669,8 @@ class Worker:
             return "timeout", f"Timeout: run exceeded {lim['timeout_s']} s"
         if seg["kill"] == "call":
             return "timeout", f"Timeout: call exceeded {lim['call_timeout_s']} s"
+        if seg["kill"] == "cpu":
+            return "timeout", f"Timeout: CPU time exceeded {lim['cpu_s']} s"
         if seg["kill"] == "output":
             return "output-limit", f"OutputLimit: output exceeded {lim['max_output_bytes']} bytes"
         if seg["oom"]:
@@ -667,8 +678,6 @@ class Worker:
         st = seg["status"]
         if st is not None and os.WIFSIGNALED(st):
             sig = os.WTERMSIG(st)
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and seg["cpu"] >= plan_cpu(lim) - 0.05):
-                return "timeout", f"Timeout: CPU time exceeded {lim['cpu_s']} s"
             if sig == signal.SIGXFSZ:
                 return "error", f"FileSizeLimit: a file exceeded {lim['max_file_bytes']} bytes"
             return "error", f"ProcessKilled: killed by signal {signal.Signals(sig).name}"
@@ -711,6 +720,8 @@ class Worker:
         seg.update(ready=parser.ready, program=parser.program, results=parser.results,
                    ended=parser.ended, in_call=parser.call_started, status=status, cpu=cpu,
                    oom=self._oom_happened(status))
+        if seg["kill"] is None and not seg["oom"] and _cpu_spent(status, cpu, plan["cpu_s"]):
+            seg["kill"] = "cpu"  # the kernel ended it at the run's CPU budget: a timeout, as "run" is
         if status is not None:
             seg["exit_code"] = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
             seg["how"] = (f"exit code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
@@ -858,8 +869,14 @@ class _CodeCache:
         return code
 
 
-def plan_cpu(lim: dict) -> float:
-    return max(1, int(lim["cpu_s"] + 0.999))
+def _cpu_spent(status: int | None, cpu: float, cpu_limit: int) -> bool:
+    """Whether the kernel ended the child at its CPU rlimit: SIGXCPU at the soft limit, or
+    SIGKILL at the hard one (soft + 1 s) for a child that ignores SIGXCPU (a SIGKILL
+    nobody here sent, after at least the soft limit's CPU time)."""
+    if status is None or not os.WIFSIGNALED(status):
+        return False
+    sig = os.WTERMSIG(status)
+    return sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= cpu_limit - 0.05)
 
 
 class _Output:

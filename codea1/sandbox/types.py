@@ -23,7 +23,8 @@ class Limits:
     """Resource limits of one run (defaults sized for short judge programs).
 
     ``timeout_s`` is the wall-clock budget of the whole run (program plus calls, enforced
-    from outside with SIGKILL); ``cpu_s`` the CPU-time rlimit (``None``: ``timeout_s``);
+    from outside with SIGKILL); ``cpu_s`` the run's CPU-time budget (``None``: ``timeout_s``;
+    an rlimit in whole seconds, spent across the run's processes; spending it is a timeout);
     ``call_timeout_s`` the wall-clock budget of each call; ``memory_mb`` a hard cap on the
     memory charged to the run; ``max_procs`` the number of processes/threads it may have;
     ``max_output_bytes`` the stdout+stderr it may write before being stopped (with
