@@ -194,6 +194,30 @@ def test_values_the_reference_compares_cross(judge):
     assert r.suites[0][0].valid == 1 and r.code_rewards == [1.0, 0.0]
 
 
+def test_a_value_known_by_its_digest_gets_one_verdict_in_both_executions(executor):
+    """A reference value past `max_value_bytes` (here a 1 MiB string past a 64 KiB bound)
+    crosses as a digest: its test is used and corrected (the expectation -1 is wrong), a
+    candidate returning the same string passes it, and the corrected test, too large to
+    write, never enters the Mistake Book. Fault found by a differential run of the two
+    executions: the older one (`isolate_calls`) dropped the test as "reference raised", so
+    every candidate scored 1.0 there and 2/3 here."""
+    limits = Limits(timeout_s=10.0, call_timeout_s=3.0, max_value_bytes=1 << 16)
+    big = "def f(n):\n    if n < 0:\n        return 'a' * (1 << 20)\n    return n\n"
+    problem = Problem(id="t/big", question="", entry_point="f", reference=big)
+    codes = [py("def f(n):\n    return n"), py(big)]
+    suite = py("assert f(1) == 1\nassert f(-1) == -1\nassert f(3) == 3")
+    seen = []
+    for isolate in (False, True):
+        judge = Judge(executor, JudgeConfig(limits=limits, reference_limits=limits, isolate_calls=isolate))
+        (r,) = judge.judge_step([ProblemRollout(problem, codes, [[suite]] * 2)])
+        t = r.suites[0][0].tests[1]
+        assert (t.kind, t.used, t.normalized) == (WRONG_EXPECTATION, True, None), isolate
+        assert [r.suites[k][0].tests[1].passed for k in (0, 1)] == [False, True]
+        assert dict(r.mistake_update().failed) == {}
+        seen.append((r.code_valid, r.code_rewards, r.test_rewards))
+    assert seen[0] == seen[1] and seen[0][1] == [2 / 3, 1.0]
+
+
 def _printer(size: int) -> str:
     return py("def add(a, b):\n    for i in range(%d):\n        print('line', i, 'of the running sum')\n    return a + b"
               % (size // 25))
