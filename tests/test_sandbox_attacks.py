@@ -26,6 +26,7 @@ from codea1.sandbox import Executor, Job, Limits, RunResult, encode, values_equa
 from codea1.sandbox._child import SETUP_FAILED_EXIT  # noqa: E402
 from codea1.sandbox.decode import python_equal  # noqa: E402
 from codea1.sandbox.hostcheck import HostSnapshot  # noqa: E402
+from codea1.sandbox.stdio import program_outputs, stdin_job  # noqa: E402
 
 LIM = Limits(timeout_s=5.0, call_timeout_s=1.0, memory_mb=256, max_procs=16, max_output_bytes=8192,
              max_file_bytes=1 << 20)
@@ -320,6 +321,19 @@ def test_the_cpu_budget_is_the_runs_not_each_call_or_process(ex, host):
     r = ex.run(Job(_SPIN, ["spin(1.5) or os._exit(0)", "spin(1.5)", "3"], Limits(timeout_s=20.0, cpu_s=2.0)))
     assert r.status == "timeout" and [c.status for c in r.calls] == ["error", "timeout", "not-run"]
     assert r.cpu_s < 3.3
+
+
+@pytest.mark.parametrize("ignore", [False, True])
+def test_a_call_in_a_fork_of_its_own_spends_the_same_cpu_budget(ex, host, ignore):
+    # an isolated call's fork starts its CPU time at zero; the kernel's stop of it (SIGXCPU,
+    # or SIGKILL at the hard limit when the program ignores SIGXCPU) is the run's timeout,
+    # as in the run's own process: it was an error ("IsolatedCallFailed ... wait status 24"
+    # or "9", which standard-input programs read as memory) and the run went on
+    program = ("import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n" if ignore else "") + _SPIN
+    r = ex.run(Job(program, ["1", "spin(5)", "2"], Limits(timeout_s=20.0, cpu_s=1.0), isolated=[1]))
+    assert r.status == "timeout" and [c.status for c in r.calls] == ["ok", "timeout", "not-run"]
+    job = stdin_job(program + "spin(5)\nprint(1)\n", ["a", "b"], Limits(timeout_s=20.0, call_timeout_s=10.0, cpu_s=1.0))
+    assert [o.status for o in program_outputs(ex.run(job), 2)] == ["timeout", "timeout"]
 
 
 # 6 ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import io
 import os
 import random
 import resource
+import signal
 import sys
 import types
 
@@ -142,7 +143,8 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
     # change what this function calls (the harness's helpers too: bound below, before the
     # program runs).
     _write, _exit, _dumps, _int_text = os.write, os._exit, plain_json, int.__repr__
-    _fork, _pipe, _read, _close, _waitpid = os.fork, os.pipe, os.read, os.close, os.waitpid
+    _fork, _pipe, _read, _close, _wait4 = os.fork, os.pipe, os.read, os.close, os.wait4
+    cpu_stop = _cpu_stop(plan["cpu_s"], signal.signal, os.kill, os.getpid)
     # The result pipe sits at a per-run random fd, and the program/end records carry a
     # per-run nonce: a record blindly forged by the candidate is rejected. (Code in this
     # interpreter that digs the nonce out of memory can still forge `program_ok`; call
@@ -160,7 +162,8 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
     statements, requires, distinct, one_process = flow
     last = [None, None]  # the last call's fate: its ok value's JSON, the exit status when it ends the run
     evaluate = _evaluator(calls, g, max_value, _dumps, flush, statements, last if one_process else None)
-    evaluate_apart = _apart(evaluate, _fd, max_value, _dumps, (_write, _exit, _fork, _pipe, _read, _close, _waitpid))
+    evaluate_apart = _apart(evaluate, _fd, max_value, _dumps, (_write, _exit, _fork, _pipe, _read, _close, _wait4),
+                            cpu_stop)
     fresh: dict = {}  # call -> whether it returned and its (key, value) was new (`Job.requires`)
     seen: set = set()
     base = _frames()
@@ -350,10 +353,31 @@ def _exit_status(e: BaseException) -> int:
     return 1
 
 
-def _apart(evaluate, _fd: int, max_value: int, _dumps, os_calls: tuple):
+def _cpu_stop(cpu_limit: int, _signal, _kill, _getpid):
+    """``cpu_stop(status, cpu)``: when a call's fork was ended by the kernel at the run's
+    CPU limit (SIGXCPU, or SIGKILL at the hard limit after at least the soft limit's CPU
+    time), end this process the same way, with the call in progress: the worker then reads
+    the run's CPU budget as spent, a timeout, as when this process itself reaches it. (A
+    fork's CPU time starts at zero, so without this the call was an error and the run went
+    on.) The default action is restored first: the program may have ignored SIGXCPU."""
+
+    xcpu, kill, default = int(signal.SIGXCPU), int(signal.SIGKILL), signal.SIG_DFL  # (before the program runs)
+
+    def cpu_stop(status: int, cpu: float) -> None:
+        sig = status & 0x7F
+        if sig == xcpu or (sig == kill and cpu >= cpu_limit - 0.05):
+            _signal(xcpu, default)
+            _kill(_getpid(), xcpu)
+            _kill(_getpid(), kill)  # (not reached unless the program blocked SIGXCPU: its CPU time still says why)
+
+    return cpu_stop
+
+
+def _apart(evaluate, _fd: int, max_value: int, _dumps, os_calls: tuple, cpu_stop):
     """``evaluate_apart(i, index)``: ``evaluate`` in a fork, with the private ``os``
-    references ``(write, _exit, fork, pipe, read, close, waitpid)``."""
-    _write, _exit, _fork, _pipe, _read, _close, _waitpid = os_calls
+    references ``(write, _exit, fork, pipe, read, close, wait4)``; ``cpu_stop`` (see
+    ``_cpu_stop``) sees how each fork ended."""
+    _write, _exit, _fork, _pipe, _read, _close, _wait4 = os_calls
 
     def evaluate_apart(i: int, index: str) -> str:
         """Call ``i``'s result record, evaluated in a fork that ends with the call: it
@@ -385,10 +409,11 @@ def _apart(evaluate, _fd: int, max_value: int, _dumps, os_calls: tuple):
             if size <= max_value + 4096:
                 chunks.append(chunk)
         _close(r)
-        _, status = _waitpid(pid, 0)
+        _, status, usage = _wait4(pid, 0)
         text = b"".join(chunks).decode("ascii", "replace")
         if size <= max_value + 4096 and _is_record(text, i):
             return text
+        cpu_stop(status, usage.ru_utime + usage.ru_stime)
         return _dumps(["R", i, "error", "IsolatedCallFailed: the call's process ended without a result "
                                         f"(wait status {status})"])
 
