@@ -336,6 +336,16 @@ def test_a_call_in_a_fork_of_its_own_spends_the_same_cpu_budget(ex, host, ignore
     assert [o.status for o in program_outputs(ex.run(job), 2)] == ["timeout", "timeout"]
 
 
+@pytest.mark.parametrize("isolated", [[], [1], [1, 2]])
+def test_a_call_that_signals_itself_or_lowers_its_own_cpu_limit_fails_alone(ex, host, isolated):
+    # only the run's budget, spent, ends the run: a SIGXCPU the program sends itself, or
+    # earns under a limit it lowered, is that call's error and the next call runs
+    program = ("import os, signal, resource\ndef me():\n    os.kill(os.getpid(), signal.SIGXCPU)\n"
+               "def low():\n    resource.setrlimit(resource.RLIMIT_CPU, (0, 1))\n    while True: pass\n")
+    r = ex.run(Job(program, ["1", "me()", "low()", "2"], Limits(timeout_s=20.0, cpu_s=5.0), isolated=isolated))
+    assert r.status == "ok" and [c.status for c in r.calls] == ["ok", "error", "error", "ok"]
+
+
 # 6 ------------------------------------------------------------------------------------
 def test_memory_bomb_is_capped_and_others_keep_working(ex, host):
     bomb = Job("x = []\nwhile True:\n    x.append(bytearray(1 << 24))\n")

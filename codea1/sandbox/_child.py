@@ -355,8 +355,9 @@ def _exit_status(e: BaseException) -> int:
 
 def _cpu_stop(cpu_limit: int, _signal, _kill, _getpid):
     """``cpu_stop(status, cpu)``: when a call's fork was ended by the kernel at the run's
-    CPU limit (SIGXCPU, or SIGKILL at the hard limit after at least the soft limit's CPU
-    time), end this process the same way, with the call in progress: the worker then reads
+    CPU limit (SIGXCPU, or SIGKILL at the hard limit, after the limit's CPU time was
+    spent: a fork that lowers its own limit or signals itself fails alone), end this
+    process the same way, with the call in progress: the worker then reads
     the run's CPU budget as spent, a timeout, as when this process itself reaches it. (A
     fork's CPU time starts at zero, so without this the call was an error and the run went
     on.) The default action is restored first: the program may have ignored SIGXCPU."""
@@ -364,8 +365,7 @@ def _cpu_stop(cpu_limit: int, _signal, _kill, _getpid):
     xcpu, kill, default = int(signal.SIGXCPU), int(signal.SIGKILL), signal.SIG_DFL  # (before the program runs)
 
     def cpu_stop(status: int, cpu: float) -> None:
-        sig = status & 0x7F
-        if sig == xcpu or (sig == kill and cpu >= cpu_limit - 0.05):
+        if status & 0x7F in (xcpu, kill) and cpu >= cpu_limit - 0.05:  # (spent: see the worker's `_cpu_spent`)
             _signal(xcpu, default)
             _kill(_getpid(), xcpu)
             _kill(_getpid(), kill)  # (not reached unless the program blocked SIGXCPU: its CPU time still says why)

@@ -870,13 +870,14 @@ class _CodeCache:
 
 
 def _cpu_spent(status: int | None, cpu: float, cpu_limit: int) -> bool:
-    """Whether the kernel ended the child at its CPU rlimit: SIGXCPU at the soft limit, or
-    SIGKILL at the hard one (soft + 1 s) for a child that ignores SIGXCPU (a SIGKILL
-    nobody here sent, after at least the soft limit's CPU time)."""
+    """Whether the kernel ended the child at the run's CPU rlimit: SIGXCPU at the soft
+    limit, or SIGKILL at the hard one (soft + 1 s) for a child that ignores SIGXCPU (a
+    SIGKILL nobody here sent). Either only after the limit's CPU time was spent: a program
+    that signals itself or lowers its own limit has not spent the run's budget (its call
+    is an error, as any other death is)."""
     if status is None or not os.WIFSIGNALED(status):
         return False
-    sig = os.WTERMSIG(status)
-    return sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= cpu_limit - 0.05)
+    return os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL) and cpu >= cpu_limit - 0.05
 
 
 class _Output:
