@@ -366,7 +366,10 @@ def _cpu_stop(cpu_limit: int, _signal, _kill, _getpid):
 
     def cpu_stop(status: int, cpu: float) -> None:
         if status & 0x7F in (xcpu, kill) and cpu >= cpu_limit - 0.05:  # (spent: see the worker's `_cpu_spent`)
-            _signal(xcpu, default)
+            try:
+                _signal(xcpu, default)
+            except BaseException:  # (only the main thread may; the kills below end it anyway)
+                pass
             _kill(_getpid(), xcpu)
             _kill(_getpid(), kill)  # (not reached unless the program blocked SIGXCPU: its CPU time still says why)
 
