@@ -85,7 +85,9 @@ def test_every_metric_at_its_step_samples_config_and_resume(tmp_path, tiny, scri
     first = train(cfg, run, stop_after=2)
     assert first.stopped and first.step == 2
     run_id = json.loads((run / RUN_ID_FILE).read_text())["id"]
-    assert len(run_id) == 12 and run_id.isalnum() and run_id.islower()
+    # W&B's rule: lowercase letters and digits (not `islower()`, False for an id of digits
+    # only: 12 random hex digits are all decimal once in about 280 runs, CI's flake at 3f7781e)
+    assert len(run_id) == 12 and set(run_id) <= set("abcdefghijklmnopqrstuvwxyz0123456789")
     init = fake.inits[0]
     assert (init["project"], init["mode"], init["id"], init["dir"]) == ("codea1-tests", "offline", run_id, str(run))
     assert init["config"] == cfg.model_dump(mode="json")
