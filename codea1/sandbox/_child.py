@@ -353,25 +353,36 @@ def _exit_status(e: BaseException) -> int:
     return 1
 
 
-def _cpu_stop(cpu_limit: int, _signal, _kill, _getpid):
-    """``cpu_stop(status, cpu)``: when a call's fork was ended by the kernel at the run's
-    CPU limit (SIGXCPU, or SIGKILL at the hard limit, after the limit's CPU time was
-    spent: a fork that lowers its own limit or signals itself fails alone), end this
-    process the same way, with the call in progress: the worker then reads
-    the run's CPU budget as spent, a timeout, as when this process itself reaches it. (A
-    fork's CPU time starts at zero, so without this the call was an error and the run went
-    on.) The default action is restored first: the program may have ignored SIGXCPU."""
+_SIGXCPU, _SIGKILL = int(signal.SIGXCPU), int(signal.SIGKILL)
 
-    xcpu, kill, default = int(signal.SIGXCPU), int(signal.SIGKILL), signal.SIG_DFL  # (before the program runs)
+
+def cpu_limit_spent(status: int, cpu: float, cpu_limit: int) -> bool:
+    """Whether a process with wait status `status` and `cpu` seconds of CPU time was ended
+    by the kernel at a CPU rlimit of `cpu_limit` s: SIGXCPU at the soft limit, or SIGKILL at
+    the hard one (soft + 1 s) for a process that ignores SIGXCPU. Either only after the
+    limit's CPU time was spent: a process that signals itself or lowers its own limit has
+    not spent the run's budget. (The worker reads its child by this rule; the child reads
+    its calls' forks by it, only to trigger the same stop, which the worker checks again.)"""
+    return status & 0x7F in (_SIGXCPU, _SIGKILL) and cpu >= cpu_limit - 0.05
+
+
+def _cpu_stop(cpu_limit: int, _signal, _kill, _getpid):
+    """``cpu_stop(status, cpu)``: when a call's fork was ended at the run's CPU limit
+    (`cpu_limit_spent`), end this process the same way, with the call in progress: the
+    worker then reads the run's CPU budget as spent, a timeout, as when this process
+    itself reaches it. (A fork's CPU time starts at zero, so without this the call was an
+    error and the run went on.) The default action is restored first: the program may
+    have ignored SIGXCPU."""
+    default = signal.SIG_DFL  # (before the program runs)
 
     def cpu_stop(status: int, cpu: float) -> None:
-        if status & 0x7F in (xcpu, kill) and cpu >= cpu_limit - 0.05:  # (spent: see the worker's `_cpu_spent`)
+        if cpu_limit_spent(status, cpu, cpu_limit):
             try:
-                _signal(xcpu, default)
+                _signal(_SIGXCPU, default)
             except BaseException:  # (only the main thread may; the kills below end it anyway)
                 pass
-            _kill(_getpid(), xcpu)
-            _kill(_getpid(), kill)  # (not reached unless the program blocked SIGXCPU: its CPU time still says why)
+            _kill(_getpid(), _SIGXCPU)
+            _kill(_getpid(), _SIGKILL)  # (not reached unless the program blocked SIGXCPU: its CPU time still says why)
 
     return cpu_stop
 

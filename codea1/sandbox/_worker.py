@@ -28,7 +28,9 @@ import time
 import types
 
 from codea1.sandbox import cgroups, isolation
-from codea1.sandbox._child import SETUP_FAILED_EXIT, child_main, compile_untrusted, prepare_warm_state
+from codea1.sandbox._child import (
+    SETUP_FAILED_EXIT, child_main, compile_untrusted, cpu_limit_spent, prepare_warm_state,
+)
 from codea1.sandbox.values import allow_deep_values, check_value
 
 ROOT_DIR = "/tmp/.codea1-sandbox-root"
@@ -720,7 +722,8 @@ class Worker:
         seg.update(ready=parser.ready, program=parser.program, results=parser.results,
                    ended=parser.ended, in_call=parser.call_started, status=status, cpu=cpu,
                    oom=self._oom_happened(status))
-        if seg["kill"] is None and not seg["oom"] and _cpu_spent(status, cpu, plan["cpu_s"]):
+        if (seg["kill"] is None and not seg["oom"] and status is not None
+                and cpu_limit_spent(status, cpu, plan["cpu_s"])):
             seg["kill"] = "cpu"  # the kernel ended it at the run's CPU budget: a timeout, as "run" is
         if status is not None:
             seg["exit_code"] = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
@@ -867,17 +870,6 @@ class _CodeCache:
         if self.young_chars > self.max_chars // 2:
             self.old, self.young, self.young_chars = self.young, {}, 0
         return code
-
-
-def _cpu_spent(status: int | None, cpu: float, cpu_limit: int) -> bool:
-    """Whether the kernel ended the child at the run's CPU rlimit: SIGXCPU at the soft
-    limit, or SIGKILL at the hard one (soft + 1 s) for a child that ignores SIGXCPU (a
-    SIGKILL nobody here sent). Either only after the limit's CPU time was spent: a program
-    that signals itself or lowers its own limit has not spent the run's budget (its call
-    is an error, as any other death is)."""
-    if status is None or not os.WIFSIGNALED(status):
-        return False
-    return os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL) and cpu >= cpu_limit - 0.05
 
 
 class _Output:
