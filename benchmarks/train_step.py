@@ -299,29 +299,28 @@ def print_forward_comparison(records: list[dict]) -> None:
 
 # The update's log-prob plumbing, one change at a time (the GRPO config switches);
 # "before" is the path every step took until these switches existed.
-UPDATE_PATHS = [
-    ("before: a row per (prompt, response), full logits, separate old pass",
-     dict(shared_prompt_rows=False, logprob_chunk_tokens=0, reuse_old_logprobs=False, fused_lora=False,
-          span_attention=False)),
-    ("+ shared-prompt rows (old, reference and update passes)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=0, reuse_old_logprobs=False, fused_lora=False,
-          span_attention=False)),
-    ("+ chunked response-only head (256 tokens)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=False, fused_lora=False,
-          span_attention=False)),
-    ("+ first mini-batch's old log-probs from its own forward",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=256, reuse_old_logprobs=True, fused_lora=False,
-          span_attention=False)),
-    ("+ head chunks of 1024 tokens",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True, fused_lora=False,
-          span_attention=False)),
-    ("+ LoRA layers fused",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True, fused_lora=True,
-          span_attention=False)),
-    ("+ span attention in shared-prompt rows (after)",
-     dict(shared_prompt_rows=True, logprob_chunk_tokens=1024, reuse_old_logprobs=True, fused_lora=True,
-          span_attention=True)),
-]
+def _one_change_at_a_time(first: dict, changes: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """Each path: the one before it with its change applied."""
+    paths, switches = [], first
+    for name, change in changes:
+        switches = {**switches, **change}
+        paths.append((name, switches))
+    return paths
+
+
+UPDATE_PATHS = _one_change_at_a_time(
+    dict(shared_prompt_rows=False, logprob_chunk_tokens=0, reuse_old_logprobs=False, fused_lora=False,
+         span_attention=False),
+    [
+        ("before: a row per (prompt, response), full logits, separate old pass", {}),
+        ("+ shared-prompt rows (old, reference and update passes)", dict(shared_prompt_rows=True)),
+        ("+ chunked response-only head (256 tokens)", dict(logprob_chunk_tokens=256)),
+        ("+ first mini-batch's old log-probs from its own forward", dict(reuse_old_logprobs=True)),
+        ("+ head chunks of 1024 tokens", dict(logprob_chunk_tokens=1024)),
+        ("+ LoRA layers fused", dict(fused_lora=True)),
+        ("+ span attention in shared-prompt rows (after)", dict(span_attention=True)),
+    ],
+)
 SAME_KEYS = ("loss", "pg_loss", "kl", "clip_frac", "ratio_mean", "grad_norm")
 
 
