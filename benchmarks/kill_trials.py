@@ -1,7 +1,11 @@
-"""kill -9 a tiny a1 training run at random moments, resume it, count bit-identical ends.
+"""kill -9 (or Ctrl-C) a tiny a1 training run at random moments, resume it, count bit-identical ends.
 
     python benchmarks/kill_trials.py                 # 20 trials
     python benchmarks/kill_trials.py --trials 50 --seed 3 --out kill_trials.json
+    python benchmarks/kill_trials.py --signal SIGINT                  # Ctrl-C instead
+    python benchmarks/kill_trials.py --signal SIGINT --again 0.05     # and a second one 0-0.05 s later
+    python benchmarks/kill_trials.py --signal SIGTERM                 # a scheduler's stop
+    python benchmarks/kill_trials.py --set validation.every=2         # with validations (any --set)
 
 One uninterrupted reference run (PYTHONHASHSEED=1) is made and timed (again, in the
 process that runs the trials, so the draw fits its speed); then each trial starts the
@@ -18,6 +22,14 @@ The run is the tests' tiny random-weight model with scripted completions
 (tests/tiny_run.py), 4 steps, checkpoints after steps 2 and 4, one kept. Prints one line
 per trial (where the kill landed: the last moment the run's trace passed, and the step)
 and the count that resumed bit-identical.
+
+With `--signal SIGINT` or `SIGTERM` the run is asked to stop instead of killed: it must
+end by itself within `--stop-within` seconds (else the trial counts as hung and fails),
+having written a checkpoint once it has a trainer, and its resume must be as
+bit-identical as after a kill (the stop drops the work under way and rewinds the step's
+random and data state). `--again S` sends a second SIGINT a random 0-S seconds after the
+first: an abort, which must keep the last checkpoint whole. Each trial also prints how
+long the run took to end after the signal.
 """
 
 from __future__ import annotations
@@ -54,12 +66,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the kill moments")
     ap.add_argument("--workdir", type=Path, default=None, help="default: a temporary directory")
     ap.add_argument("--out", type=Path, default=None, help="also write the trials as JSON here")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                    help="an override of the trial run's settings, as train's --set (e.g. validation.every=2)")
+    ap.add_argument("--signal", default="SIGKILL", choices=["SIGKILL", "SIGINT", "SIGTERM"],
+                    help="what the run gets at its random moment")
+    ap.add_argument("--again", type=float, default=None, metavar="S",
+                    help="a second SIGINT a random 0-S seconds after the first (a second Ctrl-C)")
+    ap.add_argument("--stop-within", type=float, default=60.0, metavar="S",
+                    help="seconds a signalled run may take to end before it counts as hung")
     args = ap.parse_args(argv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="kill-trials-"))
     work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     tiny = tiny_paths(work / "tiny")
-    run = {"overrides": [*tiny_overrides(tiny, "a1", args.steps), *FAST_OVERRIDES]}
+    run = {"overrides": [*tiny_overrides(tiny, "a1", args.steps), *FAST_OVERRIDES, *args.overrides]}
 
     reference = Harness(1, work / "harness-reference").start()
     trials_h = Harness(1, work / "harness-trials").start()  # imports while the reference runs
@@ -71,9 +91,14 @@ def main(argv: list[str] | None = None) -> int:
         if made["ended"] != "exit 0" or ref["ended"] != "exit 0":
             raise SystemExit(f"the reference run failed:\n{ref['log']}")
         fractions = [rng.uniform(0.0, 0.9) for _ in range(args.trials)]  # (a later kill may come too late)
+        how_stopped = {"kill_signal": args.signal}
+        if args.signal != "SIGKILL":
+            how_stopped["stop_within_s"] = args.stop_within
+        agains = [None if args.again is None else rng.uniform(0.0, args.again) for _ in fractions]
         trials_h.submit([{**run, "run_dir": str(work / "timing"), "timing": True}]
-                        + [{**run, "run_dir": str(work / f"trial-{i}"), "kill_after_fraction": f,
-                            "trace": str(work / f"trial-{i}.trace")} for i, f in enumerate(fractions)])
+                        + [{**run, **how_stopped, "run_dir": str(work / f"trial-{i}"), "kill_after_fraction": f,
+                            "again_after_s": agains[i], "trace": str(work / f"trial-{i}.trace")}
+                           for i, f in enumerate(fractions)])
         timing, *started = trials_h.wait()
         resume_h.start()  # only now: its imports would slow the timing run down
         if timing["ended"] != "exit 0":
@@ -98,27 +123,42 @@ def main(argv: list[str] | None = None) -> int:
             h.close()
 
     prints = json.loads((work / "prints.json").read_text())
-    rows, identical, where = [], 0, Counter()
-    print(f"reference: {args.steps} steps in {duration:.1f} s; {args.trials} trials in {work}")
+    rows, identical, where, hung = [], 0, Counter(), 0
+    print(f"reference: {args.steps} steps in {duration:.1f} s; {args.trials} trials with {args.signal}"
+          f"{'' if args.again is None else f' (and a second SIGINT within {args.again} s)'} in {work}")
     for i, (start, again) in enumerate(zip(started, resumed)):
-        landed = _landed(work / f"trial-{i}.trace") if start["ended"] == "killed" else "not killed (finished first)"
+        signalled = start["stop_seconds"] is not None
+        landed = _landed(work / f"trial-{i}.trace") if signalled else "not signalled (finished first)"
         diff = differences(prints["reference"], prints[f"trial-{i}"]) if again["ended"] == "exit 0" else ["resume failed"]
+        if start["ended"] == "hung":
+            hung += 1
+            diff = ["did not stop within --stop-within", *diff]
         same = not diff
         identical += same
         where[landed.split(" of ")[0]] += 1
         how = "resumed" if again["job"].get("resume") else "started again (no config.yaml yet)"
-        print(f"trial {i:2d}: kill at {kills[i]:5.2f} s, {landed}; {how}: "
+        ended = (f"{start['ended']} {start['stop_seconds']:.2f} s after it" if signalled else start["ended"])
+        second = (f" (again after {start['job']['again_after_s']:.3f} s)" if start["again_sent"]
+                  else "" if start["job"].get("again_after_s") is None else " (ended before a second)")
+        print(f"trial {i:2d}: {args.signal} at {kills[i]:5.2f} s{second}, {landed}; {ended}; {how}: "
               f"{'bit-identical' if same else 'DIFFERS in ' + ', '.join(diff)}")
-        if again["ended"] != "exit 0":
+        if again["ended"] != "exit 0" or start["ended"] == "hung":
             print(again["log"][-2000:])
-        rows.append({"trial": i, "kill_after_s": kills[i], "ended": start["ended"], "landed": landed,
+        rows.append({"trial": i, "kill_after_s": kills[i], "again_after_s": start["job"].get("again_after_s"),
+                     "again_sent": start["again_sent"], "ended": start["ended"], "stop_seconds": start["stop_seconds"], "landed": landed,
                      "resume": how, "resume_ended": again["ended"], "differences": diff})
-    killed = sum(r["ended"] == "killed" for r in started)
-    print(f"{identical} of {args.trials} resumed bit-identical ({killed} killed, "
-          f"{args.trials - killed} finished before their kill); kills landed: "
+    signalled = [r for r in rows if r["stop_seconds"] is not None]
+    waits = sorted(r["stop_seconds"] for r in signalled)
+    print(f"{identical} of {args.trials} resumed bit-identical ({len(signalled)} signalled, "
+          f"{args.trials - len(signalled)} finished before their signal; {hung} hung"
+          + (f"; {sum(r['again_sent'] for r in rows)} got a second SIGINT" if args.again is not None else "")
+          + "); landed: "
           + ", ".join(f"{k} x{n}" for k, n in sorted(where.items())))
+    if waits:
+        print(f"ended after the signal in {waits[0]:.2f}-{waits[-1]:.2f} s (median {waits[len(waits) // 2]:.2f} s)")
     if args.out:
-        args.out.write_text(json.dumps({"trials": rows, "identical": identical, "n": args.trials, "killed": killed,
+        args.out.write_text(json.dumps({"trials": rows, "identical": identical, "n": args.trials,
+                                        "signal": args.signal, "signalled": len(signalled), "hung": hung,
                                         "reference_seconds": duration}, indent=2) + "\n")
     return 0 if identical == args.trials else 1
 

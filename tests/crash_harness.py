@@ -24,6 +24,10 @@ while another harness works, and waits for JOBS.json to appear. A job is
   (the kill-trial benchmark: a random moment); `kill_after_fraction`: after that share of
   the seconds of the last job marked `"timing": true` in this harness (so the draw fits
   this process's own speed, whatever the machine's load).
+- `kill_signal`: what the harness sends at `kill_after_s` (default "SIGKILL"; "SIGINT"
+  is a Ctrl-C, "SIGTERM" a scheduler's stop); `again_after_s`: a second SIGINT that long
+  after the first (a second Ctrl-C); `stop_within_s`: how long a signalled child may take
+  to end before the harness SIGKILLs it and reports it as "hung".
 - `trace`: a file the child appends the moments it passes to ("<seconds> <moment>
   <step>"), so the last line says where a kill landed.
 
@@ -214,25 +218,46 @@ def run_jobs(jobs: list[dict]) -> list[dict]:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
-        status = None
+        status, sent, again_sent, hung = None, None, False, False
         if job.get("kill_after_s") is not None:
-            deadline = t + job["kill_after_s"]
-            while status is None and time.monotonic() < deadline:
-                done, st = os.waitpid(pid, os.WNOHANG)
-                status = st if done else None
-                time.sleep(0.002)
+            status = _wait_until(pid, t + job["kill_after_s"])
             if status is None:
-                os.kill(pid, signal.SIGKILL)
+                sent = time.monotonic()
+                os.kill(pid, signal.Signals[job.get("kill_signal", "SIGKILL")])
+                if job.get("again_after_s") is not None:  # a second Ctrl-C, that long after the first
+                    status = _wait_until(pid, sent + job["again_after_s"])
+                    if status is None:
+                        os.kill(pid, signal.SIGINT)
+                        again_sent = True
+                if status is None and job.get("stop_within_s") is not None:
+                    status = _wait_until(pid, sent + job["stop_within_s"])
+                    if status is None:  # it did not stop in time: ended here, reported as a hang
+                        hung = True
+                        os.kill(pid, signal.SIGKILL)
         if status is None:
             _pid, status = os.waitpid(pid, 0)
         result = _ended(status, t)
+        if hung:
+            result["ended"] = "hung"
         result["kill_after_s"] = job.get("kill_after_s")
+        result["stop_seconds"] = None if sent is None else time.monotonic() - sent
+        result["again_sent"] = again_sent
         if job.get("timing") and result["ended"] == "exit 0":
             timing = result["seconds"]
         run = Path(job.get("run_dir") or job.get("make_tiny") or job["out"])
         result["files"] = sorted(str(p.relative_to(run)) for p in run.rglob("*")) if run.is_dir() else []
         results.append(result)
     return results
+
+
+def _wait_until(pid: int, deadline: float) -> int | None:
+    """The child's wait status if it ends before `deadline` (monotonic), else None."""
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.002)
+    return None
 
 
 def _ended(status: int, t: float) -> dict:

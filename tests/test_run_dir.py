@@ -247,3 +247,45 @@ def test_the_time_budget_on_hand_computed_edges():
     now[0] = 300.0                                                      # past the deadline
     assert budget.refuse("nothing", 0.0) is None
     assert budget.refuse_commit(3, before_commit_s=1.0).endswith("needs about 40 s and 0 s are left")
+
+
+@pytest.mark.parametrize("stop_at", [2, 3], ids=["mid-run", "the-last-step"])
+def test_a_stop_during_a_later_validation_resumes_to_an_uninterrupted_runs_files(tiny, tmp_path, monkeypatch, stop_at):
+    """A stop while the validation after step 2 (or the last step, 3) runs: the validation is
+    dropped and the step's row and samples wait in the checkpoint (state.json's "pending");
+    the resume validates and writes them, and metrics.jsonl, samples.jsonl and the last
+    checkpoint's state end as an uninterrupted run's. Found by `kill_trials.py --signal
+    SIGINT --set validation.every=2`: samples.jsonl's fields came back from state.json in
+    sorted order; after the last step the resume wrote no checkpoint, so the run's last one
+    still held the row pending (a later resume would validate it again)."""
+    from crash_harness import differences, fingerprint
+
+    from codea1.train.checkpoint import CheckpointManager, read_state
+    from codea1.train.loop import Trainer
+
+    cfg = _config(tiny, 3, "validation.every=2", "validation.at_end=true", "checkpoint.keep=1")
+    straight = tmp_path / "straight"
+    train(cfg, straight)
+
+    validate, stopped = Trainer.validate, []
+
+    def stop_there(self):
+        if self.step == stop_at and not stopped:
+            stopped.append(self.step)
+            self.stop.request("SIGINT")  # (raises StopRequested: the validation is abandonable)
+        return validate(self)
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(Trainer, "validate", stop_there)
+    assert train(cfg, run).step == stop_at
+    monkeypatch.setattr(Trainer, "validate", validate)
+    assert stopped == [stop_at]
+    state = read_state(run / "checkpoints" / f"step-{stop_at}")
+    assert state["pending"]["step"] == stop_at and state["pending"]["samples"]
+    assert [r["step"] for r in read_metrics(run)] == list(range(stop_at))
+
+    assert train(None, run, resume=True).step == 3
+    assert (run / "samples.jsonl").read_bytes() == (straight / "samples.jsonl").read_bytes()
+    assert read_state(CheckpointManager(run).latest())["pending"] is None
+    # weights, optimisers, random state, Mistake Book, state.json, metrics, samples, the listing
+    assert differences(fingerprint(run), fingerprint(straight)) == []

@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,6 +156,40 @@ def test_resaving_a_step_replaces_it(tmp_path):
     m.save(5, _writer(5, "old"))
     m.save(5, _writer(5, "new"))
     assert (m.latest() / "weights.bin").read_text() == "new" * 10
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-5"]
+
+
+def test_a_crash_while_a_step_is_saved_again_keeps_one_whole_checkpoint_of_it(tmp_path, monkeypatch):
+    """Saving step 5 again moves the old step-5 out of the way, then renames the new one
+    into place. A crash between the two renames once lost step 5 (the old one already
+    trash, the new one a temporary directory, both deleted at the next start): with keep=1
+    the run had no checkpoint left. Now the old one, set aside, is step 5's checkpoint
+    until the new one takes the name."""
+    import codea1.train.checkpoint as ckpt
+
+    m = CheckpointManager(tmp_path, keep=1)
+    m.save(5, _writer(5, "old"))
+    real_replace, calls = os.replace, []
+
+    def crashing_replace(src, dst):
+        calls.append((Path(src).name, Path(dst).name))
+        if len(calls) == 2:  # the second rename of the save: the process dies here
+            raise KeyboardInterrupt("killed")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(ckpt.os, "replace", crashing_replace)
+    with pytest.raises(KeyboardInterrupt):
+        m.save(5, _writer(5, "new"))
+    monkeypatch.setattr(ckpt.os, "replace", real_replace)
+    after = CheckpointManager(tmp_path, keep=1)  # the next start
+    after.clean()
+    assert [s for s, _ in after.list()] == [5]
+    assert (after.latest() / "weights.bin").read_text() == "old" * 10
+    after.save(5, _writer(5, "newer"))  # saving it again from there, then going on
+    assert (after.latest() / "weights.bin").read_text() == "newer" * 10
+    after.save(6, _writer(6))
+    assert [s for s, _ in after.list()] == [6]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-6"]
 
 
 def test_rng_capture_and_restore_replays_every_stream():

@@ -6,8 +6,12 @@ atomic `rename` (and the parent directory fsync'ed): a crash mid-write leaves at
 stray temporary directory, and the last good checkpoint stays as it was. The oldest
 checkpoints beyond `keep` are removed after a save, each first renamed out of the way
 (`.deleting-step-N-PID`) and only then deleted, so a crash while pruning never leaves a
-half-deleted `step-N`. `CheckpointManager.clean()` (run when a run starts or resumes)
-removes what a crash can leave behind: temporary and half-deleted directories.
+half-deleted `step-N`. Saving a step that has a checkpoint already (a resume that completed
+the row its checkpoint held pending) renames the old one aside (`.replaced-step-N`) before
+the new one takes its name, and deletes it after. `CheckpointManager.clean()` (run when a
+run starts or resumes) removes what a crash can leave behind: temporary and half-deleted
+directories, and an old checkpoint set aside, unless its replacement never took its name:
+until then `list()` counts it as step N's.
 
 What goes in it is the loop's business (`Trainer.save_checkpoint` fills a
 `CheckpointContents`); this module writes it (`write_checkpoint`: weights, optimisers,
@@ -38,6 +42,7 @@ CONFIG_FILE = "config.yaml"        # a run directory's config (beside checkpoint
 BOOK_FILE = "mistakes.sqlite"      # a run directory's Mistake Book (and each checkpoint's copy)
 TMP_PREFIX = ".tmp-step-"      # a checkpoint being written
 TRASH_PREFIX = ".deleting-"    # a checkpoint being removed
+REPLACED_PREFIX = ".replaced-step-"  # a checkpoint set aside while its step is saved again
 
 
 class CheckpointError(RuntimeError):
@@ -64,12 +69,21 @@ class CheckpointManager:
         """Complete checkpoints as (step, path), oldest first."""
         if not self.root.is_dir():
             return []
-        found = []
+        found = {}
         for child in self.root.iterdir():
             m = _STEP_DIR.match(child.name)
             if m and child.is_dir() and (child / STATE_FILE).is_file():
-                found.append((int(m.group(1)), child))
-        return sorted(found)
+                found[int(m.group(1))] = child
+        for step, path in self._replaced():  # a crash while its step was saved again
+            found.setdefault(step, path)
+        return sorted(found.items())
+
+    def _replaced(self) -> list[tuple[int, Path]]:
+        """Complete checkpoints set aside by a save of their step (`.replaced-step-N`): step
+        N's checkpoint as long as no complete `step-N` took their place."""
+        return sorted((int(c.name[len(REPLACED_PREFIX):]), c) for c in self.root.iterdir()
+                      if c.name.startswith(REPLACED_PREFIX) and c.name[len(REPLACED_PREFIX):].isdigit()
+                      and c.is_dir() and (c / STATE_FILE).is_file())
 
     def path(self, step: int) -> Path:
         """Where step `step`'s checkpoint lives (once written)."""
@@ -92,11 +106,14 @@ class CheckpointManager:
                 raise CheckpointError(f"checkpoint writer left no {STATE_FILE} in {tmp}")
             _fsync_tree(tmp)
             final = self.path(step)
-            old = self._move_to_trash(final) if final.exists() else None  # re-saving a step
+            replaced = self.root / f"{REPLACED_PREFIX}{step}" if final.exists() else None
+            if replaced is not None:  # saving a step again: the old one aside, still listed, until replaced
+                os.replace(final, replaced)
+                fsync_path(self.root)
             os.replace(tmp, final)
             fsync_path(self.root)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
+            if replaced is not None:
+                shutil.rmtree(self._move_to_trash(replaced), ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -114,11 +131,16 @@ class CheckpointManager:
 
     def clean(self) -> list[Path]:
         """Remove what a crash left: checkpoints half-written (`.tmp-step-*`), half-deleted
-        (`.deleting-*`), and `step-N` directories without a `state.json` (half-deleted by
-        an older version, which deleted in place). Returns what was removed."""
+        (`.deleting-*`), set aside by a save of their step that completed (`.replaced-step-N`
+        beside a complete `step-N`), and `step-N` directories without a `state.json`
+        (half-deleted by an older version, which deleted in place). Returns what was removed."""
         if not self.root.is_dir():
             return []
         removed = []
+        for step, path in self._replaced():
+            if (self.path(step) / STATE_FILE).is_file():  # its replacement is in place
+                shutil.rmtree(self._move_to_trash(path), ignore_errors=True)
+                removed.append(path)
         for child in sorted(self.root.iterdir()):
             if not child.is_dir():
                 continue

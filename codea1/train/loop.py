@@ -760,9 +760,11 @@ def _run_steps(trainer: Trainer, manager: CheckpointManager, log: MetricsLog | N
     cfg, ranks, stop, budget = trainer.cfg, trainer.ranks, trainer.stop, trainer.budget
     rows: list[dict[str, Any]] = []
     done_here, stopped, why = 0, False, ""
+    row_unsaved = False  # a row completed here that the latest checkpoint still holds pending
     if pending is not None:  # step 0's validation, or one a stop cut short: first of all
         why = _complete_row(trainer, log, show, pending, rows)
         stopped = bool(why)
+        row_unsaved = not stopped and ranks.broadcast(manager.latest() is not None)
     while not stopped and trainer.step < cfg.steps:
         step = trainer.step + 1
         refusal = budget.refuse_step(step, _validates(cfg, trainer, step)) if ranks.main else None
@@ -787,15 +789,16 @@ def _run_steps(trainer: Trainer, manager: CheckpointManager, log: MetricsLog | N
         why = why or stop.reason or ("stop_after" if stop_after is not None and done_here >= stop_after else "")
         if step % cfg.checkpoint.every == 0 or step >= cfg.steps or stop_now:
             _save(trainer, manager, log, show)
+            row_unsaved = False
         show.step_done(step, metrics or {})
         if on_step is not None:
             on_step(step, metrics or {})
         if stop_now:
             stopped = True
             break
-    if stopped and ranks.broadcast(manager.latest() is None
-                                   or read_state(manager.latest())["step"] != trainer.step):
-        _save(trainer, manager, log, show)
+    if row_unsaved or (stopped and ranks.broadcast(manager.latest() is None
+                                                   or read_state(manager.latest())["step"] != trainer.step)):
+        _save(trainer, manager, log, show)  # (row_unsaved: step N's checkpoint again, its row no longer pending)
     return rows, stopped, why
 
 

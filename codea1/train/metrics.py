@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 TB_DIR = "tb"
+#: the order of a samples.jsonl record's fields (after "step"; others follow, sorted). Fixed
+#: here, not taken from the dict: a step's samples that wait in a checkpoint for their
+#: validation (state.json's "pending", written with sorted keys) come back in another order
+SAMPLE_FIELDS = ("role", "problem_id", "candidate", "reward", "truncated", "trained", "text")
 
 
 def _jsonable(value: Any) -> Any:
@@ -45,6 +49,12 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
         return _jsonable(value.item())
     return value
+
+
+def _sample_record(step: int, sample: Mapping[str, Any]) -> dict[str, Any]:
+    """One samples.jsonl record, its fields in `SAMPLE_FIELDS` order whatever the dict's."""
+    fields = [k for k in SAMPLE_FIELDS if k in sample] + sorted(k for k in sample if k not in SAMPLE_FIELDS)
+    return {"step": step, **_jsonable({k: sample[k] for k in fields})}
 
 
 class MetricsLog:
@@ -89,7 +99,7 @@ class MetricsLog:
         samples = list(samples)
         with naming_full_disk(self.samples_path):
             for sample in samples:
-                self._samples.write(json.dumps({"step": step, **_jsonable(dict(sample))}) + "\n")
+                self._samples.write(json.dumps(_sample_record(step, sample)) + "\n")
             self._samples.flush()
         if self._wandb is not None:
             self._wandb.log_samples(step, samples)
