@@ -6,6 +6,7 @@
     python benchmarks/kill_trials.py --signal SIGINT --again 0.05     # and a second one 0-0.05 s later
     python benchmarks/kill_trials.py --signal SIGTERM                 # a scheduler's stop
     python benchmarks/kill_trials.py --set validation.every=2         # with validations (any --set)
+    python benchmarks/kill_trials.py --time-limit                     # --time-limit, drawn per trial
 
 One uninterrupted reference run (PYTHONHASHSEED=1) is made and timed (again, in the
 process that runs the trials, so the draw fits its speed); then each trial starts the
@@ -29,7 +30,13 @@ having written a checkpoint once it has a trainer, and its resume must be as
 bit-identical as after a kill (the stop drops the work under way and rewinds the step's
 random and data state). `--again S` sends a second SIGINT a random 0-S seconds after the
 first: an abort, which must keep the last checkpoint whole. Each trial also prints how
-long the run took to end after the signal.
+long the run took to end after the signal. With `--time-limit` no signal is sent: each
+trial runs under train's time limit, drawn from 5-100% of the run's duration, ends by
+itself with a checkpoint, and is resumed without one; it prints how far past its limit
+each run ended (the stop's checkpoint is written after the limit).
+
+A harness's child starts with Python's own SIGINT handler, as a command started from a
+terminal does (a background job of a script would start with SIGINT ignored).
 """
 
 from __future__ import annotations
@@ -72,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="what the run gets at its random moment")
     ap.add_argument("--again", type=float, default=None, metavar="S",
                     help="a second SIGINT a random 0-S seconds after the first (a second Ctrl-C)")
+    ap.add_argument("--time-limit", action="store_true",
+                    help="no signal: each trial runs with a time limit (train's --time-limit) drawn from 5-100%% "
+                         "of the run's duration, must end by itself, and is resumed without one")
     ap.add_argument("--stop-within", type=float, default=60.0, metavar="S",
                     help="seconds a signalled run may take to end before it counts as hung")
     args = ap.parse_args(argv)
@@ -90,15 +100,17 @@ def main(argv: list[str] | None = None) -> int:
         made, ref = reference.wait()
         if made["ended"] != "exit 0" or ref["ended"] != "exit 0":
             raise SystemExit(f"the reference run failed:\n{ref['log']}")
-        fractions = [rng.uniform(0.0, 0.9) for _ in range(args.trials)]  # (a later kill may come too late)
-        how_stopped = {"kill_signal": args.signal}
-        if args.signal != "SIGKILL":
-            how_stopped["stop_within_s"] = args.stop_within
-        agains = [None if args.again is None else rng.uniform(0.0, args.again) for _ in fractions]
+        if args.time_limit:
+            stops = [{"time_limit_fraction": rng.uniform(0.05, 1.0)} for _ in range(args.trials)]
+        else:
+            stops = [{"kill_after_fraction": rng.uniform(0.0, 0.9),  # (a later kill may come too late)
+                      "again_after_s": None if args.again is None else rng.uniform(0.0, args.again),
+                      "kill_signal": args.signal,
+                      "stop_within_s": None if args.signal == "SIGKILL" else args.stop_within}
+                     for _ in range(args.trials)]
         trials_h.submit([{**run, "run_dir": str(work / "timing"), "timing": True}]
-                        + [{**run, **how_stopped, "run_dir": str(work / f"trial-{i}"), "kill_after_fraction": f,
-                            "again_after_s": agains[i], "trace": str(work / f"trial-{i}.trace")}
-                           for i, f in enumerate(fractions)])
+                        + [{**run, **stop, "run_dir": str(work / f"trial-{i}"), "trace": str(work / f"trial-{i}.trace")}
+                           for i, stop in enumerate(stops)])
         timing, *started = trials_h.wait()
         resume_h.start()  # only now: its imports would slow the timing run down
         if timing["ended"] != "exit 0":
@@ -124,11 +136,14 @@ def main(argv: list[str] | None = None) -> int:
 
     prints = json.loads((work / "prints.json").read_text())
     rows, identical, where, hung = [], 0, Counter(), 0
-    print(f"reference: {args.steps} steps in {duration:.1f} s; {args.trials} trials with {args.signal}"
+    what = "a time limit" if args.time_limit else args.signal
+    print(f"reference: {args.steps} steps in {duration:.1f} s; {args.trials} trials with {what}"
           f"{'' if args.again is None else f' (and a second SIGINT within {args.again} s)'} in {work}")
     for i, (start, again) in enumerate(zip(started, resumed)):
         signalled = start["stop_seconds"] is not None
-        landed = _landed(work / f"trial-{i}.trace") if signalled else "not signalled (finished first)"
+        limit = start["time_limit_s"]
+        landed = (_landed(work / f"trial-{i}.trace") if signalled or limit is not None
+                  else "not signalled (finished first)")
         diff = differences(prints["reference"], prints[f"trial-{i}"]) if again["ended"] == "exit 0" else ["resume failed"]
         if start["ended"] == "hung":
             hung += 1
@@ -137,23 +152,34 @@ def main(argv: list[str] | None = None) -> int:
         identical += same
         where[landed.split(" of ")[0]] += 1
         how = "resumed" if again["job"].get("resume") else "started again (no config.yaml yet)"
-        ended = (f"{start['ended']} {start['stop_seconds']:.2f} s after it" if signalled else start["ended"])
+        ended = (f"{start['ended']} {start['stop_seconds']:.2f} s after it" if signalled else
+                 f"{start['ended']} after {start['seconds']:.2f} s" if limit is not None else start["ended"])
         second = (f" (again after {start['job']['again_after_s']:.3f} s)" if start["again_sent"]
                   else "" if start["job"].get("again_after_s") is None else " (ended before a second)")
-        print(f"trial {i:2d}: {args.signal} at {kills[i]:5.2f} s{second}, {landed}; {ended}; {how}: "
+        at = f"time limit {limit:5.2f} s" if limit is not None else f"{args.signal} at {kills[i]:5.2f} s"
+        print(f"trial {i:2d}: {at}{second}, {landed}; {ended}; {how}: "
               f"{'bit-identical' if same else 'DIFFERS in ' + ', '.join(diff)}")
         if again["ended"] != "exit 0" or start["ended"] == "hung":
             print(again["log"][-2000:])
-        rows.append({"trial": i, "kill_after_s": kills[i], "again_after_s": start["job"].get("again_after_s"),
-                     "again_sent": start["again_sent"], "ended": start["ended"], "stop_seconds": start["stop_seconds"], "landed": landed,
+        rows.append({"trial": i, "kill_after_s": kills[i], "time_limit_s": limit, "seconds": start["seconds"],
+                     "again_after_s": start["job"].get("again_after_s"), "again_sent": start["again_sent"],
+                     "ended": start["ended"], "stop_seconds": start["stop_seconds"], "landed": landed,
                      "resume": how, "resume_ended": again["ended"], "differences": diff})
     signalled = [r for r in rows if r["stop_seconds"] is not None]
     waits = sorted(r["stop_seconds"] for r in signalled)
-    print(f"{identical} of {args.trials} resumed bit-identical ({len(signalled)} signalled, "
-          f"{args.trials - len(signalled)} finished before their signal; {hung} hung"
+    print(f"{identical} of {args.trials} resumed bit-identical ("
+          + ("" if args.time_limit else f"{len(signalled)} signalled, {args.trials - len(signalled)} finished "
+             "before their signal; ")
+          + f"{hung} hung"
           + (f"; {sum(r['again_sent'] for r in rows)} got a second SIGINT" if args.again is not None else "")
           + "); landed: "
           + ", ".join(f"{k} x{n}" for k, n in sorted(where.items())))
+    limited = [r for r in rows if r["time_limit_s"] is not None]
+    if limited:
+        over = sorted(r["seconds"] - r["time_limit_s"] for r in limited)
+        print(f"{sum(o <= 0 for o in over)} of {len(limited)} ended within their time limit; the latest "
+              f"{over[-1]:+.2f} s from it (the limit counts from the call; no step has a measured length "
+              "before the first ends)")
     if waits:
         print(f"ended after the signal in {waits[0]:.2f}-{waits[-1]:.2f} s (median {waits[len(waits) // 2]:.2f} s)")
     if args.out:

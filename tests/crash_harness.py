@@ -28,6 +28,8 @@ while another harness works, and waits for JOBS.json to appear. A job is
   is a Ctrl-C, "SIGTERM" a scheduler's stop); `again_after_s`: a second SIGINT that long
   after the first (a second Ctrl-C); `stop_within_s`: how long a signalled child may take
   to end before the harness SIGKILLs it and reports it as "hung".
+- `time_limit_s`: train's `time_limit_s` (`--time-limit`); `time_limit_fraction`: that
+  share of the seconds of the last job marked `"timing": true`.
 - `trace`: a file the child appends the moments it passes to ("<seconds> <moment>
   <step>"), so the last line says where a kill landed.
 
@@ -189,11 +191,12 @@ def _run_job(job: dict) -> None:
         return
     hf_engine.generate = make_scripted(hf_engine.generate, all_problems())
     install_hooks(job.get("crash_at"), job.get("trace"))
+    limit = job.get("time_limit_s")
     if job.get("resume"):
-        train(None, job["run_dir"], resume=True, steps=job.get("steps"))
+        train(None, job["run_dir"], resume=True, steps=job.get("steps"), time_limit_s=limit)
     else:
         cfg = load_config(preset="cpu-demo", overrides=job["overrides"])
-        train(cfg, job["run_dir"], steps=job.get("steps"))
+        train(cfg, job["run_dir"], steps=job.get("steps"), time_limit_s=limit)
 
 
 def run_jobs(jobs: list[dict]) -> list[dict]:
@@ -205,10 +208,17 @@ def run_jobs(jobs: list[dict]) -> list[dict]:
             if timing is None:
                 raise ValueError("kill_after_fraction needs an earlier job marked timing: true")
             job = {**job, "kill_after_s": job["kill_after_fraction"] * timing}
+        if job.get("time_limit_fraction") is not None:
+            if timing is None:
+                raise ValueError("time_limit_fraction needs an earlier job marked timing: true")
+            job = {**job, "time_limit_s": job["time_limit_fraction"] * timing}
         t = time.monotonic()
         pid = os.fork()
         if pid == 0:  # the child
             code = 0
+            # as started from a terminal (a background job of a script starts with SIGINT ignored)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             try:
                 _run_job(job)
             except BaseException:
@@ -240,6 +250,7 @@ def run_jobs(jobs: list[dict]) -> list[dict]:
         if hung:
             result["ended"] = "hung"
         result["kill_after_s"] = job.get("kill_after_s")
+        result["time_limit_s"] = job.get("time_limit_s")
         result["stop_seconds"] = None if sent is None else time.monotonic() - sent
         result["again_sent"] = again_sent
         if job.get("timing") and result["ended"] == "exit 0":
