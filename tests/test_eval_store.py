@@ -164,3 +164,26 @@ def test_a_failed_command_leaves_no_directory_it_created(tmp_path):
     with removed_if_failed(tmp_path / "fine"):
         open_eval_dir(tmp_path / "fine", {"model": "m"})
     assert (tmp_path / "fine" / RUN_FILE).is_file()
+
+
+def test_a_full_disk_names_the_samples_file_and_keeps_the_rows_before(small_disk):
+    """`eval code|tests|select` append their rows here; on a full disk the error (exit 3)
+    named no file ("a file: no space left on device"). Rows written before stay whole, and
+    the torn row the full disk left is cut when the output is resumed."""
+    from conftest import fill_disk
+
+    from codea1.cli import EXIT_DISK_FULL, explain
+    from codea1.output_files import DiskFull
+
+    path = small_disk / "out" / SAMPLES_FILE
+    path.parent.mkdir()
+    first = [{"problem_id": "p/1", "sample": i, "passed": True} for i in range(3)]
+    append_rows(path, first)
+    filler = fill_disk(small_disk)
+    with pytest.raises(DiskFull) as raised:
+        append_rows(path, [{"problem_id": "p/2", "sample": i, "completion": "x" * 4000} for i in range(8)])
+    code, message = explain(raised.value)
+    assert code == EXIT_DISK_FULL and message.startswith(f"{path}: no space left on device"), message
+    filler.unlink()
+    repair_tail(path)
+    assert [row for _, row in iter_jsonl(path)] == first

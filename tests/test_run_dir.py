@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import fill_disk
 from tiny_run import tiny_overrides
 from typer.testing import CliRunner
 
@@ -35,31 +35,6 @@ def _snapshot(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*"))}
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A tmpfs of 2 MiB (root only): a disk that fills."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def _fill(disk: Path) -> Path:
-    """Fill the disk to its last byte (a file of what is left)."""
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as f:
-        for size in (65536, 1):
-            try:
-                while f.write(b"\0" * size):
-                    pass
-            except OSError:
-                pass
-    return filler
 
 
 def test_a_foreign_non_empty_folder_is_refused_and_left_untouched(tiny, tmp_path):
@@ -160,7 +135,7 @@ def test_a_full_disk_mid_run_names_the_file_and_loses_nothing(tiny, tmp_path, sm
 
     def fill_after_step_1(step, _metrics):
         if step == 1:
-            fill["file"] = _fill(small_disk)
+            fill["file"] = fill_disk(small_disk)
 
     with pytest.raises(DiskFull) as caught:
         train(_config(tiny, 2, "checkpoint.keep=1"), run, on_step=fill_after_step_1)
@@ -182,7 +157,7 @@ def test_data_convert_on_a_full_disk_names_the_file_and_keeps_the_old_one(small_
     """Fault tried: the old message, "[Errno 28] No space left on device" naming no file."""
     out = small_disk / "demo.jsonl"
     out.write_text("the old file\n")
-    filler = _fill(small_disk)
+    filler = fill_disk(small_disk)
     result = runner.invoke(app, ["data", "convert", "bundled:all", str(out)])
     assert result.exit_code == 3, result.output
     assert f"{out}: no space left on device (the disk is full)" in result.output

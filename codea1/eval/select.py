@@ -59,6 +59,7 @@ from codea1.eval.code import CodeEvalConfig, probe_references, skip_reason
 from codea1.eval.loading import load_eval_problems, run_checkpoint, set_threads
 from codea1.eval import setup  # the set-up the eval commands share
 from codea1.eval.store import (
+    MODEL_FILE,
     RUN_FILE,
     SUMMARY_FILE,
     append_rows,
@@ -69,6 +70,7 @@ from codea1.eval.store import (
     problem_digest,
     read_samples,
     repair_tail,
+    write_json,
     write_summary,
 )
 from codea1.judge import extract_code
@@ -477,7 +479,7 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
             meta = {"code": code.describe(), "test": test.describe(), "engines": loaded.get("engines", {}),
                     "codes_from": None if codes_from is None else str(codes_from)}
             loaded.clear()
-            (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+            write_json(out / MODEL_FILE, meta)
             for count, p in enumerate(todo, 1):
                 row = _judge_problem(ex, p, [codes[p.id][i]["completion"] for i in range(config.n_code)],
                                      [suites[p.id][j]["completion"] for j in range(config.n_test)],

@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterator
 
-from codea1.output_files import atomic_output, input_named_as_output
+from codea1.output_files import atomic_output, input_named_as_output, naming_full_disk
 
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -158,7 +158,9 @@ def check_identity(out: Path, identity: dict[str, Any]) -> None:
 
 
 def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("a", encoding="utf-8") as fh:
+    """Rows at the end of a JSONL file, made durable; a full disk names the file (a torn last
+    line it leaves is cut when the output is resumed)."""
+    with naming_full_disk(path), path.open("a", encoding="utf-8") as fh:
         fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         fh.flush()
         os.fsync(fh.fileno())
