@@ -334,6 +334,18 @@ def test_cli_table_json_plot_and_one_line_refusal(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_full_disk_names_the_file_and_leaves_no_empty_out(tmp_path, small_disk):
+    from conftest import fill_disk
+
+    a = code_dir(tmp_path, "a", outcomes(set(range(10))))
+    b = code_dir(tmp_path, "b", outcomes(set(range(25))))
+    fill_disk(small_disk)
+    result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b), "--out", str(small_disk / "cmp")])
+    assert result.exit_code == 3, result.output
+    assert result.output.splitlines()[-1].startswith(f"error: {small_disk / 'cmp' / 'comparison.json'}: no space")
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
+
+
 # --------------------------------------------------------------------------- edges a mutation run found
 # `python benchmarks/mutation_score.py --only compare` left these behaviours untested: each
 # test below names the mutants it kills (docs/BENCHMARKS.md, "Mutation score").

@@ -191,9 +191,22 @@ def test_a_failure_while_writing_leaves_nothing(run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(export, "write_merged", broken)
     out = tmp_path / "a" / "b" / "out"
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(OSError, match=f"no space left on device.*{out}"):  # (DiskFull, naming OUT)
         export_run(run, out, "code")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_names_the_export_and_leaves_nothing(run, small_disk):
+    """A real full disk: the command exits 3 naming OUT (it said "a file: no space left on
+    device": a write's own ENOSPC names no file), and nothing of OUT is left."""
+    from conftest import fill_disk
+
+    fill_disk(small_disk)
+    out = small_disk / "exported"
+    code, lines = _cli("export", str(run), str(out), "--role", "code")
+    assert code == 3, lines
+    assert lines[-1].startswith(f"error: {out}: no space left on device"), lines
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
 
 
 def test_eval_code_on_the_export_equals_eval_code_on_the_run(run, tmp_path):

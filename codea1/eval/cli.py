@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Optional
 
@@ -348,9 +349,16 @@ def compare_command(
     else:
         _print_comparison(console, result, per_problem)
     if out is not None:
+        created = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
-        write_json(out / COMPARISON_JSON, result)
-        plot_comparison(result, out / COMPARISON_PNG)
+        try:
+            write_json(out / COMPARISON_JSON, result)
+            plot_comparison(result, out / COMPARISON_PNG)
+        except BaseException:
+            if created:  # (a full disk: no empty --out left behind)
+                with contextlib.suppress(OSError):
+                    out.rmdir()  # only if nothing landed in it
+            raise
         if not as_json:
             console.print(f"wrote {out / COMPARISON_JSON} and {out / COMPARISON_PNG}", markup=False)
 

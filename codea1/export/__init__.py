@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from codea1.configs import ROLES, ModelConfig
 from codea1.export.card import gguf_adapter_name, model_card
+from codea1.output_files import naming_full_disk
 
 # torch, transformers, safetensors and the modules that compute with them (codea1.models,
 # codea1.engines, codea1.eval.loading) are imported inside the functions, and so are
@@ -314,22 +315,23 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], rol
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-export-{os.getpid()}"
     try:
-        tmp.mkdir()
-        if fmt == "merged":
-            files = write_merged(loaded, tmp, target, max_shard_size)
-        elif fmt == "peft":
-            files = write_peft(loaded, tmp, target, base_name(loaded.resolved))
-        else:
-            files = write_gguf_lora(loaded, tmp, role)
-        command = export_command_line(run_dir, out, role, run.step, fmt, dtype)
-        (tmp / CARD_FILE).write_text(model_card(run, role, fmt, dtype_name, base_name(loaded.resolved),
-                                                loaded.resolved.describe(), str(out), command),
-                                     encoding="utf-8")
-        files = sorted({*files, CARD_FILE})
-        _readable(tmp)
-        if out.exists():
-            out.rmdir()  # empty (check_out): the rename needs the name free
-        os.replace(tmp, out)
+        with naming_full_disk(out):  # (a write's own ENOSPC names no file)
+            tmp.mkdir()
+            if fmt == "merged":
+                files = write_merged(loaded, tmp, target, max_shard_size)
+            elif fmt == "peft":
+                files = write_peft(loaded, tmp, target, base_name(loaded.resolved))
+            else:
+                files = write_gguf_lora(loaded, tmp, role)
+            command = export_command_line(run_dir, out, role, run.step, fmt, dtype)
+            (tmp / CARD_FILE).write_text(model_card(run, role, fmt, dtype_name, base_name(loaded.resolved),
+                                                    loaded.resolved.describe(), str(out), command),
+                                         encoding="utf-8")
+            files = sorted({*files, CARD_FILE})
+            _readable(tmp)
+            if out.exists():
+                out.rmdir()  # empty (check_out): the rename needs the name free
+            os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         for parent in reversed(created):  # directories this export made for OUT, innermost first
