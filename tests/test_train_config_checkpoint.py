@@ -187,6 +187,7 @@ def test_a_crash_while_a_step_is_saved_again_keeps_one_whole_checkpoint_of_it(tm
     assert (after.latest() / "weights.bin").read_text() == "old" * 10
     after.save(5, _writer(5, "newer"))  # saving it again from there, then going on
     assert (after.latest() / "weights.bin").read_text() == "newer" * 10
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-5"]
     after.save(6, _writer(6))
     assert [s for s, _ in after.list()] == [6]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-6"]

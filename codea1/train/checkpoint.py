@@ -105,14 +105,13 @@ class CheckpointManager:
             if not (tmp / STATE_FILE).is_file():
                 raise CheckpointError(f"checkpoint writer left no {STATE_FILE} in {tmp}")
             _fsync_tree(tmp)
-            final = self.path(step)
-            replaced = self.root / f"{REPLACED_PREFIX}{step}" if final.exists() else None
-            if replaced is not None:  # saving a step again: the old one aside, still listed, until replaced
+            final, replaced = self.path(step), self.root / f"{REPLACED_PREFIX}{step}"
+            if final.exists():  # saving a step again: the old one aside, still listed, until replaced
                 os.replace(final, replaced)
                 fsync_path(self.root)
             os.replace(tmp, final)
             fsync_path(self.root)
-            if replaced is not None:
+            if replaced.exists():  # (also one a crash left, which this save has now replaced)
                 shutil.rmtree(self._move_to_trash(replaced), ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
