@@ -14,6 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from codea1.configs import ModelConfig, check_engine_name  # torch-free: --dtype, --device, --engine
+from codea1.output_files import in_run_checkpoints
 from codea1.sandbox.types import GOLDEN_MEMORY_MB, GOLDEN_TIMEOUT_S  # the golden-run defaults
 
 # --- the sandbox ---------------------------------------------------------------------------
@@ -116,18 +117,28 @@ def _first_blocking_ancestor(path: Path) -> Path | None:
     return None
 
 
+def _refuse_run_checkpoints(path: Path, option: str) -> None:
+    run = in_run_checkpoints(path)
+    if run is not None:
+        raise typer.BadParameter(f"{path} lies in the checkpoints of the training run {run}, which training "
+                                 "prunes and replaces whole; write it outside that folder", param_hint=option)
+
+
 def check_output_dir(path: Path, option: str) -> None:
-    """Refuse (before anything is created) a directory path that is a file or lies under one."""
+    """Refuse (before anything is created) a directory path that is a file, lies under one,
+    or lies in a training run's checkpoints folder."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise typer.BadParameter(f"{path} is a file, expected a directory", param_hint=option)
     blocker = _first_blocking_ancestor(path)
     if blocker is not None:
         raise typer.BadParameter(f"{path}: {blocker} is a file, not a directory", param_hint=option)
+    _refuse_run_checkpoints(path, option)
 
 
 def check_output_file(path: Path, option: str, suffixes: tuple[str, ...] = ()) -> None:
-    """Refuse a file path that is a directory, lies under a file, or lacks one of `suffixes`."""
+    """Refuse a file path that is a directory, lies under a file or in a training run's
+    checkpoints folder, or lacks one of `suffixes`."""
     path = Path(path)
     if path.is_dir():
         raise typer.BadParameter(f"{path} is a directory, expected a file name", param_hint=option)
@@ -136,3 +147,4 @@ def check_output_file(path: Path, option: str, suffixes: tuple[str, ...] = ()) -
     blocker = _first_blocking_ancestor(path)
     if blocker is not None:
         raise typer.BadParameter(f"{path}: {blocker} is a file, not a directory", param_hint=option)
+    _refuse_run_checkpoints(path, option)

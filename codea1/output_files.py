@@ -10,6 +10,8 @@
   leaves `path` as it was and no temporary file behind. The project's one atomic writer:
   `atomic_write_text` (config.yaml) and the exported files go through it; a kill -9 can
   leave a stray `.NAME.tmp-*`, which `remove_stray_temps(path)` clears.
+- `in_run_checkpoints(out)`: the training run whose `checkpoints/` folder OUT lies in:
+  training prunes and replaces what is there, so no command writes into it.
 - `fsync_path(path)`: fsync a file or a folder (the checkpoints' durability).
 - `DiskFull`: the error of a write that found the file system full, naming the file
   (`disk_full(exc, path)` tells one from another error; the command line gives it its own
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 _FULL_ERRNOS = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+# a training run directory holds these (`codea1.train.checkpoint`'s CONFIG_FILE, BOOK_FILE, CheckpointManager)
+RUN_CONFIG_FILE, RUN_BOOK_FILE, CHECKPOINTS_DIR = "config.yaml", "mistakes.sqlite", "checkpoints"
 
 
 class DiskFull(OSError):
@@ -98,6 +102,18 @@ def input_named_as_output(out: str | os.PathLike[str],
         root = Path(d).resolve()
         if root.is_dir() and (resolved == root or resolved.is_relative_to(root)) and out.exists():
             return out
+    return None
+
+
+def in_run_checkpoints(out: str | os.PathLike[str]) -> Path | None:
+    """The training run directory whose `checkpoints/` folder `out` is or lies in (through
+    `..` or symlinks), or None. Training deletes old checkpoints whole and renames new ones
+    into place there, so a file written into it would be lost, or lose a checkpoint."""
+    resolved = Path(out).resolve()
+    for folder in (resolved, *resolved.parents):
+        run = folder.parent
+        if folder.name == CHECKPOINTS_DIR and (run / RUN_CONFIG_FILE).is_file() and (run / RUN_BOOK_FILE).exists():
+            return run
     return None
 
 

@@ -65,6 +65,27 @@ def test_cli_check_json_and_clean_exit(tmp_path):
     assert [r["status"] for r in lines] == ["ok", "ok", "ok"]
 
 
+def test_cli_check_says_which_ok_problems_have_no_golden_test(tmp_path):
+    """A problem with neither asserts nor a test program passes the check on its reference
+    alone: the summary names it (validation and `eval code` skip it), and --json counts
+    every problem's golden tests."""
+    good = bundled_problems("train")[:2]
+    bare = Problem(id="bare/1", question=good[0].question, entry_point=good[0].entry_point,
+                   reference=good[0].reference)
+    path = tmp_path / "p.jsonl"
+    save_problems([bare, *good], path)
+    result = runner.invoke(app, ["data", "check", str(path), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert "3/3 problems ok, 0 broken or unchecked; 1 of the ok ones with no golden test" in result.output
+    assert result.output.rstrip().split(": ")[-1].startswith("bare/1 (")
+    rows = [json.loads(x) for x in runner.invoke(app, ["data", "check", str(path), "--json", "--workers", "1"])
+            .stdout.splitlines() if x.startswith("{")]
+    assert [r["golden_tests"] for r in rows] == [0, *(len(p.tests) + bool(p.test_program) for p in good)]
+    assert rows[1]["golden_tests"] > 0
+    clean = runner.invoke(app, ["data", "check", "bundled:demo", "--workers", "1"])
+    assert "golden test" not in clean.output
+
+
 def test_cli_check_bad_file_is_a_clear_error(tmp_path):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"id": "x"}\n')

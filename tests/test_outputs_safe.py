@@ -253,6 +253,50 @@ def test_train_into_a_directory_of_inputs_is_refused(inputs, monkeypatch):  # no
         assert expected in line, line
 
 
+# --- a training run's checkpoints folder --------------------------------------------------------
+
+
+def test_no_command_writes_into_a_runs_checkpoints_folder(inputs, monkeypatch):  # noqa: F811
+    """Training deletes old checkpoints whole and renames new ones into place, so an output
+    put there is lost at the next prune (one inside `step-4`), or costs a checkpoint (one
+    named `step-9`, which the save of step 9 sets aside and deletes). Each command that
+    writes refuses such a path in one line, through `..` and symlinks too; a folder named
+    checkpoints that no run owns is an ordinary folder."""
+    from codea1.output_files import in_run_checkpoints
+
+    def started(*args, **kwargs):
+        raise AssertionError("the run started: nothing refused it")
+
+    monkeypatch.setattr("codea1.train.loop.train", started)
+    run = inputs / "run"
+    (run / "config.yaml").write_text("steps: 9\n")
+    (run / "checkpoints" / "step-4").mkdir(parents=True)
+    (run / "checkpoints" / "step-4" / "state.json").write_text('{"step": 4}\n')
+    (inputs / "alias").symlink_to(run)
+    inside = "lies in the checkpoints of the training run"
+    cases = [
+        ["mistakes", "export", "run", "run/checkpoints/step-4/book.jsonl"],
+        ["data", "convert", "ok.jsonl", "alias/checkpoints/problems.jsonl"],
+        ["eval", "code", "--model", "x", "--data", "ok.jsonl", "--out", "run/checkpoints/step-9"],
+        ["eval", "tests", "--model", "x", "--data", "ok.jsonl", "--out", "run/checkpoints/../checkpoints/t"],
+        ["eval", "select", "--code-model", "x", "--test-model", "x", "--data", "ok.jsonl",
+         "--out", "alias/checkpoints/step-4/s"],
+        ["eval", "compare", "run", "run", "--out", "run/checkpoints/cmp"],
+        ["export", "run", "run/checkpoints/exported", "--role", "code"],
+        ["plot", "run", "--out", "run/checkpoints/plots"],
+        [*TRAIN, "--run-dir", "run/checkpoints/another-run"],
+    ]
+    for args in cases:
+        line = run_bad(inputs, args)
+        assert inside in line, (args, line)
+    project = inputs / "project"  # a config.yaml and checkpoints/ of something else
+    (project / "checkpoints").mkdir(parents=True)
+    (project / "config.yaml").write_text("lr: 1\n")
+    assert in_run_checkpoints(project / "checkpoints" / "eval") is None
+    assert in_run_checkpoints(run / "checkpoints") == in_run_checkpoints(inputs / "alias" / "checkpoints" / "x") == run
+    assert in_run_checkpoints(run / "evals") is None
+
+
 # --- the commands that write nothing ----------------------------------------------------------
 
 

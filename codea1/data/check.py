@@ -23,12 +23,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class RowCheck:
-    """The verdict on one problem: `status` is ok, broken, or unchecked (sandbox failure)."""
+    """The verdict on one problem: `status` is ok, broken, or unchecked (sandbox failure);
+    `golden_tests`: how many it has (its asserts, plus one for a test program; a standard-input
+    problem's input/output pairs). With none, "ok" says only that its reference runs."""
 
     id: str
     status: str
     reasons: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    golden_tests: int = 0
 
     @property
     def ok(self) -> bool:
@@ -85,7 +88,7 @@ def _check_stdin(problems: Sequence[Problem], ex: Executor, limits: Limits) -> l
                   for (k, _), run in zip(checked, verdicts)}
     results = []
     for k, (p, run) in enumerate(zip(problems, runs)):
-        check = RowCheck(id=p.id, status="ok", wall_s=run.wall_s)
+        check = RowCheck(id=p.id, status="ok", wall_s=run.wall_s, golden_tests=len(tests[k]))
         if run.status == "infra":
             check.status = "unchecked"
             check.reasons.append(f"sandbox infrastructure error: {_short(run.infra_error)}")
@@ -162,7 +165,8 @@ def check_problems(
 
 
 def _verdict(problem: Problem, run: RunResult) -> RowCheck:
-    check = RowCheck(id=problem.id, status="ok", wall_s=run.wall_s)
+    check = RowCheck(id=problem.id, status="ok", wall_s=run.wall_s,
+                     golden_tests=len(problem.tests) + bool(problem.test_program))
     if run.status == "infra":
         check.status = "unchecked"
         check.reasons.append(f"sandbox infrastructure error: {_short(run.infra_error)}")

@@ -65,15 +65,20 @@ def check_command(
     results = check_problems(problems, limits=limits, workers=workers)
     elapsed = time.perf_counter() - start
     bad = [r for r in results if not r.ok]
+    untested = [r.id for r in results if r.ok and not r.golden_tests]
     if as_json:
         for r in results:
-            typer.echo(json.dumps({"id": r.id, "status": r.status, "reasons": r.reasons, "wall_s": r.wall_s}))
+            typer.echo(json.dumps({"id": r.id, "status": r.status, "reasons": r.reasons, "wall_s": r.wall_s,
+                                   "golden_tests": r.golden_tests}))
     else:
         for r in bad:
             typer.echo(f"{r.status.upper():9} {r.id}: " + "; ".join(r.reasons))
     typer.echo(
-        f"{len(results) - len(bad)}/{len(results)} problems ok, {len(bad)} broken or unchecked "
-        f"({elapsed:.1f} s)",
+        f"{len(results) - len(bad)}/{len(results)} problems ok, {len(bad)} broken or unchecked"
+        + (f"; {len(untested)} of the ok ones with no golden test, so only their reference was run "
+           f"(training uses them; validation and eval code skip them): {', '.join(untested[:5])}"
+           f"{' ...' if len(untested) > 5 else ''}" if untested else "")
+        + f" ({elapsed:.1f} s)",
         err=as_json,
     )
     if bad:

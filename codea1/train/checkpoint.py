@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from codea1.data.sampler import position_error
-from codea1.output_files import fsync_path, naming_full_disk
+from codea1.output_files import CHECKPOINTS_DIR, RUN_BOOK_FILE, RUN_CONFIG_FILE, fsync_path, naming_full_disk
 from codea1.output_files import atomic_write_text  # noqa: F401  (config.py's save_config takes it from here)
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 STATE_FILE = "state.json"
-CONFIG_FILE = "config.yaml"        # a run directory's config (beside checkpoints/)
-BOOK_FILE = "mistakes.sqlite"      # a run directory's Mistake Book (and each checkpoint's copy)
+CONFIG_FILE = RUN_CONFIG_FILE      # a run directory's config (beside checkpoints/)
+BOOK_FILE = RUN_BOOK_FILE          # a run directory's Mistake Book (and each checkpoint's copy)
 TMP_PREFIX = ".tmp-step-"      # a checkpoint being written
 TRASH_PREFIX = ".deleting-"    # a checkpoint being removed
 REPLACED_PREFIX = ".replaced-step-"  # a checkpoint set aside while its step is saved again
@@ -62,7 +62,7 @@ class CheckpointManager:
     def __init__(self, run_dir: str | os.PathLike[str], keep: int = 3) -> None:
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
-        self.root = Path(run_dir) / "checkpoints"
+        self.root = Path(run_dir) / CHECKPOINTS_DIR
         self.keep = keep
 
     def list(self) -> list[tuple[int, Path]]:
