@@ -209,6 +209,64 @@ def test_a_full_disk_names_the_export_and_leaves_nothing(run, small_disk):
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
 
 
+def _pruned_while_loading(monkeypatch, where, name, live: Path):
+    """Patch `where.name` (a loader) to do what a training run does meanwhile: save step 3 and
+    prune step 2 (checkpoint.keep), once."""
+    import shutil
+
+    real, done = getattr(where, name), []
+
+    def loading(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if not done:
+            done.append(True)
+            shutil.copytree(live / "checkpoints" / "step-2", live / "checkpoints" / "step-3")
+            state = json.loads((live / "checkpoints" / "step-3" / "state.json").read_text())
+            (live / "checkpoints" / "step-3" / "state.json").write_text(json.dumps({**state, "step": 3}))
+            shutil.rmtree(live / "checkpoints" / "step-2")
+            shutil.rmtree(live / "checkpoints" / "step-1")
+        return out
+
+    monkeypatch.setattr(where, name, loading)
+
+
+@pytest.mark.parametrize("command", ["eval", "export"])
+def test_a_run_still_training_prunes_the_checkpoint_being_read(run, tmp_path, monkeypatch, command):
+    """`eval --model RUN` and `export RUN` read the run's latest checkpoint, which a run
+    still training deletes at its next save (checkpoint.keep). Measured on a live tiny run:
+    2 of 12 `eval code` calls failed with "policies.json: missing; not a policies
+    checkpoint". Now the run's new latest is read instead; a checkpoint named by its step
+    (or path) says it was deleted while it was read."""
+    import shutil
+
+    from codea1 import models
+    from codea1.eval.loading import load_eval_policies
+    from codea1.train.checkpoint import CheckpointError
+
+    live = tmp_path / "live"
+    shutil.copytree(run, live)
+    if command == "eval":
+        _pruned_while_loading(monkeypatch, models, "load_policies", live)
+        _, meta = load_eval_policies(str(live), device="cpu", dtype="float32")
+        assert meta["checkpoint"] == str(live / "checkpoints" / "step-3" / "policies")
+    else:
+        _pruned_while_loading(monkeypatch, models, "load_model_and_tokenizer", live)
+        result = export_run(live, tmp_path / "out", "code")
+        assert result.step == 3 and "step 3" in (tmp_path / "out" / "README.md").read_text()
+    shutil.rmtree(live)
+    shutil.copytree(run, live)
+    monkeypatch.undo()
+    if command == "eval":
+        _pruned_while_loading(monkeypatch, models, "load_policies", live)
+        with pytest.raises(CheckpointError, match="step-2/policies: deleted while it was read .*checkpoint.keep"):
+            load_eval_policies(str(live), device="cpu", dtype="float32", step=2)
+    else:
+        _pruned_while_loading(monkeypatch, models, "load_model_and_tokenizer", live)
+        with pytest.raises(CheckpointError, match="step-2: deleted while it was read"):
+            export_run(live, tmp_path / "out2", "code", step=2)
+        assert not (tmp_path / "out2").exists()
+
+
 def test_eval_code_on_the_export_equals_eval_code_on_the_run(run, tmp_path):
     """`codea1 eval code --model OUT` and `--model RUN_DIR` sample the same completions."""
     from tiny_run import make_tiny

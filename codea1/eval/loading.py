@@ -155,7 +155,7 @@ def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto",
                              "gradient_checkpointing": False})
         require_model(cfg)
         policies = models.load_policies(cfg)
-        policies.load(ckpt)
+        ckpt = load_while_kept(policies.load, ckpt, lambda: _checkpoint_dir(path) if step is None else None)
         return policies, {"model": str(model), "checkpoint": str(ckpt), "base": cfg.name, "mode": cfg.mode}
     cfg = ModelConfig(name=str(model), mode="selfplay", selfplay_weights="lora", lora_r=1,
                       device=device, dtype=dtype)
@@ -163,6 +163,28 @@ def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto",
     policies = models.load_policies(cfg)
     resolved = policies.resolved.describe() if policies.resolved is not None else str(model)
     return policies, {"model": str(model), "resolved": resolved}
+
+
+def load_while_kept(load, checkpoint: Path, latest=lambda: None, tries: int = 3):
+    """`load(checkpoint)`, for a checkpoint of a run that may be training still: pruning
+    (`checkpoint.keep`) can delete it while it is read. Then, where `latest()` names the
+    run's newer latest checkpoint (a run directory asked for its latest), that one is loaded
+    instead (up to `tries` times); otherwise a `CheckpointError` says what happened. Returns
+    the checkpoint loaded."""
+    for _ in range(tries):
+        try:
+            load(checkpoint)
+            return checkpoint
+        except Exception as exc:
+            if checkpoint.exists():
+                raise
+            newer = latest()
+            if newer is None or newer == checkpoint:
+                raise CheckpointError(f"{checkpoint}: deleted while it was read (its run pruned it: "
+                                      "checkpoint.keep); name a checkpoint the run keeps") from exc
+            checkpoint = newer
+    raise CheckpointError(f"{checkpoint}: the run's latest checkpoint was deleted while it was read, "
+                          f"{tries} times (a run that checkpoints faster than it can be read); try again")
 
 
 def eval_engine(name: str, policies: "Policies", threads: int | None = None) -> "RolloutEngine":

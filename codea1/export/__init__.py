@@ -301,11 +301,21 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], rol
     new directory `out` (see the module's docstring)."""
     import torch
 
+    from codea1.eval.loading import load_while_kept, run_checkpoint
+
     out = Path(out)
     run = read_run(run_dir, step)
     check_request(run, role, fmt, dtype)
     check_out(out)
-    loaded = load_role(run, role)
+    found = {"run": run}
+
+    def load(path: Path) -> None:  # (a live run may prune the checkpoint meanwhile: then its latest)
+        if found["run"].path != path:
+            found["run"] = read_run(run_dir, None)
+        found["loaded"] = load_role(found["run"], role)
+
+    load_while_kept(load, run.path, lambda: run_checkpoint(run_dir) if step is None else None)
+    run, loaded = found["run"], found["loaded"]
     if fmt == "merged":
         target = getattr(torch, dtype) if dtype else base_dtype(loaded.resolved)
     else:
