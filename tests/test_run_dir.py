@@ -264,3 +264,44 @@ def test_a_stop_during_a_later_validation_resumes_to_an_uninterrupted_runs_files
     assert read_state(CheckpointManager(run).latest())["pending"] is None
     # weights, optimisers, random state, Mistake Book, state.json, metrics, samples, the listing
     assert differences(fingerprint(run), fingerprint(straight)) == []
+
+
+def test_a_crash_while_the_resume_saves_the_stopped_step_again_loses_nothing(tiny, tmp_path, monkeypatch):
+    """The resume above saves step 3's checkpoint again (its row no longer pending). Killed
+    between setting the old step-3 aside and renaming the new one in, the run holds only
+    `.replaced-step-3`: the next resume reads it as step 3 and ends as an uninterrupted run."""
+    import os
+
+    from crash_harness import differences, fingerprint
+
+    from codea1.train.loop import Trainer
+
+    cfg = _config(tiny, 3, "validation.every=2", "validation.at_end=true", "checkpoint.keep=1")
+    train(cfg, tmp_path / "straight")
+    validate = Trainer.validate
+
+    def stop_at_3(self):
+        if self.step == 3:
+            self.stop.request("SIGINT")
+        return validate(self)
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(Trainer, "validate", stop_at_3)
+    train(cfg, run)
+    monkeypatch.setattr(Trainer, "validate", validate)
+    real, renamed = os.replace, []
+
+    def killed_mid_save(src, dst):
+        renamed.append(Path(dst).name)
+        if renamed[-2:] == [".replaced-step-3", "step-3"]:
+            raise KeyboardInterrupt("killed")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", killed_mid_save)
+    with pytest.raises(KeyboardInterrupt):
+        train(None, run, resume=True)
+    monkeypatch.setattr(os, "replace", real)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [".replaced-step-3"]
+    assert train(None, run, resume=True).step == 3
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-3"]
+    assert differences(fingerprint(run), fingerprint(tmp_path / "straight")) == []
