@@ -170,6 +170,12 @@ class CodeA1Group(TyperGroup):
             return super().invoke(ctx)
         except (click_errors.ClickException, typer.Exit, typer.Abort):
             raise
+        except KeyboardInterrupt:  # (train answers Ctrl-C itself, with a checkpoint)
+            if CodeA1Group.debug:
+                raise
+            typer.echo("\ninterrupted (Ctrl-C): run the same command again to go on (an evaluation keeps the "
+                       "problems it finished and resumes from there)", err=True)
+            raise typer.Exit(130) from None
         except Exception as exc:
             known = explain(exc)
             if known is None or CodeA1Group.debug:

@@ -168,6 +168,21 @@ def test_a_failure_at_run_time_exits_1(inputs, monkeypatch):
     assert snapshot(inputs) == before  # the output directory it made is gone again
 
 
+def test_ctrl_c_in_a_command_says_how_to_go_on_and_exits_130(inputs, monkeypatch):
+    """Ctrl-C in `eval` (or any command but train, which checkpoints) ended silently with
+    exit 130: now one line says that the same command goes on, an evaluation resuming."""
+    import codea1.eval.code as code
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(code, "evaluate_code", interrupted)  # (looked up when the command runs)
+    result = CliRunner().invoke(app, ["eval", "code", "--model", "x", "--data", "ok.jsonl", "--out", "e"])
+    assert result.exit_code == 130, result.output
+    assert result.stderr.strip() == ("interrupted (Ctrl-C): run the same command again to go on (an evaluation "
+                                     "keeps the problems it finished and resumes from there)")
+
+
 def test_eval_code_names_only_the_files_it_wrote(inputs):
     from codea1.data import Problem
 
