@@ -204,14 +204,11 @@ def run_jobs(jobs: list[dict]) -> list[dict]:
     results = []
     timing = None
     for job in jobs:
-        if job.get("kill_after_fraction") is not None:
-            if timing is None:
-                raise ValueError("kill_after_fraction needs an earlier job marked timing: true")
-            job = {**job, "kill_after_s": job["kill_after_fraction"] * timing}
-        if job.get("time_limit_fraction") is not None:
-            if timing is None:
-                raise ValueError("time_limit_fraction needs an earlier job marked timing: true")
-            job = {**job, "time_limit_s": job["time_limit_fraction"] * timing}
+        for key in ("kill_after", "time_limit"):  # a share of the timing job's seconds, in seconds
+            if job.get(f"{key}_fraction") is not None:
+                if timing is None:
+                    raise ValueError(f"{key}_fraction needs an earlier job marked timing: true")
+                job = {**job, f"{key}_s": job[f"{key}_fraction"] * timing}
         t = time.monotonic()
         pid = os.fork()
         if pid == 0:  # the child

@@ -66,6 +66,9 @@ def check_command(
     elapsed = time.perf_counter() - start
     bad = [r for r in results if not r.ok]
     untested = [r.id for r in results if r.ok and not r.golden_tests]
+    untested_note = (f"; {len(untested)} of the ok ones with no golden test, so only their reference was run "
+                     f"(training uses them; validation and eval code skip them): {', '.join(untested[:5])}"
+                     f"{' ...' if len(untested) > 5 else ''}") if untested else ""
     if as_json:
         for r in results:
             typer.echo(json.dumps({"id": r.id, "status": r.status, "reasons": r.reasons, "wall_s": r.wall_s,
@@ -74,11 +77,8 @@ def check_command(
         for r in bad:
             typer.echo(f"{r.status.upper():9} {r.id}: " + "; ".join(r.reasons))
     typer.echo(
-        f"{len(results) - len(bad)}/{len(results)} problems ok, {len(bad)} broken or unchecked"
-        + (f"; {len(untested)} of the ok ones with no golden test, so only their reference was run "
-           f"(training uses them; validation and eval code skip them): {', '.join(untested[:5])}"
-           f"{' ...' if len(untested) > 5 else ''}" if untested else "")
-        + f" ({elapsed:.1f} s)",
+        f"{len(results) - len(bad)}/{len(results)} problems ok, {len(bad)} broken or unchecked{untested_note} "
+        f"({elapsed:.1f} s)",
         err=as_json,
     )
     if bad:

@@ -155,7 +155,7 @@ def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto",
                              "gradient_checkpointing": False})
         require_model(cfg)
         policies = models.load_policies(cfg)
-        ckpt = load_while_kept(policies.load, ckpt, lambda: _checkpoint_dir(path) if step is None else None)
+        ckpt, _ = load_while_kept(policies.load, ckpt, lambda: _checkpoint_dir(path) if step is None else None)
         return policies, {"model": str(model), "checkpoint": str(ckpt), "base": cfg.name, "mode": cfg.mode}
     cfg = ModelConfig(name=str(model), mode="selfplay", selfplay_weights="lora", lora_r=1,
                       device=device, dtype=dtype)
@@ -165,16 +165,15 @@ def load_eval_policies(model: str, device: str = "auto", dtype: str = "auto",
     return policies, {"model": str(model), "resolved": resolved}
 
 
-def load_while_kept(load, checkpoint: Path, latest=lambda: None, tries: int = 3):
+def load_while_kept(load, checkpoint: Path, latest=lambda: None, tries: int = 3) -> tuple[Path, Any]:
     """`load(checkpoint)`, for a checkpoint of a run that may be training still: pruning
     (`checkpoint.keep`) can delete it while it is read. Then, where `latest()` names the
     run's newer latest checkpoint (a run directory asked for its latest), that one is loaded
     instead (up to `tries` times); otherwise a `CheckpointError` says what happened. Returns
-    the checkpoint loaded."""
+    the checkpoint loaded and what `load` returned."""
     for _ in range(tries):
         try:
-            load(checkpoint)
-            return checkpoint
+            return checkpoint, load(checkpoint)
         except Exception as exc:
             if checkpoint.exists():
                 raise

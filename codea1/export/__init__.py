@@ -307,15 +307,12 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], rol
     run = read_run(run_dir, step)
     check_request(run, role, fmt, dtype)
     check_out(out)
-    found = {"run": run}
 
-    def load(path: Path) -> None:  # (a live run may prune the checkpoint meanwhile: then its latest)
-        if found["run"].path != path:
-            found["run"] = read_run(run_dir, None)
-        found["loaded"] = load_role(found["run"], role)
+    def load(path: Path) -> tuple[RunCheckpoint, RoleModel]:  # (a live run may prune it meanwhile: then its latest)
+        read = run if path == run.path else read_run(run_dir, None)
+        return read, load_role(read, role)
 
-    load_while_kept(load, run.path, lambda: run_checkpoint(run_dir) if step is None else None)
-    run, loaded = found["run"], found["loaded"]
+    _, (run, loaded) = load_while_kept(load, run.path, lambda: run_checkpoint(run_dir) if step is None else None)
     if fmt == "merged":
         target = getattr(torch, dtype) if dtype else base_dtype(loaded.resolved)
     else:
