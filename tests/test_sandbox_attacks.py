@@ -582,6 +582,32 @@ print(hits)
     assert SECRET not in str(r.calls[1].value) and "CODEA1_TEST_API_KEY" not in str(r.calls[0].value)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs switch to a uid of their own only as root")
+def test_every_live_worker_of_a_process_runs_under_a_uid_of_its_own(ex):
+    """RLIMIT_NPROC counts per uid over the machine: two workers on one uid would share a
+    run's process budget (and its runs could signal each other's). The uid was
+    `pid % 100000 * 64 + index % 64`: two executors of one process (index 0 twice), or a
+    65th worker, shared one."""
+    def uid_of_a_run(executor) -> int:
+        r = executor.run(Job("import os\nprint(os.getuid())\n"))
+        assert r.program_ok, (r.program_error, r.stderr)
+        return int(r.stdout)
+
+    with Executor(workers=1, limits=LIM) as one, Executor(workers=1, limits=LIM) as other:
+        workers = [w for e in (ex, one, other) for w in e._all if w.hello]
+        uids = [w.hello["uid"] for w in workers]
+        assert len(uids) == 4 and len(set(uids)) == 4, uids
+        assert uid_of_a_run(one) != uid_of_a_run(other)
+    from codea1.sandbox.executor import _UID_SLOTS, _UidSlots, run_uid
+
+    slots = _UidSlots()
+    taken = [slots.take() for _ in range(100)]   # (more than 64 workers: one host's CPUs)
+    assert len({run_uid(os.getpid(), s) for s in taken}) == 100
+    slots.give_back(taken[7])
+    assert slots.take() == taken[7]               # an ended worker's slot serves its replacement
+    assert run_uid(4_194_303, _UID_SLOTS - 1) < 2**31   # (Linux's largest pid)
+
+
 # 10 -----------------------------------------------------------------------------------
 def test_state_poisoning_does_not_leak_between_runs(ex, host):
     poison = ("import math, builtins, sys, os, json\nmath.pi = 3\nbuiltins.len = lambda x: 0\n"

@@ -40,8 +40,41 @@ _HEADER = struct.Struct(">I")
 _GRACE_S = 20.0
 #: Seconds a worker may take to start (imports, namespaces, root, preload).
 _START_TIMEOUT_S = 120.0
-#: First uid used for runs; each worker gets its own (RLIMIT_NPROC counts per uid).
+#: The uids runs switch to (root only): `_UID_BASE + (pid % _UID_PIDS) * _UID_SLOTS + slot`,
+#: where `slot` is held by one live worker of this process. RLIMIT_NPROC counts processes
+#: per uid over the whole machine, so two workers on one uid would share a run's process
+#: budget: a run's fork could fail for another's. (The highest is under 2**31.)
 _UID_BASE = 2_000_000
+_UID_SLOTS = 4096
+_UID_PIDS = 500_000
+
+
+class _UidSlots:
+    """The slots of this process's live workers: the lowest free one is taken."""
+
+    def __init__(self) -> None:
+        self._held: set[int] = set()
+        self._lock = threading.Lock()
+
+    def take(self) -> int:
+        with self._lock:
+            slot = next(i for i in itertools.count() if i not in self._held)
+            if slot >= _UID_SLOTS:
+                raise WorkerError(f"more than {_UID_SLOTS} sandbox workers alive in one process")
+            self._held.add(slot)
+            return slot
+
+    def give_back(self, slot: int) -> None:
+        with self._lock:
+            self._held.discard(slot)
+
+
+_UIDS = _UidSlots()
+
+
+def run_uid(pid: int, slot: int) -> int:
+    """The uid of the runs of the worker holding `slot` in process `pid`."""
+    return _UID_BASE + (pid % _UID_PIDS) * _UID_SLOTS + slot
 _SERIAL = itertools.count(1)  # unique cgroup names across every Executor of this process
 #: Why a run that never started resolves as infra after `close()`.
 _CLOSED = "the executor was closed before the run started"
@@ -68,8 +101,8 @@ class _Worker:
         self.index = index
         tag = cgroups.run_group_name(index, next(_SERIAL))
         self.cgroups: list[str] = []
+        self.uid_slot: int | None = None
         cfg: dict = {
-            "uid": _UID_BASE + (os.getpid() % 100_000) * 64 + index % 64,
             "preload": list(preload),
             "isolate": isolate,
             # The checkout, the caller's directory, home, /tmp: never in a run's view.
@@ -96,16 +129,22 @@ class _Worker:
             "GLIBC_TUNABLES": HUGE_PAGES_TUNABLE,
         }
         debug = os.environ.get("CODEA1_SANDBOX_DEBUG")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-s", "-c", _WORKER_BOOT.format(root=repr(_PACKAGE_ROOT)), json.dumps(cfg)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=None if debug else subprocess.DEVNULL,
-            env=env,
-            cwd="/",
-            close_fds=True,
-            start_new_session=True,
-        )
+        self.uid_slot = _UIDS.take()  # given back once the worker is gone (`_release`)
+        cfg["uid"] = run_uid(os.getpid(), self.uid_slot)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-s", "-c", _WORKER_BOOT.format(root=repr(_PACKAGE_ROOT)), json.dumps(cfg)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None if debug else subprocess.DEVNULL,
+                env=env,
+                cwd="/",
+                close_fds=True,
+                start_new_session=True,
+            )
+        except BaseException:
+            _UIDS.give_back(self.uid_slot)
+            raise
         self.wfd = self.proc.stdin.fileno()
         self.rfd = self.proc.stdout.fileno()
         self.hello: dict | None = None
@@ -169,7 +208,7 @@ class _Worker:
             self.proc.stdout.close()
         except OSError:
             pass
-        self._remove_cgroups()
+        self._release()
 
     def kill(self) -> None:
         try:
@@ -185,9 +224,13 @@ class _Worker:
                 f.close()
             except OSError:
                 pass
-        self._remove_cgroups()
+        self._release()
 
-    def _remove_cgroups(self) -> None:
+    def _release(self) -> None:
+        """What the ended worker held: its uid slot and its runs' cgroups."""
+        if self.uid_slot is not None:  # (the worker has ended: its runs' uid is free for another)
+            _UIDS.give_back(self.uid_slot)
+            self.uid_slot = None
         for path in self.cgroups:
             if not cgroups.remove_run_group(path):
                 log.warning("sandbox: cgroup %s is still busy; a later start removes it", path)
