@@ -3,7 +3,7 @@ in place (a failed write keeps what was there). One test per command that writes
 each bad case checked with a byte-identical snapshot of the directory afterwards.
 
 The audit (`codea1 --help`, each subcommand): files are written by `mistakes export` (OUT),
-`data convert` (OUT), `eval code|tests` (--out DIR), `plot` (--out DIR) and `train`
+`data convert` (OUT), `eval code|tests|select` (--out DIR), `plot` (--out DIR) and `train`
 (--run-dir); `judge`, `sandbox run|check`, `data check`, `eval mutants`, `mistakes
 stats|list|show` and `config show|keys` print only, which the last test checks."""
 
@@ -173,6 +173,34 @@ def test_eval_out_over_its_inputs_is_refused(inputs, command):  # noqa: F811
     ]
     for args, expected in cases:
         line = run_bad(inputs, ["eval", command, *args])
+        assert expected in line, line
+
+
+def test_eval_select_out_over_its_inputs_is_refused(inputs):  # noqa: F811
+    """`eval select` writes problems.jsonl, codes.jsonl and tests.jsonl too: it once took none of
+    the checks above, so `--data D/codes.jsonl --out D` cut the data file's last line (a
+    torn-row repair) and appended rows to it."""
+    (inputs / "run" / "samples.jsonl").write_text('{"step": 1, "code": "x"}\n')
+    selection = inputs / "selection"
+    selection.mkdir()
+    (selection / "codes.jsonl").write_bytes(
+        (inputs / "ok.jsonl").read_bytes().rstrip(b"\n"))   # --data named like a file it writes, no last newline
+    (inputs / "foreign").mkdir()
+    (inputs / "foreign" / "problems.jsonl").write_text("{}\n")
+    select = ["eval", "select", "--test-model", "x"]
+    cases = [
+        (["--code-model", "x", "--data", "selection/codes.jsonl", "--out", "selection"],
+         "write over the --data file"),
+        (["--code-model", "run", "--data", "ok.jsonl", "--out", "run"], "lies in the model directory run"),
+        (["--code-model", "x", "--test-model", "run", "--data", "ok.jsonl", "--out", "run"],
+         "lies in the model directory run"),
+        (["--codes-from", "selection", "--data", "ok.jsonl", "--out", "selection"],
+         "lies in the --codes-from directory selection"),
+        (["--code-model", "x", "--data", "ok.jsonl", "--out", "foreign"],
+         "holds problems.jsonl that no evaluation wrote"),
+    ]
+    for args, expected in cases:
+        line = run_bad(inputs, [*select, *args])
         assert expected in line, line
 
 

@@ -64,6 +64,7 @@ from codea1.eval.store import (
     SUMMARY_FILE,
     append_rows,
     check_identity,
+    check_out_dir,
     check_rows_current,
     data_digest,
     iter_jsonl,
@@ -88,6 +89,8 @@ if TYPE_CHECKING:
 CODES_FILE = "codes.jsonl"
 TESTS_FILE = "tests.jsonl"
 PROBLEMS_FILE = "problems.jsonl"
+#: every file a selection writes in --out
+SELECT_WRITTEN = (PROBLEMS_FILE, CODES_FILE, TESTS_FILE, SUMMARY_FILE, RUN_FILE, MODEL_FILE)
 RULES = ("most-passed", "dual-agreement", "behaviour", "first")
 # the settings that decide the candidate codes: `--codes-from` needs them equal
 CODE_SETTINGS = ("n_code", "temperature", "top_p", "max_new_tokens", "seed")
@@ -439,6 +442,8 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
     are judged again instead of sampling new ones (`code` may then be None: its model)."""
 
     out = Path(out)
+    check_out_dir(out, [spec.model for spec in (code, test) if spec is not None], str(data), SELECT_WRITTEN,
+                  codes_from)
     problems = load_eval_problems(data, config.limit)
     if codes_from is None and code is None:
         raise ValueError("a code model is needed (or --codes-from an earlier evaluation)")

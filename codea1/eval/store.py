@@ -14,7 +14,7 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from codea1.output_files import atomic_output, input_named_as_output, naming_full_disk
 
@@ -25,20 +25,26 @@ MODEL_FILE = "model.json"
 WRITTEN = (SAMPLES_FILE, SUMMARY_FILE, RUN_FILE, MODEL_FILE)  # every file an evaluation writes in --out
 
 
-def check_out_dir(out: Path, model: str | None, data: str) -> None:
+def check_out_dir(out: Path, model: str | Sequence[str] | None, data: str, written: Sequence[str] = WRITTEN,
+                  codes_from: str | os.PathLike[str] | None = None) -> None:
     """Refuse an --out whose files would overwrite an input, before anything is created: the
-    --data file under one of the names the evaluation writes, the model's own directory (a
-    training run holds a samples.jsonl too), or a directory holding those names that no
-    evaluation wrote (no eval_config.json beside them)."""
+    --data file under one of the names the evaluation writes (`written`), the directory of
+    a model (a training run holds a samples.jsonl too) or of `eval select --codes-from`, or
+    a directory holding those names that no evaluation wrote (no eval_config.json beside
+    them)."""
     out = Path(out)
-    if any(input_named_as_output(out / name, [data]) for name in WRITTEN):
+    if any(input_named_as_output(out / name, [data]) for name in written):
         raise ValueError(f"--out {out}: the evaluation would write over the --data file {data}; use another --out")
-    if model is not None and Path(model).expanduser().is_dir() and \
-            input_named_as_output(out, directories=[Path(model).expanduser()]) is not None:
-        raise ValueError(f"--out {out} lies in the model directory {model}, whose files the evaluation would "
-                         "overwrite; use another --out")
+    models = [] if model is None else [model] if isinstance(model, str) else list(model)
+    inputs = [(f"the model directory {m}", m) for m in models] + \
+        ([] if codes_from is None else [(f"the --codes-from directory {codes_from}", str(codes_from))])
+    for what, given in inputs:
+        if Path(given).expanduser().is_dir() and \
+                input_named_as_output(out, directories=[Path(given).expanduser()]) is not None:
+            raise ValueError(f"--out {out} lies in {what}, whose files the evaluation would overwrite; "
+                             "use another --out")
     if out.is_dir() and not (out / RUN_FILE).is_file():
-        found = [name for name in WRITTEN if (out / name).exists()]
+        found = [name for name in written if (out / name).exists()]
         if found:
             raise ValueError(f"--out {out} holds {', '.join(found)} that no evaluation wrote (a training run's?); "
                              "use another --out")
