@@ -101,7 +101,8 @@ PROBLEMS_PER_BATCH_OPTION = typer.Option(
 
 CONFIG_OPTION = typer.Option(None, "--config", help="YAML config file (applied over --preset).")
 PRESET_OPTION = typer.Option(
-    None, "--preset", help="Bundled preset: cpu-demo, paper-1.5b, paper-3b, paper-7b (`codea1 config show --preset P`).")
+    None, "--preset", help="Bundled preset: cpu-demo, cpu-demo-stdin, paper-1.5b, paper-3b, paper-7b "
+    "(`codea1 config show --preset P`).")
 SET_OPTION = typer.Option(
     None, "--set", help="Override one config key, e.g. --set grpo.lr=2e-6 (repeatable; `codea1 config keys` lists them).")
 

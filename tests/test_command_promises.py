@@ -128,3 +128,42 @@ def test_judge_given_a_run_judges_with_its_suite_size(tmp_path):
     assert as_run["test_reward"] == explicit["test_reward"]
     missing = runner.invoke(app, [*args, "--run", str(tmp_path)])
     assert missing.exit_code == 2 and "no config.yaml" in missing.output
+
+
+def test_judge_given_a_run_judges_with_its_sandbox_limits(tmp_path):
+    """`--run` judges "as the run judges": with its judge.memory_mb too, not the default 1024
+    MiB. Fault tried: the limits were dropped (only JudgeConfig's fields were read, and
+    `limits` is not one of its config keys), so a candidate the run's judge stops at its
+    memory cap passed here."""
+    import json
+
+    from test_judge import ADD
+
+    from codea1.train.config import load_config, save_config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    save_config(load_config(preset="cpu-demo", overrides=["judge.memory_mb=128"]), run / "config.yaml")
+    (tmp_path / "p.json").write_text(json.dumps(ADD.to_dict()))
+    (tmp_path / "code.txt").write_text("def add(a, b):\n    block = bytearray(400 * 2**20)\n    return a + b\n")
+    (tmp_path / "tests.txt").write_text("```python\nassert add(1, 2) == 3\n```\n")
+    args = ["judge", "--problem", str(tmp_path / "p.json"), "--code", str(tmp_path / "code.txt"),
+            "--tests", str(tmp_path / "tests.txt"), "--json"]
+    default = json.loads(runner.invoke(app, args).output)
+    as_run = json.loads(runner.invoke(app, [*args, "--run", str(run)]).output)
+    assert default["code_valid"] and default["tests"][0]["passed"] is True
+    assert as_run["tests"][0]["passed"] is not True, as_run
+
+
+def test_the_preset_help_and_docs_name_every_preset():
+    """--preset's help, README's command table and TRAINING.md's list once left out
+    cpu-demo-stdin: each names every bundled preset."""
+    from codea1.cli_options import PRESET_OPTION
+    from codea1.train.config import PRESETS
+
+    readme = (ROOT / "README.md").read_text()
+    training = " ".join((ROOT / "docs" / "TRAINING.md").read_text().split())
+    for name in PRESETS:
+        assert name in PRESET_OPTION.help, name
+        assert f"\\|{name}" in readme or f"preset {name}" in readme, name
+        assert f"`{name}`" in training, name

@@ -156,7 +156,8 @@ def _print_table(record: dict[str, Any], suite_size: int) -> None:
 
 
 def run_judge_settings(run: Path) -> dict[str, Any]:
-    """The judge settings of a training run, from its config.yaml (`JudgeConfig`'s keywords)."""
+    """The judge settings of a training run, from its config.yaml: `JudgeConfig`'s keywords,
+    with the run's sandbox limits (`judge.timeout_s`, `call_timeout_s`, `memory_mb`)."""
     from codea1.judge.config import JudgeConfig
     from codea1.train.checkpoint import CONFIG_FILE
     from codea1.train.config import read_run_config
@@ -165,7 +166,7 @@ def run_judge_settings(run: Path) -> dict[str, Any]:
     if not path.is_file():
         raise typer.BadParameter(f"{run}: no {CONFIG_FILE}; expected a training run directory", param_hint="--run")
     section = read_run_config(path)[0].judge  # (a JudgeConfig with the trainer's keys added)
-    return section.model_dump(include=set(JudgeConfig.model_fields))
+    return {**section.model_dump(include=set(JudgeConfig.model_fields)), "limits": section.sandbox_limits()}
 
 
 def judge_command(
@@ -182,8 +183,9 @@ def judge_command(
         help="Nominal suite size G (default 8, the paper's, or the --run's: the cpu-demo trains with 4).",
         min=1)] = None,
     run: Annotated[Path | None, typer.Option(
-        "--run", help="A training run directory: judge as it does (its judge.alpha, judge.suite_size and "
-        "judge switches, from its config.yaml), so a sample of its samples.jsonl gets its reward.")] = None,
+        "--run", help="A training run directory: judge as it does (its judge.alpha, judge.suite_size, "
+        "judge switches and sandbox limits, from its config.yaml), so a sample of its samples.jsonl gets its "
+        "reward.")] = None,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Judge one code completion against one test completion, showing every step of the reward."""
@@ -209,7 +211,7 @@ def judge_command(
         ]
     config = JudgeConfig(**settings)
     mb_tests = [test for _, test in mb_lines]
-    with Executor(workers=1) as executor:
+    with Executor(workers=1, limits=config.limits) as executor:
         judgement = Judge(executor, config).judge(ProblemRollout(prob, [code_text], [[test_text]], mb_tests))
     record = judgement_record(judgement)
     record["mistakes_skipped"] = [  # the judge's reasons, placed on the file's line numbers
