@@ -7,7 +7,7 @@ SLOW is "generate:ROLE:CALL:SECONDS" (the CALL-th call, 1-based, of
 `codea1.engines.hf_engine.generate` for ROLE first spends SECONDS in torch matrix products: a stand-in
 for a long prefill, real torch operations that a signal handler can only run between) or
 "book:CALL:SECONDS" (the CALL-th Mistake Book commit does, before it writes: a part of the
-step that a first Ctrl-C must not cut short). Nothing in codea1 knows about this file.
+step that a first Ctrl-C must not cut short), or "none" (nothing slowed). Nothing in codea1 knows about this file.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def install(spec: str) -> None:
             return inner_apply(self, *args, **kwargs)
 
         MistakeBook.apply_step = slow_apply
-    else:
+    elif kind != "none":
         raise SystemExit(f"signal_harness: unknown SLOW {spec!r}")
 
 

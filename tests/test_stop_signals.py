@@ -3,6 +3,8 @@ mid-phase, twice; a second trainer in the same run directory. tests/signal_harne
 makes one part of the run slow (torch work a signal can land in) so the signal lands where
 the test says.
 
+A stop during the data check, before the models load, ends the call with one line.
+
 Faults tried, each failing these tests: the stop handler installed after the start-up
 validation (exit 130, no message, no checkpoint); a handler that only sets the flag (the
 slow rollout ran its 60 s to the end); the start-up validation rerun on resume at step 0
@@ -20,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from tiny_run import tiny_overrides
 
 from codea1.train.metrics import read_metrics
@@ -167,3 +170,40 @@ def test_a_second_ctrl_c_during_the_book_commit_aborts_and_keeps_the_last_checkp
 
     with RunLock(run):  # kill or abort: the kernel dropped the lock
         pass
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_during_the_data_check_ends_at_once_and_leaves_a_run_to_start(tiny, tmp_path, sig):
+    """The data check runs every training reference in the sandbox before the models load
+    (minutes for a large file). A stop there ends the call at once with one line, as a stop
+    while the models load does: the new run holds its config and nothing else, and
+    `--resume` starts it. Faults: the stop handler installed only after the check (SIGINT:
+    "aborted (a second Ctrl-C) ... resume with" and exit 130, with the run directory
+    removed, so the --resume it suggested failed; SIGTERM: killed with no word)."""
+    from codea1.data import Problem, save_problems
+
+    slow = [Problem(id=f"slow/{i}", question="Return x.", entry_point="f",
+                    reference="def f(x):\n    import time\n    time.sleep(4)\n    return x\n",
+                    tests=["assert f(1) == 1"]) for i in range(6)]
+    save_problems(slow, tmp_path / "slow.jsonl")
+    run = tmp_path / "run"
+    t = Trainer("none", [*_args(tiny, run), "--set", f"data.train={tmp_path / 'slow.jsonl'}",
+                         "--set", "judge.workers=2"])
+    try:
+        end = time.monotonic() + 60
+        while not (run / "train.lock").exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(2.0)   # the check's sandbox workers are up and running the references (4 s each)
+        sent = time.monotonic()
+        t.proc.send_signal(sig)
+        said = t.wait_for("stopped before the models loaded")
+        code = t.finish()
+    finally:
+        t.proc.kill()
+    name = signal.Signals(sig).name
+    assert code == 0, t.text()
+    assert said - sent < 3.0, t.text()
+    assert (f"stopped before the models loaded ({name}); nothing trained yet; start it with: "
+            f"codea1 train --resume {run}") in t.text()
+    assert "Traceback" not in t.text(), t.text()
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "train.lock"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from codea1.data import bundled_problems
@@ -52,3 +54,28 @@ def test_include_refuses_a_pattern_that_matches_nothing_and_an_empty_list():
         select_problems(problems, [])
     with pytest.raises(ValueError, match=r"data.train: 'bundled:hard': unknown bundled split"):
         load_training_data(load_config(preset="cpu-demo", overrides=["data.train=bundled:hard"]))
+
+
+def test_problems_without_a_reference_are_left_out_with_a_line(tmp_path):
+    """A CodeContests file as it ships holds rows with no Python 3 solution: training leaves
+    them out and says how many (after data.include), instead of refusing the whole file, so
+    TRAINING.md's `data.train=code_contests_train.parquet` trains. Fault tried: the old
+    refusal of any unreferenced row, taken before data.include."""
+    from codea1.data import save_problems
+
+    rows = bundled_problems("train")[:4]
+    rows[1] = dataclasses.replace(rows[1], reference="", meta={"no_reference": True})
+    path = tmp_path / "mixed.jsonl"
+    save_problems(rows, path)
+    said: list[str] = []
+    train, _ = load_training_data(load_config(preset="cpu-demo", overrides=[f"data.train={path}"]), said.append)
+    assert ids(train) == [rows[0].id, rows[2].id, rows[3].id]
+    assert said == [f"data.train: left out 1 of 4 problems that have no reference solution (the judge needs one; "
+                    f"they can be evaluated, not trained on): {rows[1].id}"]
+    said.clear()   # include chosen first: the unreferenced row is not asked for, nothing is said
+    train, _ = load_training_data(load_config(preset="cpu-demo", overrides=[
+        f"data.train={path}", f"data.include=[{rows[0].id}]"]), said.append)
+    assert ids(train) == [rows[0].id] and said == []
+    with pytest.raises(ValueError, match="no problem has a reference solution"):
+        load_training_data(load_config(preset="cpu-demo", overrides=[
+            f"data.train={path}", f"data.include=[{rows[1].id}]"]))

@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import random
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -148,7 +149,8 @@ class Trainer:
         np.random.seed(cfg.seed % 2**32)
         torch.manual_seed(cfg.seed)
         with self.stop.abandonable():  # loading changes nothing of the run's: a stop ends it at once
-            self.train_problems, self.heldout = load_training_data(cfg)
+            say = progress.message if progress is not None and self.ranks.main else None
+            self.train_problems, self.heldout = load_training_data(cfg, say)
             self.skipped_problems = list(skip_problems)  # broken references (`data.check=skip`)
             self.train_problems = [p for p in self.train_problems if p.id not in set(skip_problems)]
             self._sampler()  # the batch must fit the data: refused here, before minutes of model loading
@@ -606,19 +608,30 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     if resume and not cfg_path.is_file():
         raise FileNotFoundError(f"{cfg_path}: missing; {run_dir} is not a run directory to resume")
     lock = RunLock(run_dir, enabled=os.environ.get("RANK", "0") == "0")
+    if not resume and steps is not None:
+        config = config.model_copy(update={"steps": steps})
+    # a stop before the models load (the data check can take minutes) ends the call at once, as
+    # one while they load does (several ranks: not here, a rank that left alone would hang the
+    # others at their first collective)
+    early = StopFlag(started + time_limit_s if time_limit_s is not None else None) \
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1 else None
     with lock:  # before the run's config is read: a trainer in the directory may be rewriting it
-        previous, changed = None, []
+        previous, changed, latest = None, [], None
         try:
-            if resume:
-                previous = read_run_config(cfg_path)[0].steps if steps is not None else None
-                config, latest, record, changed = _resume_config(config, run_dir, steps)
-            else:
-                latest, record = None, True
-                if steps is not None:
-                    config = config.model_copy(update={"steps": steps})
-            cfg = config
-            require_data(cfg)
-            skip, skip_lines = _data_skips(cfg, latest)  # (seconds, before minutes of model loading)
+            with early or contextlib.nullcontext(), early.abandonable() if early else contextlib.nullcontext():
+                if resume:
+                    previous = read_run_config(cfg_path)[0].steps if steps is not None else None
+                    config, latest, record, changed = _resume_config(config, run_dir, steps)
+                else:
+                    latest, record = None, True
+                cfg = config
+                require_data(cfg)
+                skip, skip_lines = _data_skips(cfg, latest)  # (seconds, before minutes of model loading)
+        except StopRequested:
+            if not resume:  # a new run: its config, to be started with --resume (nothing else is written)
+                save_config(config, cfg_path)
+            print(_stopped_before_start(run_dir, resume, early.reason if early else ""), file=sys.stderr, flush=True)
+            return TrainResult(run_dir, int(read_state(latest)["step"]) if latest is not None else 0, True)
         except BaseException:
             lock.discard()  # refused: the run directory as it was
             raise
@@ -686,6 +699,14 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
             trainer.close()
     at = trainer.step if trainer is not None else (int(read_state(latest)["step"]) if latest is not None else 0)
     return TrainResult(run_dir, at, stopped, rows)
+
+
+def _stopped_before_start(run_dir: Path, resume: bool, why: str) -> str:
+    if resume:
+        return (f"stopped before the models loaded ({why}); the run is as it was; resume with: "
+                f"codea1 train --resume {run_dir}")
+    return (f"stopped before the models loaded ({why}); nothing trained yet; start it with: "
+            f"codea1 train --resume {run_dir}")
 
 
 def _stopped_message(trainer: Trainer | None, run_dir: Path, why: str) -> str:

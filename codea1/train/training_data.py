@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
+from typing import Callable
 
 from codea1.data import bundled_problems, bundled_split, load_problems
 from codea1.train.config import REQUIRED, TrainConfig, require_data
 
 
-def load_training_data(cfg: TrainConfig):
-    """(train problems, held-out problems) as the config names them."""
+def load_training_data(cfg: TrainConfig, say: Callable[[str], None] | None = None):
+    """(train problems, held-out problems) as the config names them. Training problems with
+    no reference solution (CodeContests rows without a Python 3 solution, LiveCodeBench)
+    are left out, as `say` is told: the judge needs a reference, and such a file is the
+    data set as it ships, not a broken one. None left is an error."""
     if REQUIRED in (cfg.data.train, cfg.data.heldout):
         require_data(cfg)
 
@@ -27,12 +31,18 @@ def load_training_data(cfg: TrainConfig):
     heldout = [] if cfg.data.heldout is None else load("heldout", cfg.data.heldout, "heldout")
     if not train:
         raise ValueError(f"data.train {cfg.data.train!r}: no problems")
-    unreferenced = [p.id for p in train if not p.reference.strip()]
-    if unreferenced:  # (LiveCodeBench, CodeContests rows without a Python 3 solution)
-        raise ValueError(f"data.train {cfg.data.train!r}: {len(unreferenced)} problems have no reference solution "
-                         f"(the judge needs one), first {unreferenced[0]!r}; they can be evaluated, not trained on")
     if cfg.data.include is not None:
         train = select_problems(train, cfg.data.include, source=cfg.data.train)
+    unreferenced = [p.id for p in train if not p.reference.strip()]
+    if len(unreferenced) == len(train):
+        raise ValueError(f"data.train {cfg.data.train!r}: no problem has a reference solution (the judge needs "
+                         "one); such problems can be evaluated (codea1 eval code), not trained on")
+    if unreferenced:
+        if say is not None:
+            shown = ", ".join(unreferenced[:3]) + (" ..." if len(unreferenced) > 3 else "")
+            say(f"data.train: left out {len(unreferenced)} of {len(train)} problems that have no reference "
+                f"solution (the judge needs one; they can be evaluated, not trained on): {shown}")
+        train = [p for p in train if p.reference.strip()]
     return train, heldout
 
 
@@ -81,8 +91,10 @@ def checked_training_data(cfg: TrainConfig) -> tuple[list[str], list[str]]:
         return [], []
     named = [f"{pid}: {reason}" for pid, reason in broken]
     if cfg.data.check == "refuse" or len(broken) == len(train):
+        j = cfg.judge
         raise ValueError(f"data.train {cfg.data.train}: {len(broken)} of {len(train)} problems have a broken "
-                         "reference (`codea1 data check` shows each); fix or remove them"
+                         f"reference (`codea1 data check --timeout {j.timeout_s:g} --call-timeout "
+                         f"{j.call_timeout_s:g} --memory-mb {j.memory_mb}` shows each); fix or remove them"
                          + (", or --set data.check=skip to train without them" if len(broken) < len(train) else "")
                          + ":\n" + "\n".join(named))
     return [pid for pid, _ in broken], [f"data.train: skipped {line}" for line in named]
