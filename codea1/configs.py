@@ -143,8 +143,8 @@ class VLLMConfig(BaseModel):
     sleep_level: Literal["auto", 0, 1, 2] = Field(
         "auto",
         description="how the engine sleeps during the update: 0 never, 1 weights to CPU and KV "
-        "cache freed, 2 everything freed (full/selfplay only: their weights are pushed anyway); "
-        "auto: 1 for LoRA modes, 2 for full")
+        "cache freed, 2 everything freed (full fine-tuning only, whose weights are pushed anyway; refused "
+        "with LoRA adapters, self-play's included); auto: 1 for LoRA modes, 2 for full")
     max_model_len: int | None = Field(
         None, ge=1, description="longest prompt + completion the engine takes; null = the model's context")
     enforce_eager: bool = Field(False, description="no CUDA graphs (slower, starts faster)")
@@ -249,7 +249,7 @@ class GRPOConfig(BaseModel):
     warmup_first_step_learns: bool = Field(
         False,
         description="warm-up multiplier (step + 1) / warmup_steps, so the first step already "
-        "learns; off: step / warmup_steps from lr 0, as the reference's scheduler",
+        "learns; off: step / warmup_steps from min_lr_ratio * lr (0 by default), as the reference's scheduler",
     )
     min_lr_ratio: float = Field(0.0, ge=0, le=1, description="cosine floor as a share of lr")
     grad_clip: float = Field(1.0, gt=0, description="max global grad norm")

@@ -121,7 +121,8 @@ def show_command(
     limit: Annotated[int, typer.Option(min=0, help="Show at most this many tests (0: all).")] = 0,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Every test of one problem, most frequent first (the first 8 are replayed in training)."""
+    """Every test of one problem, most frequent first (the first mistakes.top_k, or judge.suite_size, are
+    replayed in training)."""
     named, problem_id = _with_book(run_dir, problem, book, "PROBLEM")
     with _open(named) as mb:
         entries = mb.entries(problem_id)

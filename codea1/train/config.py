@@ -91,7 +91,8 @@ class DataConfig(_Strict):
     problems_per_step: int = Field(256, ge=1, description="problems a training step samples")
     check: Literal["refuse", "skip", "off"] = Field(
         "refuse", description="before the models load, run each training problem's reference against its "
-        "golden tests in the sandbox, under the judge's limits (as `codea1 data check`): refuse a run whose "
+        "golden tests in the sandbox, under the judge's limits (judge.timeout_s, call_timeout_s, memory_mb: "
+        "`codea1 data check` with --timeout, --call-timeout and --memory-mb set to them): refuse a run whose "
         "data has a broken row (each named), skip such rows (each named), or off")
     shuffle: bool = Field(True, description="a new order of the training problems every epoch (seeded)")
     cross_epochs: bool = Field(
@@ -109,7 +110,9 @@ class JudgeSection(JudgeConfig):
 
     workers: int | None = Field(None, ge=1, description="sandbox processes; null = CPU count")
     timeout_s: float = Field(10.0, gt=0, description="wall time of one sandbox job")
-    call_timeout_s: float = Field(3.0, gt=0, description="wall time of one test call")
+    call_timeout_s: float = Field(3.0, gt=0, description="wall time of one test call: of a stdin problem's input, "
+                                  "a golden test, the data check, and with judge.per_call_timeouts of a generated "
+                                  "test (off, the reference's one program: a candidate's whole run has timeout_s)")
     memory_mb: int = Field(1024, ge=64, description="memory cap of one sandbox job, in MiB")
     backend: Literal["local", "ray"] = Field(
         "local", description="where tests run: local (each process's own sandbox) or ray (sandbox actors "
