@@ -5,6 +5,7 @@ commands create are ignored by git."""
 
 from __future__ import annotations
 
+import json
 import stat
 import sys
 import time
@@ -103,23 +104,29 @@ def test_git_ignores_what_the_readme_commands_create():
         assert entry in ignored, entry
 
 
-def test_judge_given_a_run_judges_with_its_suite_size(tmp_path):
-    """A cpu-demo sample's reward reproduces with `--run` (suite size 4, not the default 8).
-    Fault tried: no --run (the reward of the default G=8 differs)."""
-    import json
-
-    from test_judge import ADD, BAD, SUITE
+def _judge_a_run(tmp_path, code: str, tests: str, overrides: list[str]) -> tuple[Path, list[str]]:
+    """A cpu-demo run directory (config.yaml only, with `overrides`) and the `codea1 judge
+    --json` arguments for test_judge's ADD problem with `code` and `tests`."""
+    from test_judge import ADD
 
     from codea1.train.config import load_config, save_config
 
     run = tmp_path / "run"
     run.mkdir()
-    save_config(load_config(preset="cpu-demo"), run / "config.yaml")
+    save_config(load_config(preset="cpu-demo", overrides=overrides), run / "config.yaml")
     (tmp_path / "p.json").write_text(json.dumps(ADD.to_dict()))
-    (tmp_path / "code.txt").write_text(BAD)
-    (tmp_path / "tests.txt").write_text(SUITE)
-    args = ["judge", "--problem", str(tmp_path / "p.json"), "--code", str(tmp_path / "code.txt"),
-            "--tests", str(tmp_path / "tests.txt"), "--json"]
+    (tmp_path / "code.txt").write_text(code)
+    (tmp_path / "tests.txt").write_text(tests)
+    return run, ["judge", "--problem", str(tmp_path / "p.json"), "--code", str(tmp_path / "code.txt"),
+                 "--tests", str(tmp_path / "tests.txt"), "--json"]
+
+
+def test_judge_given_a_run_judges_with_its_suite_size(tmp_path):
+    """A cpu-demo sample's reward reproduces with `--run` (suite size 4, not the default 8).
+    Fault tried: no --run (the reward of the default G=8 differs)."""
+    from test_judge import BAD, SUITE
+
+    run, args = _judge_a_run(tmp_path, BAD, SUITE, [])
     default = json.loads(runner.invoke(app, args).output)
     as_run = json.loads(runner.invoke(app, [*args, "--run", str(run)]).output)
     explicit = json.loads(runner.invoke(app, [*args, "--suite-size", "4"]).output)
@@ -135,20 +142,8 @@ def test_judge_given_a_run_judges_with_its_sandbox_limits(tmp_path):
     MiB. Fault tried: the limits were dropped (only JudgeConfig's fields were read, and
     `limits` is not one of its config keys), so a candidate the run's judge stops at its
     memory cap passed here."""
-    import json
-
-    from test_judge import ADD
-
-    from codea1.train.config import load_config, save_config
-
-    run = tmp_path / "run"
-    run.mkdir()
-    save_config(load_config(preset="cpu-demo", overrides=["judge.memory_mb=128"]), run / "config.yaml")
-    (tmp_path / "p.json").write_text(json.dumps(ADD.to_dict()))
-    (tmp_path / "code.txt").write_text("def add(a, b):\n    block = bytearray(400 * 2**20)\n    return a + b\n")
-    (tmp_path / "tests.txt").write_text("```python\nassert add(1, 2) == 3\n```\n")
-    args = ["judge", "--problem", str(tmp_path / "p.json"), "--code", str(tmp_path / "code.txt"),
-            "--tests", str(tmp_path / "tests.txt"), "--json"]
+    run, args = _judge_a_run(tmp_path, "def add(a, b):\n    block = bytearray(400 * 2**20)\n    return a + b\n",
+                             "```python\nassert add(1, 2) == 3\n```\n", ["judge.memory_mb=128"])
     default = json.loads(runner.invoke(app, args).output)
     as_run = json.loads(runner.invoke(app, [*args, "--run", str(run)]).output)
     assert default["code_valid"] and default["tests"][0]["passed"] is True

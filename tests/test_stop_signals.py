@@ -203,7 +203,7 @@ def test_a_stop_during_the_data_check_ends_at_once_and_leaves_a_run_to_start(tin
     name = signal.Signals(sig).name
     assert code == 0, t.text()
     assert said - sent < 3.0, t.text()
-    assert (f"stopped before the models loaded ({name}); nothing trained yet; start it with: "
+    assert (f"stopped before the models loaded ({name}); nothing trained yet; start it again with: "
             f"codea1 train --resume {run}") in t.text()
     assert "Traceback" not in t.text(), t.text()
     assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "train.lock"]

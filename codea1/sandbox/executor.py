@@ -75,6 +75,8 @@ _UIDS = _UidSlots()
 def run_uid(pid: int, slot: int) -> int:
     """The uid of the runs of the worker holding `slot` in process `pid`."""
     return _UID_BASE + (pid % _UID_PIDS) * _UID_SLOTS + slot
+
+
 _SERIAL = itertools.count(1)  # unique cgroup names across every Executor of this process
 #: Why a run that never started resolves as infra after `close()`.
 _CLOSED = "the executor was closed before the run started"

@@ -630,7 +630,8 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
         except StopRequested:
             if not resume:  # a new run: its config, to be started with --resume (nothing else is written)
                 save_config(config, cfg_path)
-            print(_stopped_before_start(run_dir, resume, early.reason if early else ""), file=sys.stderr, flush=True)
+            print(_stopped_message(None, run_dir, early.reason if early else "", latest, "before the models loaded"),
+                  file=sys.stderr, flush=True)
             return TrainResult(run_dir, int(read_state(latest)["step"]) if latest is not None else 0, True)
         except BaseException:
             lock.discard()  # refused: the run directory as it was
@@ -690,7 +691,7 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
                 show.current = trainer.step + 1
                 rows, stopped, why = _run_steps(trainer, manager, log, show, pending, stop_after, on_step)
         if stopped:
-            show.message(_stopped_message(trainer, run_dir, why))
+            show.message(_stopped_message(trainer, run_dir, why, latest))
     finally:
         if log is not None:
             log.close()
@@ -701,18 +702,14 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
     return TrainResult(run_dir, at, stopped, rows)
 
 
-def _stopped_before_start(run_dir: Path, resume: bool, why: str) -> str:
-    if resume:
-        return (f"stopped before the models loaded ({why}); the run is as it was; resume with: "
-                f"codea1 train --resume {run_dir}")
-    return (f"stopped before the models loaded ({why}); nothing trained yet; start it with: "
-            f"codea1 train --resume {run_dir}")
-
-
-def _stopped_message(trainer: Trainer | None, run_dir: Path, why: str) -> str:
+def _stopped_message(trainer: Trainer | None, run_dir: Path, why: str, latest: Path | None = None,
+                     where: str = "while loading the models") -> str:
+    """The line a stop ends the call with; `trainer` None: it came `where`, before any step of
+    this call (`latest`: the checkpoint a resume would have started from)."""
     resume = f"codea1 train --resume {run_dir}"
     if trainer is None:
-        return f"stopped while loading the models ({why}); nothing trained yet; start it again with: {resume}"
+        done = "the run is as it was; resume with" if latest is not None else "nothing trained yet; start it again with"
+        return f"stopped {where} ({why}); {done}: {resume}"
     where = "during the start-up validation" if trainer.pending and trainer.pending["step"] == 0 else \
         f"at step {trainer.step}"
     return f"stopped {where} ({why}); checkpoint saved; resume with: {resume}"
