@@ -7,6 +7,7 @@ that a command refused for a bad path leaves the disk as it found it.
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 
@@ -94,6 +95,22 @@ TOP_P_HELP = "Nucleus sampling: keep the smallest set of tokens whose probabilit
 TEMPERATURE_HELP = "Sampling temperature (0: greedy; at most 2, as vLLM takes)."
 MAX_NEW_TOKENS_OPTION = typer.Option(1024, "--max-new-tokens", min=1, help="Tokens generated at most per completion.")
 SEED_OPTION = typer.Option(0, "--seed", help="Seed of the sampling (same seed, same samples).")
+
+
+def _read_stops(values: list[str] | None) -> list[str]:
+    r"""--stop's strings with \n, \t and \\ read as a newline, a tab and a backslash."""
+    escapes = {"n": "\n", "t": "\t", "\\": "\\"}
+    out = [re.sub(r"\\([nt\\])", lambda m: escapes[m.group(1)], v) for v in values or []]
+    if any(not s for s in out):
+        raise typer.BadParameter("an empty string would end every completion at its first token")
+    return out
+
+
+STOP_OPTION = typer.Option(
+    None, "--stop", callback=_read_stops, metavar="TEXT",
+    help="End a completion once its text holds this string, the completing token kept (repeatable; "
+         "\\n and \\t read as a newline and a tab). --stop '\\n```\\n' ends a code answer at its block's "
+         "closing fence, as a run trained with rollout.code.stop samples.")
 PROBLEMS_PER_BATCH_OPTION = typer.Option(
     8, "--problems-per-batch", min=1, help="Problems generated together, then judged and written to disk.")
 

@@ -99,6 +99,27 @@ class SamplingConfig(BaseModel):
         "fused projections, its own KV cache: codea1.lean_forward) where the architecture allows (Qwen2, "
         "Llama, Mistral); off: transformers' forward, as before")
     seed: int | None = Field(None, description="sampling seed when no generator is passed (training seeds from `seed`)")
+    stop: list[str] = Field(
+        default_factory=list,
+        description="strings that end a completion as a stop token does, once its decoded text holds one "
+        "(vLLM's `stop`); the token that completes the string is kept, trained on and judged. "
+        "Empty (the default, the paper's): only the stop tokens end it. A code answer ends at its "
+        "block's closing fence with [\"\\n```\\n\"] (the judge reads the first ```python block only; "
+        "not for tests, which are read from every block)")
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _one_stop(cls, value):
+        return [value] if isinstance(value, str) else value  # one string, as vLLM takes it
+
+    @field_validator("stop")
+    @classmethod
+    def _check_stop(cls, value: list[str]) -> list[str]:
+        empty = [i for i, s in enumerate(value) if not s]
+        if empty:
+            raise ValueError(f"stop[{empty[0]}] is empty: an empty string would end every completion "
+                             "at its first token; expected non-empty strings")
+        return value
 
 
 # --- rollout engines (codea1.engines) -------------------------------------------------------

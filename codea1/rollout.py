@@ -159,10 +159,12 @@ test_messages.__test__ = False  # not a pytest test, though its name starts with
 
 @dataclass
 class Sample:
-    """One completion. `truncated`: stopped by max_new_tokens; `finished`: ended with EOS.
+    """One completion. `truncated`: stopped by max_new_tokens; `finished`: ended with EOS
+    (or a stop token, or one of the sampling config's `stop` strings).
 
     `completion_ids` includes the final EOS token when `finished` (the update trains the
-    model to stop); `text` is the decoded completion without special tokens.
+    model to stop), or the token that completed a stop string; `text` is the decoded
+    completion without special tokens.
     `logprobs`: the sampler's log-probability of each completion token where the rollout
     engine reports them (vLLM), checked against the trainer's (`codea1.engines.correction`).
     """
@@ -224,6 +226,32 @@ def stop_token_ids(tokenizer, model=None) -> set[int]:
     elif isinstance(eos, (list, tuple)):
         ids.update(int(i) for i in eos)
     return ids
+
+
+class StopStrings:
+    """The sampling config's `stop` strings, checked as a completion grows.
+
+    `ended(ids)` says whether the decoded text of a completion's token ids holds one of
+    them. An engine asks after every token, so a string is always new in the last token;
+    only the tail is decoded: every token carries at least one byte, so a window of the
+    longest string's bytes plus a margin covers it (the margin keeps a tokenizer's
+    trimming of a leading space off the string itself).
+    """
+
+    MARGIN = 4
+
+    def __init__(self, tokenizer, strings: Sequence[str]) -> None:
+        self.tokenizer, self.strings = tokenizer, tuple(strings)
+        self.window = max((len(s.encode()) for s in self.strings), default=0) + self.MARGIN
+
+    def __bool__(self) -> bool:
+        return bool(self.strings)
+
+    def ended(self, ids: Sequence[int]) -> bool:
+        if not self.strings:
+            return False
+        tail = self.tokenizer.decode(list(ids[-self.window:]), skip_special_tokens=True)
+        return any(s in tail for s in self.strings)
 
 
 def encode_prompts(tokenizer, prompts: Sequence[Prompt]) -> list[list[int]]:

@@ -15,7 +15,9 @@ behaviour:
   weights are reused until `reset_prefix_cache()` or a sleep (vllm/v1/core/kv_cache_utils.py);
 - sleep level 2 throws the weights away (here: NaN), so sampling before new weights are
   loaded gives NaN log-probs; sampling while asleep is an error;
-- completion token ids include the stop token; finish_reason "stop" or "length";
+- completion token ids include the stop token; finish_reason "stop" or "length"; `stop`
+  strings are checked on the detokenized completion (refused without `detokenize`, and
+  without the engine's tokenizer), the token that completes one kept in `token_ids`;
   log-probs are the raw log-softmax of the logits (logprobs_mode="raw_logprobs");
 - `SamplingParams` checks its arguments as vLLM's `_verify_args` does (n >= 1, temperature
   in [0, 2], top_p in (0, 1], max_tokens >= 1, logprobs >= 0 or -1), raises a temperature
@@ -164,6 +166,9 @@ class SamplingParams:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}.")
         if self.logprobs is not None and self.logprobs != -1 and self.logprobs < 0:
             raise ValueError(f"logprobs must be non-negative or -1, got {self.logprobs}.")
+        if self.stop and not self.detokenize:
+            raise ValueError("stop strings are only supported when detokenize is True. "
+                             "Set detokenize=True to use stop.")
 
 
 # --- the GPU ---------------------------------------------------------------------------------
@@ -295,6 +300,7 @@ class LLM:
         GPU.held[self.llm_engine.engine_core] = requested
         _MODEL_PARALLEL["initialized"] = True
         self.skip_tokenizer_init = skip_tokenizer_init
+        self.tokenizer = None   # loaded when a request's stop strings need detokenizing
         self.enable_lora = bool(kwargs.get("enable_lora", False))
         self.max_loras = int(kwargs.get("max_loras", 1))
         self.sleep_mode = bool(kwargs.get("enable_sleep_mode", False))
@@ -388,7 +394,7 @@ class LLM:
         tokens: list[int] = []
         logprobs: list[dict[int, Logprob]] = []
         limit = min(sp.max_tokens or 16, self.model_config.max_model_len - len(prompt))
-        reason = "length"
+        reason, stop_reason = "length", None
         key = (lora.lora_name if lora else None, tuple(prompt))
         for step in range(limit):
             if step == 0 and key in self.prefix_cache:
@@ -411,12 +417,27 @@ class LLM:
             if sp.logprobs is not None:
                 logprobs.append({tok: Logprob(float(raw[tok]), rank=int((raw > raw[tok]).sum()) + 1)})
             if tok in stops:
-                reason = "stop"
+                reason, stop_reason = "stop", tok
+                break
+            held = self._stop_string_held(sp, tokens)
+            if held is not None:   # the completing token stays in token_ids
+                reason, stop_reason = "stop", held
                 break
         return CompletionOutput(index=index, text="", token_ids=tokens, cumulative_logprob=None,
                                 logprobs=logprobs if sp.logprobs is not None else None,
-                                finish_reason=reason, stop_reason=tokens[-1] if reason == "stop" else None,
+                                finish_reason=reason, stop_reason=stop_reason if reason == "stop" else None,
                                 lora_request=lora)
+
+    def _stop_string_held(self, sp: SamplingParams, tokens: list[int]) -> str | None:
+        """The first of `sp.stop` the detokenized completion holds (vLLM's StopChecker)."""
+        if not sp.stop:
+            return None
+        if self.tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(self.init_args["tokenizer"] or self.init_args["model"])
+        text = self.tokenizer.decode(tokens, skip_special_tokens=sp.skip_special_tokens)
+        return next((s for s in ([sp.stop] if isinstance(sp.stop, str) else sp.stop) if s in text), None)
 
     # -- sleep, weights, caches -------------------------------------------------------------
 

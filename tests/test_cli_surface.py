@@ -115,6 +115,8 @@ def test_config_keys_lists_every_key_with_type_default_and_help():
     ("max_steps", "steps"),
     ("temperature", "rollout.code.temperature"),
     ("top_p", "rollout.code.top_p"),
+    ("stop_strings", "rollout.code.stop"),
+    ("rollout.stop", "rollout.code.stop"),
     ("output_dir", "--run-dir"),
     ("training.learning_rate", "grpo.lr"),
     ("grpo.kl_coeff", "grpo.kl_coef"),

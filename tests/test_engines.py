@@ -138,7 +138,7 @@ def test_lora_shared_one_engine_routes_each_role_to_its_adapter(fake, tiny_dir, 
     args = llm.init_args
     assert (args["enable_lora"], args["max_loras"], args["max_lora_rank"]) == (True, 2, 8)  # r=4 -> 8
     assert args["enable_sleep_mode"] and args["logprobs_mode"] == "raw_logprobs"
-    assert args["skip_tokenizer_init"] and args["dtype"] == "float32" and args["model"] == str(tiny_dir)
+    assert not args["skip_tokenizer_init"] and args["dtype"] == "float32" and args["model"] == str(tiny_dir)
     ids = _prompts(pol)
     gen = torch.Generator().manual_seed(0)
     code = engine.generate("code", ids, n=3, sampling=SAMPLING, generator=gen)
@@ -634,3 +634,32 @@ def test_closing_an_engine_gives_its_gpu_memory_back_for_a_second_engine(fake, t
     second.close()
     second.close()                                  # twice is harmless
     assert fake_vllm.GPU.free == 30 * GIB
+
+
+def test_vllm_stop_strings_end_a_completion_as_the_hf_engine_does(fake, tiny_dir, tmp_path):
+    """`sampling.stop` reaches vLLM as its `stop` (detokenizing only then, the completing
+    token kept): each completion is the stop-free draw cut where its text first holds the
+    string, finished; without strings nothing is detokenized."""
+    pol = _policies(tiny_dir, "lora-shared")
+    engine = _vllm(pol, tmp_path)
+    ids = _prompts(pol)
+    cfg = SamplingConfig(max_new_tokens=30, temperature=1.0)
+    free = engine.generate("code", ids, n=2, sampling=cfg, seeds=[5, 6, 7])
+    assert all(not c["params"].detokenize and not c["params"].stop for c in engine.llm.calls)
+    text = free[0][0].text
+    stop = text[len(text) // 2:len(text) // 2 + 2]
+    assert stop.strip(), text
+    engine.llm.calls.clear()
+    stopped = engine.generate("code", ids, n=2, sampling=cfg.model_copy(update={"stop": [stop]}), seeds=[5, 6, 7])
+    params = engine.llm.calls[0]["params"]
+    assert params.detokenize and params.stop == [stop] and params.include_stop_str_in_output
+    tok = pol.tokenizer
+    for a, b in zip([s for g in free for s in g], [s for g in stopped for s in g]):
+        at = next((i for i in range(1, len(a.completion_ids) + 1)
+                   if stop in tok.decode(a.completion_ids[:i], skip_special_tokens=True)), None)
+        if at is None:
+            assert b.completion_ids == a.completion_ids
+        else:
+            assert b.completion_ids == a.completion_ids[:at] and b.finished and not b.truncated
+            assert b.logprobs == a.logprobs[:at]
+    assert stopped[0][0].finished

@@ -67,6 +67,33 @@ def test_eval_code_cli(tmp_path, tiny_model_dir, data, monkeypatch):
         ("p/add", False), ("p/add", True), ("p/neg", False), ("p/neg", False)]
 
 
+def test_eval_code_stop_strings_reach_the_sampler_and_belong_to_the_evaluation(tmp_path, tiny_model_dir, data,
+                                                                               monkeypatch):
+    """--stop (repeatable, \\n read as a newline) is the sampling config's `stop`; samples on
+    disk drawn under other strings are not resumed as this evaluation's; an empty one is refused."""
+    import codea1.engines.hf_engine as hf_engine
+
+    inner = scripted("code", {"add": ["def add(a, b):\n    return a + b\n"], "neg": ["def neg(x):\n    return -x\n"]})
+    seen = []
+
+    def generate(policies, role, prompts, n=1, sampling=None, **kw):
+        seen.append(list(sampling.stop))
+        return inner(policies, role, prompts, n=n, sampling=sampling, **kw)
+
+    monkeypatch.setattr(hf_engine, "generate", generate)
+    out = tmp_path / "out"
+    common = ("--model", tiny_model_dir, "--data", data, "--greedy", "--device", "cpu", "--engine", "hf")
+    result = invoke("code", *common, "--stop", "\\n```\\n", "--stop", "END", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert seen and all(s == ["\n```\n", "END"] for s in seen)
+    assert json.loads((out / "summary.json").read_text())["sources"]["all"]["pass@1"] == 100.0
+    result = invoke("code", *common, "--out", out)   # the same --out, no strings
+    assert result.exit_code != 0 and "stop" in result.output, result.output
+    result = invoke("code", *common, "--stop", "", "--out", tmp_path / "empty")
+    assert result.exit_code == 2 and "--stop" in result.output and "empty string" in result.output
+    assert not (tmp_path / "empty").exists()
+
+
 def test_eval_code_cli_from_a_checkpoint_directory(tmp_path, tiny_model_dir, data):
     from codea1.models import ModelConfig, load_policies
 

@@ -161,7 +161,7 @@ def test_llamacpp_follows_the_adapter_like_the_trainer(tmp_path, capfd):
     change (correlation and slope), so the export is read as the trainer computes it.
     The batched decoder's greedy rows equal llama.cpp's own one-sequence decoding; the
     engine rebuilds its context after `weights_changed`, repeats seeded samples exactly,
-    and keeps llama.cpp's per-tensor loading notes off stderr."""
+    ends a row on a `stop` string, and keeps llama.cpp's per-tensor loading notes off stderr."""
     import llama_cpp
     import numpy as np
 
@@ -232,6 +232,18 @@ def test_llamacpp_follows_the_adapter_like_the_trainer(tmp_path, capfd):
         assert not cpp._llms and not cpp._decoders
         rebuilt = cpp.generate("code", ids, n=2, sampling=sampling, seeds=[7, 8])
         assert [[s.completion_ids for s in g] for g in rebuilt] == [[s.completion_ids for s in g] for g in again]
+        # a stop string ends a row on the token that completes it (a code answer's first line)
+        stopped = cpp.generate("code", ids, n=2, sampling=sampling.model_copy(update={"stop": ["\n"]}),
+                               seeds=[7, 8])
+        ended = 0
+        for s in (s for g in stopped for s in g):
+            texts = [pol.tokenizer.decode(s.completion_ids[:i], skip_special_tokens=True)
+                     for i in range(1, len(s.completion_ids) + 1)]
+            assert not any("\n" in t for t in texts[:-1])     # never past the first newline
+            if "\n" in texts[-1]:
+                assert s.finished and not s.truncated
+                ended += 1
+        assert ended >= 1
     finally:
         cpp.close()
     assert "lora for" not in capfd.readouterr().err   # llama.cpp's per-tensor loading notes stay quiet

@@ -396,3 +396,68 @@ def test_should_stop_interrupts_decoding_between_tokens(policies):
     out = generate(policies, "code", ["def f(x):"], n=2, sampling=SamplingConfig(max_new_tokens=5, seed=0),
                    should_stop=lambda: False)
     assert len(out[0]) == 2
+
+
+def _first_holding(tok, ids: list[int], strings: list[str]) -> int | None:
+    """The length of the shortest prefix of `ids` whose text holds one of `strings`."""
+    for i in range(1, len(ids) + 1):
+        if any(s in tok.decode(ids[:i], skip_special_tokens=True) for s in strings):
+            return i
+    return None
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-forward", "transformers-forward"])
+def test_stop_strings_end_a_completion_where_its_text_first_holds_one(policies, lean):
+    """A `stop` string ends a row as a stop token does: the same draw, cut after the token
+    that completes the string (kept), finished and not truncated; a row whose text never
+    holds it is unchanged, and the rows beside a stopped one keep their draws."""
+    tok = policies.tokenizer
+    prompts = ["def f(x):", "assert", "for i in range(3):"]
+    seeds = [11, 22, 33]
+    cfg = SamplingConfig(max_new_tokens=40, lean_forward=lean)
+    free = generate(policies, "code", prompts, n=4, sampling=cfg, seeds=seeds)
+    text = free[0][0].text
+    middle = len(text) // 2
+    strings = [text[middle:middle + 2], "\x00never\x00"]
+    assert strings[0].strip() and "\ufffd" not in strings[0], text
+    stopped = generate(policies, "code", prompts, n=4, sampling=cfg.model_copy(update={"stop": strings}),
+                       seeds=seeds)
+    cut_rows = 0
+    for free_group, stopped_group in zip(free, stopped):
+        for a, b in zip(free_group, stopped_group):
+            at = _first_holding(tok, a.completion_ids, strings)
+            if at is None:
+                assert (b.completion_ids, b.finished, b.truncated) == (a.completion_ids, a.finished, a.truncated)
+                continue
+            cut_rows += 1
+            assert b.completion_ids == a.completion_ids[:at]
+            assert b.finished and not b.truncated
+            assert strings[0] in b.text and b.text == tok.decode(b.completion_ids, skip_special_tokens=True)
+    assert cut_rows >= 1 and stopped[0][0].finished  # the row the string was taken from ends on it
+
+
+def test_stop_strings_are_checked_on_the_tail_of_the_text(tmp_path):
+    """`StopStrings` decodes only a window of the last tokens; a string of several tokens,
+    a multi-byte one and one trimmed of a leading space by the tokenizer are all seen in
+    the window exactly when the whole text holds them."""
+    from transformers import AutoTokenizer
+
+    from codea1.rollout import StopStrings
+
+    tok = AutoTokenizer.from_pretrained(tiny_test_model(tmp_path / "tok"))
+    text = "x = 1\n" * 30 + "é ```\nafter"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    for stop in ["```\n", "é ``", " ```", "1\nx"]:
+        checker = StopStrings(tok, [stop])
+        seen = next(i for i in range(1, len(ids) + 1) if checker.ended(ids[:i]))
+        assert seen == _first_holding(tok, ids, [stop]), stop
+    assert not StopStrings(tok, []).ended(ids) and not StopStrings(tok, [])
+    with pytest.raises(ValueError, match=r"stop\[1\] is empty"):
+        SamplingConfig(stop=["```", ""])
+    assert SamplingConfig(stop="END").stop == ["END"]     # one string, as vLLM takes it
+    from codea1.train.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"config key 'rollout.code.stop': .*stop\[0\] is empty"):
+        load_config(preset="cpu-demo", overrides=['rollout.code.stop=[""]'])
+    cfg = load_config(preset="cpu-demo", overrides=['rollout.code.stop="\\n```\\n"'])
+    assert cfg.rollout.code.stop == ["\n```\n"] and cfg.rollout.test.stop == []

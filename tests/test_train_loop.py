@@ -335,3 +335,40 @@ def test_validation_takes_each_candidates_code_by_the_judges_fence_rule(tmp_path
         trainer.close()
     assert metrics["val/code_pass_rate"] == (1.0 if lenient else 0.0)
     assert shown and all((code == reference) == lenient for code in shown)
+
+
+def test_code_stop_strings_reach_the_code_rollout_alone(tmp_path, tiny, monkeypatch):
+    """`rollout.code.stop` (here a newline) ends the code model's completions on it during
+    training while the test model samples without it; rows ended by the string train
+    like rows ended by EOS."""
+    import codea1.engines.hf_engine as hf_engine
+    from transformers import AutoTokenizer
+
+    from codea1.rollout import stop_token_ids
+
+    real, calls = hf_engine.generate, []
+
+    def spy(policies, role, prompts, n=1, sampling=None, **kw):
+        out = real(policies, role, prompts, n=n, sampling=sampling, **kw)
+        calls.append((role, tuple(sampling.stop), [s for group in out for s in group]))
+        return out
+
+    monkeypatch.setattr(hf_engine, "generate", spy)
+    cfg = _config(tiny, "a1", 2, 'rollout.code.stop=["\\n"]', "rollout.code.max_new_tokens=40",
+                  "rollout.test.max_new_tokens=40", "validation.every=0")
+    assert cfg.rollout.code.stop == ["\n"] and cfg.rollout.test.stop == []
+    assert train(cfg, tmp_path / "run").step == 2
+    assert {(role, stop) for role, stop, _ in calls} == {("code", ("\n",)), ("test", ())}
+    tok = AutoTokenizer.from_pretrained(tiny["model"])
+    eos = stop_token_ids(tok)
+
+    def newline_at(s):   # tokens up to the first that completes a newline, or None
+        return next((i for i in range(1, len(s.completion_ids) + 1)
+                     if "\n" in tok.decode(s.completion_ids[:i], skip_special_tokens=True)), None)
+
+    code = [s for role, _, samples in calls if role == "code" for s in samples]
+    tests = [s for role, _, samples in calls if role == "test" for s in samples]
+    assert all(newline_at(s) in (None, len(s.completion_ids)) for s in code)   # never past one
+    by_string = [s for s in code if newline_at(s) and s.completion_ids[-1] not in eos]
+    assert by_string and all(s.finished and not s.truncated for s in by_string)
+    assert any((newline_at(s) or len(s.completion_ids)) < len(s.completion_ids) for s in tests)

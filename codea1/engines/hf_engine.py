@@ -34,6 +34,7 @@ from codea1.rollout import (
     Prompt,
     Sample,
     SamplingConfig,
+    StopStrings,
     context_length,
     derive_seed,
     encode_prompts,
@@ -326,8 +327,11 @@ def _decode_chunk(forward: "_TransformersForward | _LeanForward", pieces: list[t
                   cfg: SamplingConfig, stops: "torch.Tensor",
                   generator: "torch.Generator | list[torch.Generator] | None", stats: GenerationStats,
                   device, should_stop: "Callable[[], bool] | None" = None,
+                  strings: StopStrings | None = None,
                   ) -> list[tuple[int, list[int], bool]]:
-    """Sample the rows of one chunk; returns (prompt index, completion ids, finished) per row."""
+    """Sample the rows of one chunk; returns (prompt index, completion ids, finished) per row.
+
+    A row ends at a stop token (`stops`) or when its text comes to hold one of `strings`."""
 
     logits = forward.first()
     row_prompt = [p for p, k in pieces for _ in range(k)]
@@ -346,10 +350,15 @@ def _decode_chunk(forward: "_TransformersForward | _LeanForward", pieces: list[t
         nxt_list = nxt.tolist()
         done_list = done.tolist()
         stats.tokens_decoded += len(nxt_list)
+        by_string = False
         for i, r in enumerate(active.tolist()):
             tokens[r].append(nxt_list[i])
+            if not done_list[i] and strings and strings.ended(tokens[r]):
+                done_list[i] = by_string = True
             if done_list[i]:
                 finished[r] = True
+        if by_string:
+            done = torch.tensor(done_list, dtype=torch.bool, device=done.device)
         if step == step_limit - 1:
             break
         n_done = sum(done_list)
@@ -404,6 +413,7 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
             generator = torch.Generator(device=device).manual_seed(cfg.seed)
         stops = torch.tensor(sorted(stop_token_ids(tokenizer, model)), dtype=torch.long, device=device)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else int(stops[0])
+        strings = StopStrings(tokenizer, cfg.stop)
 
         order = sorted(range(len(prompt_ids)), key=lambda p: len(prompt_ids[p]), reverse=True)
         chunks = _plan_chunks(order, n, cfg.batch_size)
@@ -426,7 +436,7 @@ def generate(policies: "Policies", role: str, prompts: Sequence[Prompt], n: int 
                     forward = (_LeanForward(lean, pieces, prompt_ids, cfg, stats) if lean is not None else
                                _TransformersForward(model, pieces, prompt_ids, cfg, pad_id, device, stats))
                     for p, completion, done in _decode_chunk(forward, pieces, cfg, stops, chunk_gen, stats,
-                                                            device, should_stop):
+                                                            device, should_stop, strings):
                         results[p].append((completion, done))
         finally:
             model.train(was_training)

@@ -214,11 +214,12 @@ class LlamaCppEngine(RolloutEngine):
                       int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator)) for j in range(n)]
                      for p in range(len(prompts))]
         results: list[list[tuple[list[int], bool]]] = [[] for _ in prompts]
+        strings = StopStrings(self.policies.tokenizer, cfg.stop)
         for wave in _waves([len(p) for p in prompts], n, min(cfg.batch_size, _MAX_ROWS)):
             per_row = max(len(prompts[p]) for p in wave) + cfg.max_new_tokens + 1
             decoder = self._decoder(role, len(wave) * n, per_row)
             done = decoder.run([prompts[p] for p in wave], n, [row_seeds[p] for p in wave], cfg,
-                               self._stops, stats, should_stop, role)
+                               self._stops, stats, should_stop, role, strings)
             for p, rows in zip(wave, done):
                 results[p] = rows
         out = make_samples(self.policies.tokenizer, prompts, cut, results, stats)
@@ -333,8 +334,9 @@ class _BatchDecoder:
         return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(self.n_vocab,))
 
     def run(self, prompts: list[list[int]], n: int, seeds: list[list[int]], cfg, stops: frozenset[int],
-            stats, should_stop, role: str) -> list[list[tuple[list[int], bool]]]:
-        """Per prompt, its n (completion ids, ended by a stop token) pairs."""
+            stats, should_stop, role: str, strings: StopStrings | None = None,
+            ) -> list[list[tuple[list[int], bool]]]:
+        """Per prompt, its n (completion ids, ended by a stop token or string) pairs."""
         import llama_cpp
 
         llama_cpp.llama_memory_clear(self.memory, True)
@@ -347,7 +349,7 @@ class _BatchDecoder:
             token = _sample_token(logits, cfg.temperature, cfg.top_p, rngs[p][j])
             completions[p][j].append(token)
             stats.tokens_decoded += 1
-            if token in stops:
+            if token in stops or (strings and strings.ended(completions[p][j])):
                 finished[p][j] = True
             elif len(completions[p][j]) < cfg.max_new_tokens:
                 active.append((p, j))

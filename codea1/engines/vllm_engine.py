@@ -206,7 +206,9 @@ class VLLMEngine(RolloutEngine):
             tensor_parallel_size=tp,
             enable_sleep_mode=self.sleep_level > 0,
             enforce_eager=cfg.enforce_eager,
-            skip_tokenizer_init=True,        # prompts arrive as token ids, completions are decoded here
+            # prompts arrive as token ids and completions are decoded here; the engine's own
+            # tokenizer detokenizes only where the sampling config has `stop` strings to check
+            skip_tokenizer_init=False,
             logprobs_mode="raw_logprobs",    # before temperature/top-p: what the trainer recomputes
         )
         if cfg.max_model_len is not None:
@@ -362,7 +364,7 @@ class VLLMEngine(RolloutEngine):
         greedy = cfg.temperature == 0
         params = [SamplingParams(n=1 if greedy else n, temperature=cfg.temperature, top_p=cfg.top_p,
                                  max_tokens=cfg.max_new_tokens, seed=seed, logprobs=0,
-                                 stop_token_ids=stops, detokenize=False)
+                                 stop_token_ids=stops, **stop_string_params(cfg.stop))
                   for seed in seeds]
         lora = self._lora_request(self._key(role)) if self.lora else None
         prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
@@ -421,6 +423,16 @@ class VLLMEngine(RolloutEngine):
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def stop_string_params(stop: Sequence[str]) -> dict[str, Any]:
+    """SamplingParams keywords for the sampling config's `stop` strings: vLLM checks them on
+    its detokenized text (so it detokenizes only when there are some), and ends the request
+    with finish_reason "stop" and the completing token kept in `token_ids`, as the other
+    engines keep it."""
+    if not stop:
+        return {"detokenize": False}
+    return {"detokenize": True, "stop": list(stop), "include_stop_str_in_output": True}
 
 
 def samples_from_outputs(outputs: Sequence[Any], prompt_ids: list[list[int]], cut: list[bool], n: int,

@@ -20,6 +20,7 @@ from codea1.cli_options import (
     PROBLEMS_HELP,
     PROBLEMS_PER_BATCH_OPTION,
     SEED_OPTION,
+    STOP_OPTION,
     TEMPERATURE_HELP,
     THREADS_OPTION,
     TOP_P_HELP,
@@ -100,6 +101,7 @@ def code_command(
     temperature: float = typer.Option(0.7, "--temperature", min=0.0, max=MAX_TEMPERATURE, help=TEMPERATURE_HELP),
     top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
     max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
+    stop: Optional[list[str]] = STOP_OPTION,
     seed: int = SEED_OPTION,
     limit: Optional[int] = LIMIT_OPTION,
     greedy: bool = typer.Option(False, "--greedy", help="One greedy sample per problem (n=1, temperature 0)."),
@@ -123,7 +125,7 @@ def code_command(
     check_engine_here(engine, device)
     console = Console(soft_wrap=True)
     config = CodeEvalConfig(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                            greedy=greedy, limit=limit, problems_per_batch=problems_per_batch, seed=seed,
+                            stop=stop or [], greedy=greedy, limit=limit, problems_per_batch=problems_per_batch, seed=seed,
                             batch_size=batch_size, workers=workers, memory_mb=memory_mb, device=device, dtype=dtype,
                             threads=threads, engine=engine)
 

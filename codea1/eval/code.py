@@ -47,7 +47,7 @@ class CodeEvalConfig:
     """How the code model is sampled and judged (the paper's evaluation defaults). The
     sampling settings are `sampling`'s, also taken and read as keywords (`with_sampling`):
     `temperature`, `top_p`, `max_new_tokens`, `batch_size` (sequences decoded together),
-    `seed`."""
+    `seed`, `stop` (strings that end a completion)."""
 
     n: int = 32
     sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(
@@ -84,7 +84,7 @@ class CodeEvalConfig:
     def identity(self) -> dict[str, Any]:
         """What must match for samples on disk to belong to this evaluation."""
         return {"n": self.n, "temperature": self.temperature, "top_p": self.top_p,
-                "max_new_tokens": self.max_new_tokens}
+                "max_new_tokens": self.max_new_tokens, **({"stop": list(self.stop)} if self.stop else {})}
 
 
 def skip_reason(problem: Problem) -> str | None:

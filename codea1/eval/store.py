@@ -147,11 +147,17 @@ def repair_tail(path: Path) -> None:
             fh.truncate(data.rfind(b"\n") + 1)
 
 
+#: settings an evaluation records only when they are set (so that directories written before
+#: them still resume): one on disk and absent now differs as much as two values do
+OPTIONAL_SETTINGS = ("stop",)
+
+
 def check_identity(out: Path, identity: dict[str, Any]) -> None:
     run_file = out / RUN_FILE
     if run_file.is_file():
         old = json.loads(run_file.read_text())
         diff = {k: (old.get(k), v) for k, v in identity.items() if old.get(k) != v}
+        diff.update({k: (old[k], None) for k in OPTIONAL_SETTINGS if k in old and k not in identity})
         if "scoring" in diff:
             raise ValueError(f"{out} holds rows scored by another version of codea1 (scoring "
                              f"{diff['scoring'][0]!r} on disk, {diff['scoring'][1]!r} now: how tests are read or "

@@ -37,6 +37,9 @@ FAMILIAR_KEYS: dict[str, str] = {
     "max_prompt_length": "rollout.code.max_prompt_tokens / rollout.test.max_prompt_tokens",
     "temperature": "rollout.code.temperature / rollout.test.temperature",
     "top_p": "rollout.code.top_p / rollout.test.top_p",
+    "stop": "rollout.code.stop / rollout.test.stop (strings that end a completion)",
+    "stop_strings": "rollout.code.stop / rollout.test.stop (strings that end a completion)",
+    "stop_sequences": "rollout.code.stop / rollout.test.stop (strings that end a completion)",
     "generation_batch_size": "rollout.code.batch_size / rollout.test.batch_size",
     # batches
     "per_device_train_batch_size": "data.problems_per_step (problems a step; each gives rollout.n_code completions)",
