@@ -32,7 +32,6 @@ about 7 GiB); one model job runs at a time.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time

@@ -103,9 +103,10 @@ class SamplingConfig(BaseModel):
         default_factory=list,
         description="strings that end a completion as a stop token does, once its decoded text holds one "
         "(vLLM's `stop`); the token that completes the string is kept, trained on and judged. "
-        "Empty (the default, the paper's): only the stop tokens end it. A code answer ends at its "
-        "block's closing fence with [\"\\n```\\n\"] (the judge reads the first ```python block only; "
-        "not for tests, which are read from every block)")
+        "Empty (the default, the paper's): only the stop tokens end it. [\"\\n```\\n\"] ends a code answer "
+        "that opens with ```python at its block's closing fence (the judge reads that block only), "
+        "but one opening with a bare ``` fence after a line of prose at that opening. Not for tests, "
+        "which are read from every block (validation's test answers ignore it)")
 
     @field_validator("stop", mode="before")
     @classmethod

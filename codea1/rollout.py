@@ -2,7 +2,8 @@
 
 Prompts (`code_messages`, `test_messages`, `fit_test_prompt`), their token ids
 (`encode_prompts`) and the limits they must fit (`prompt_limit`, `fit_prompts`); each
-sample's random stream from its place in the step (`derive_seed`, `sample_seeds`); and the
+sample's random stream from its place in the step (`derive_seed`, `sample_seeds`); the
+sampling config's `stop` strings as every engine checks them (`StopStrings`); and the
 `Sample`s and `GenerationStats` every engine returns (`make_samples`). The `hf` engine's
 own batched sampler is `codea1.engines.hf_engine.generate`.
 """
@@ -233,9 +234,10 @@ class StopStrings:
 
     `ended(ids)` says whether the decoded text of a completion's token ids holds one of
     them. An engine asks after every token, so a string is always new in the last token;
-    only the tail is decoded: every token carries at least one byte, so a window of the
-    longest string's bytes plus a margin covers it (the margin keeps a tokenizer's
-    trimming of a leading space off the string itself).
+    only the tail is decoded: every text token carries at least one byte, so a window of
+    the longest string's bytes plus a margin covers it (the margin keeps a tokenizer's
+    trimming of a leading space off the string itself; special tokens, which decode to
+    nothing, end a completion before they could pile up inside a string).
     """
 
     MARGIN = 4

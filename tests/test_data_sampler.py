@@ -96,6 +96,6 @@ def test_the_edges_of_what_is_accepted():
 def test_a_damaged_position_is_named(state, message):
     """A hand-edited or damaged state.json: the field and what was expected, never an
     IndexError at the next draw."""
-    with pytest.raises(ValueError, match=re.escape(f"the checkpoint's data position: ") + ".*" + re.escape(message)):
+    with pytest.raises(ValueError, match=re.escape("the checkpoint's data position: ") + ".*" + re.escape(message)):
         ProblemSampler(8, seed=0, cross_epochs=True).load_state(state)
     assert position_error(state) is not None and message in position_error(state)

@@ -196,7 +196,7 @@ def test_killed_rank_stops_every_rank_and_resume_is_exact(tmp_path, tiny_dist):
     (code0, rep0), (code1, rep1) = results
     assert code1 == -signal.SIGKILL and rep1 is None
     assert rep0 is not None and "RankLost" in rep0.get("error", ""), rep0
-    assert "--resume" in rep0["error"]
+    assert f"codea1 train --resume {run}" in rep0["error"]   # the run's own path, not a placeholder
     assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.startswith("step-")) == ["step-1"]
     results = _launch(tmp_path, tiny_dist, "lora-shared", run, resume=True)
     for code, report in results:

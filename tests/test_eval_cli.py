@@ -204,3 +204,15 @@ def test_an_engine_that_cannot_run_here_is_one_line_and_writes_nothing(tmp_path,
     result = invoke(command, "--model", tiny_model_dir, "--data", data, "--engine", "vlm", "--out", out)
     assert result.exit_code == 2 and "--engine" in result.stderr and "llamacpp" in result.stderr
     assert not out.exists()
+
+
+def test_stop_strings_are_refused_where_tests_are_sampled():
+    """`eval tests` and `eval select` read tests from every block of a completion, so the
+    library refuses `stop` there, naming where stop strings belong."""
+    from codea1.eval.select import SelectConfig
+    from codea1.eval.tests_eval import TestEvalConfig
+
+    for config in (TestEvalConfig, SelectConfig):
+        with pytest.raises(ValueError, match=r"stop=\['END'\]: .*eval code --stop"):
+            config(stop=["END"])
+        assert config().stop == []

@@ -5,7 +5,6 @@ reads back after a crash, what it refuses, and what a failed command leaves behi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -438,8 +437,8 @@ def test_stop_strings_end_a_completion_where_its_text_first_holds_one(policies, 
 
 def test_stop_strings_are_checked_on_the_tail_of_the_text(tmp_path):
     """`StopStrings` decodes only a window of the last tokens; a string of several tokens,
-    a multi-byte one and one trimmed of a leading space by the tokenizer are all seen in
-    the window exactly when the whole text holds them."""
+    a multi-byte one and one that starts with a space are all seen in the window exactly
+    when the whole text holds them."""
     from transformers import AutoTokenizer
 
     from codea1.rollout import StopStrings

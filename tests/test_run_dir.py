@@ -270,7 +270,6 @@ def test_a_crash_while_the_resume_saves_the_stopped_step_again_loses_nothing(tin
     """The resume above saves step 3's checkpoint again (its row no longer pending). Killed
     between setting the old step-3 aside and renaming the new one in, the run holds only
     `.replaced-step-3`: the next resume reads it as step 3 and ends as an uninterrupted run."""
-    import os
 
     from crash_harness import differences, fingerprint
 

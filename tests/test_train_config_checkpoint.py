@@ -203,3 +203,21 @@ def test_rng_capture_and_restore_replays_every_stream():
     draw()
     restore_rng(state)
     assert draw() == first
+
+
+def test_a_config_written_before_a_key_existed_resumes_as_its_default():
+    """A run's config.yaml or checkpoint from before a newer codea1 added a key (here
+    `rollout.code.stop`) lacks the key; it stands for the default that loading fills in, so
+    the run resumes, while a value other than the default is still a change."""
+    from codea1.train.config import resume_changes
+
+    now = load_config(preset="cpu-demo").model_dump(mode="json")
+    older = load_config(preset="cpu-demo").model_dump(mode="json")
+    for section in ("code", "test"):
+        del older["rollout"][section]["stop"]
+    del older["validation"]["sampling"]["stop"]
+    assert resume_changes(older, now, "config.yaml") == []
+    assert resume_changes(now, older, "config.yaml") == []
+    now["rollout"]["code"]["stop"] = ["\n```\n"]
+    with pytest.raises(ConfigError, match=r"'rollout.code.stop' is \['\\n```\\n'\] but the run was trained with \[\]"):
+        resume_changes(older, now, "config.yaml")

@@ -340,7 +340,8 @@ def test_validation_takes_each_candidates_code_by_the_judges_fence_rule(tmp_path
 def test_code_stop_strings_reach_the_code_rollout_alone(tmp_path, tiny, monkeypatch):
     """`rollout.code.stop` (here a newline) ends the code model's completions on it during
     training while the test model samples without it; rows ended by the string train
-    like rows ended by EOS."""
+    like rows ended by EOS. `validation.sampling.stop` ends the validated code answers
+    alone, not the validated tests."""
     import codea1.engines.hf_engine as hf_engine
     from transformers import AutoTokenizer
 
@@ -355,7 +356,8 @@ def test_code_stop_strings_reach_the_code_rollout_alone(tmp_path, tiny, monkeypa
 
     monkeypatch.setattr(hf_engine, "generate", spy)
     cfg = _config(tiny, "a1", 2, 'rollout.code.stop=["\\n"]', "rollout.code.max_new_tokens=40",
-                  "rollout.test.max_new_tokens=40", "validation.every=0")
+                  "rollout.test.max_new_tokens=40", 'validation.sampling.stop=["\\n"]',
+                  "validation.test_model=true", "validation.test_problems=1")
     assert cfg.rollout.code.stop == ["\n"] and cfg.rollout.test.stop == []
     assert train(cfg, tmp_path / "run").step == 2
     assert {(role, stop) for role, stop, _ in calls} == {("code", ("\n",)), ("test", ())}

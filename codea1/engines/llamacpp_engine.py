@@ -42,6 +42,7 @@ from codea1.rollout import (
     GenerationInterrupted,
     GenerationStats,
     SamplingConfig,
+    StopStrings,
     derive_seed,
     fit_prompts,
     make_samples,

@@ -41,7 +41,6 @@ from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, p
 from codea1.judge import program_scoring as programs
 from codea1.judge.outcomes import (
     DUPLICATE,
-    INVALID_KINDS,
     REFERENCE_RAISED,
     UNPARSABLE,
     WRONG_EXPECTATION,

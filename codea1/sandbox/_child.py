@@ -24,7 +24,7 @@ from codea1.sandbox.values import EncodingError, check_value, encode_json, plain
 
 # The builtins pinned in values.py: patching ``builtins`` in the run changes nothing here.
 from codea1.sandbox.values import (  # noqa: E402
-    bool, bytes, compile, eval, exec, getattr, int, isinstance, len, list, memoryview, range, str, type)
+    bool, bytes, compile, eval, exec, getattr, int, isinstance, len, list, memoryview, range, str, type)  # noqa: F401  (every pinned name, used or not)
 
 #: Exit status of a child whose confinement failed before any candidate code ran.
 SETUP_FAILED_EXIT = 121

@@ -114,7 +114,7 @@ class Ranks(OneProcess):
             raise RankLost(f"rank {self.rank}: {what} across {self.world} ranks failed ({type(exc).__name__}: "
                            f"{str(exc).splitlines()[0] if str(exc) else ''}); another rank is gone or stuck "
                            "(no answer within distributed.timeout_s). The run stops; continue it with "
-                           "codea1 train --resume RUN_DIR") from exc
+                           f"codea1 train --resume {self.run_dir}") from exc
         finally:
             self.comm_s += time.perf_counter() - started
 

@@ -28,7 +28,6 @@ checkpoint on disk stays intact).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import sys
@@ -660,6 +659,7 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
            on_step, previous_steps: int | None = None, changed: Sequence[str] = (),
            skip: tuple[Sequence[str], Sequence[str]] = ((), ())) -> TrainResult:
     run_dir = Path(ranks.broadcast(str(run_dir)))  # rank 0's (a default name holds the time)
+    ranks.run_dir = str(run_dir)  # what a lost rank's message tells the user to resume
     latest = ranks.broadcast(latest)  # one answer for every rank
     manager = _prepare_run_dir(cfg, ranks, run_dir, latest, record)
     show = Progress(cfg.steps, style=(progress or cfg.logging.progress) if ranks.main else "none")

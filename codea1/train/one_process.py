@@ -19,6 +19,7 @@ class OneProcess:
     enabled = False   # no collectives
     main = True       # writes the run directory
     comm_s = 0.0      # seconds spent in collectives
+    run_dir = "RUN_DIR"   # the run's directory once the trainer knows it (a lost rank's resume hint)
 
     # ---------------------------------------------------------------- collectives
 

@@ -89,9 +89,13 @@ def _validation_calls(ranks, n: int, per_call: int) -> list[list[int]]:
 def _validation_generate(trainer, role: str, prompts, n: int, places) -> list[list[Any]]:
     """Validation samples through training's rollout door (`Trainer.generate`), each
     prompt's stream seeded from its place (its own streams: validation never shifts the
-    training ones); a stop is answered by the validation's own abandonable block."""
+    training ones); a stop is answered by the validation's own abandonable block. The
+    `stop` strings end the code model's answers only: tests are read from every block."""
     seeds = sample_seeds(trainer.cfg.seed, trainer.step, f"val/{role}", places)
-    return trainer.generate(role, prompts, n, trainer.cfg.validation.sampling, GenerationStats(), seeds,
+    sampling = trainer.cfg.validation.sampling
+    if role != "code" and sampling.stop:
+        sampling = sampling.model_copy(update={"stop": []})
+    return trainer.generate(role, prompts, n, sampling, GenerationStats(), seeds,
                             label=f"{role} model: ", stoppable=False)
 
 def _validate_tests(trainer, kept) -> list[tuple[int, list[tuple[float, float]], int, int]]:
