@@ -122,10 +122,8 @@ class SelectConfig:
 
     def __post_init__(self) -> None:
         setup.check_runtime(self)
-        if self.stop:
-            raise ValueError(f"stop={self.stop!r}: both models sample with one config here, and the test "
-                             "model's tests are read from every block; stop strings are for the code "
-                             "model's answers (eval code --stop)")
+        setup.refuse_stop(self, "both models sample with one config here, and the test model's tests are "
+                                "read from every block")
         for name in ("n_code", "n_test", "tests_per_suite", "problems_per_batch", "bootstrap"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")

@@ -48,6 +48,16 @@ def check_sampling(values: dict[str, Any]) -> None:
     for name in ("max_new_tokens", "batch_size"):
         if values.get(name) is not None and values[name] < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {values[name]}")
+    if any(not s for s in values.get("stop") or []):
+        raise ValueError("--stop: an empty string would end every completion at its first token")
+
+
+def refuse_stop(config: Any, why: str) -> None:
+    """Stop strings are for the code model's answers: an evaluation whose test answers are
+    read from every block refuses them, saying `why`."""
+    if config.stop:
+        raise ValueError(f"stop={config.stop!r}: {why}; stop strings are for the code model's "
+                         "answers (eval code --stop)")
 
 
 def check_runtime(config: Any) -> None:

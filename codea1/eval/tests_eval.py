@@ -118,10 +118,8 @@ class TestEvalConfig:
 
     def __post_init__(self) -> None:
         setup.check_runtime(self)
-        if self.stop:
-            raise ValueError(f"stop={self.stop!r}: eval tests reads a completion's tests from every "
-                             "block, so a stop would cut them; stop strings are for the code model's "
-                             "answers (eval code --stop)")
+        setup.refuse_stop(self, "eval tests reads a completion's tests from every block, so a stop would "
+                                "cut them")
         if self.mutation_style not in STYLES:
             raise ValueError(f"--mutation-style must be one of {list(STYLES)}, got {self.mutation_style!r}")
         if self.header not in HEADERS:

@@ -474,19 +474,20 @@ def resume_changes(saved: dict[str, Any], new: dict[str, Any], where: str, what:
     """The keys whose values differ between two config mappings (a run's and what a resume
     asks for); refuses, naming the first, any key a resume may not change."""
     saved_flat, new_flat = _flatten(saved), _flatten(new)
-    # a key one side lacks (a config written before a newer codea1 added the key) stands for
-    # the default that loading it fills in
     defaults = _flatten(TrainConfig().model_dump(mode="json"))
-    saved_flat = {**{k: defaults[k] for k in new_flat if k not in saved_flat and k in defaults}, **saved_flat}
-    new_flat = {**{k: defaults[k] for k in saved_flat if k not in new_flat and k in defaults}, **new_flat}
-    changed = [k for k in dict.fromkeys([*saved_flat, *new_flat])
-               if saved_flat.get(k, "<absent>") != new_flat.get(k, "<absent>")]
+
+    def value(flat: dict[str, Any], key: str) -> Any:
+        # a key a mapping lacks (written before a newer codea1 added the key) stands for the
+        # default that loading it fills in
+        return flat.get(key, defaults.get(key, "<absent>"))
+
+    changed = [k for k in dict.fromkeys([*saved_flat, *new_flat]) if value(saved_flat, k) != value(new_flat, k)]
     refused = [k for k in changed if k not in RESUME_CHANGEABLE]
     if refused:
         k = refused[0]
         more = f" (and {len(refused) - 1} more keys)" if len(refused) > 1 else ""
-        raise ConfigError(f"{where}: {k!r} is {new_flat.get(k, '<absent>')!r} but {what} was trained with "
-                          f"{saved_flat.get(k, '<absent>')!r}{more}; a resumed run keeps its config: only "
+        raise ConfigError(f"{where}: {k!r} is {value(new_flat, k)!r} but {what} was trained with "
+                          f"{value(saved_flat, k)!r}{more}; a resumed run keeps its config: only "
                           f"{changeable_text()} may change")
     return changed
 
