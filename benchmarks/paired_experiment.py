@@ -32,6 +32,7 @@ about 7 GiB); one model job runs at a time.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -140,6 +141,27 @@ def codea1(plan: Plan, log: str, *args: object) -> None:
 # --------------------------------------------------------------------------- stages
 
 
+#: what the data and screening stages are built from: each resumes from its files, so a
+#: later sitting asking for other ones would silently be given the old
+SETUP_KEYS = ("mbpp", "tiny", "pool", "eval_problems", "screen_n", "train_problems", "model")
+
+
+def check_setup(plan: Plan) -> None:
+    """Record in WORK/setup.json what its stages are built from, or refuse a sitting that
+    asks for something else (naming each difference)."""
+    record = plan.path("setup.json")
+    mine = {k: str(v) if isinstance(v, Path) else v for k in SETUP_KEYS for v in [getattr(plan, k)]}
+    if not record.is_file():
+        plan.work.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(mine, indent=1) + "\n")
+        return
+    old = json.loads(record.read_text())
+    diff = [f"--{k.replace('_', '-')} {old.get(k)!r} there, {mine[k]!r} now" for k in SETUP_KEYS if old.get(k) != mine[k]]
+    if diff:
+        raise SystemExit(f"{plan.work} was set up with other settings ({'; '.join(diff)}): its stages would reuse "
+                         "the files made for those; give the same settings to go on, or another --work")
+
+
 def stage_data(plan: Plan) -> None:
     """The screening pool and the held-out MBPP+ problems, disjoint, from a seeded shuffle."""
     from random import Random
@@ -235,8 +257,14 @@ def model_of(plan: Plan, who: str) -> str:
     return plan.model if who == "base" else str(plan.path("runs", who))
 
 
+def named(plan: Plan, who: str) -> str:
+    """`who` in an evaluation's directory name: a trained model with its step, so a sitting
+    with more --steps evaluates the newer checkpoint anew instead of resuming the older's."""
+    return who if who == "base" else f"{who}-step{plan.steps}"
+
+
 def eval_code(plan: Plan, who: str, data: str, sampled: bool) -> Path:
-    out = plan.path("evals", f"code-{'avg' if sampled else 'greedy'}-{data}-{who}")
+    out = plan.path("evals", f"code-{'avg' if sampled else 'greedy'}-{data}-{named(plan, who)}")
     how = ["--n", plan.avg_n, "--temperature", "0.7"] if sampled else ["--greedy"]
     codea1(plan, out.name, "eval", "code", "--model", model_of(plan, who), "--data", plan.data(data), "--out", out,
            *how, "--max-new-tokens", plan.eval_tokens, "--threads", plan.threads, "--problems-per-batch", 8)
@@ -244,7 +272,7 @@ def eval_code(plan: Plan, who: str, data: str, sampled: bool) -> Path:
 
 
 def eval_tests(plan: Plan, who: str, data: str) -> Path:
-    out = plan.path("evals", f"tests-{data}-{who}")
+    out = plan.path("evals", f"tests-{data}-{named(plan, who)}")
     codea1(plan, out.name, "eval", "tests", "--model", model_of(plan, who), "--data", plan.data(data), "--out", out,
            "--k", plan.k, "--max-new-tokens", plan.eval_tokens, "--threads", plan.threads, "--problems-per-batch", 8,
            "--protocol", plan.tests_protocol)
@@ -252,7 +280,7 @@ def eval_tests(plan: Plan, who: str, data: str) -> Path:
 
 
 def eval_select(plan: Plan, code: str, test: str, data: str, codes_from: Path | None = None) -> Path:
-    out = plan.path("evals", f"select-{data}-{code}-code-{test}-tests")
+    out = plan.path("evals", f"select-{data}-{named(plan, code)}-code-{named(plan, test)}-tests")
     source = ["--codes-from", codes_from] if codes_from else ["--code-model", model_of(plan, code)]
     codea1(plan, out.name, "eval", "select", *source, "--test-model", model_of(plan, test), "--data",
            plan.data(data), "--out", out, "--n-code", plan.n_code, "--n-test", plan.n_test, "--max-new-tokens",
@@ -353,6 +381,7 @@ def run(plan: Plan) -> int:
         from tiny_model import tiny_test_model
 
         tiny_test_model(plan.model)
+    check_setup(plan)
     stage_data(plan)
     stage_screen(plan)
     for mode in ("golden", "a1"):

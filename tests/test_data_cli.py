@@ -142,3 +142,77 @@ def test_data_check_passes_on_humaneval_plus_style_rows(tmp_path):
     # the training file's shape (KodCode-style rows, pytest tests)
     result = runner.invoke(app, ["data", "check", str(training_file(tmp_path / "train.parquet")), "--workers", "2"])
     assert result.exit_code == 0, result.output
+
+
+def _stdin(pid, reference, *, tests=(("1\n", "1\n"),), **fields):
+    from codea1.data.stdin_io import io_test
+
+    return Problem(id=pid, question="echo", entry_point="", reference=reference,
+                   tests=[io_test(i, o) for i, o in tests], kind="stdin", **fields)
+
+
+def test_stdin_check_uses_the_judges_time_limit_per_input():
+    """A stdin reference gets the training judge's time per input (`meta.time_limit_s`,
+    else the call timeout: `--call-timeout`, `judge.call_timeout_s`), so `data check`
+    passes only what training's reference runs pass. Before: min(timeout, 2 x 5 s), so a
+    reference that slept past the call timeout passed and then timed out in training."""
+    slow = "import time\ntime.sleep(1.5)\nprint(input())\n"
+    problems = [_stdin("slow", slow), _stdin("slow/limited", slow, meta={"time_limit_s": 4})]
+    results = check_problems(problems, limits=Limits(timeout_s=10.0, call_timeout_s=0.5), workers=2)
+    assert results[0].status == "broken" and "golden test 0 fails (timeout" in results[0].reasons[0]
+    assert results[1].ok, results[1].reasons
+
+
+def test_data_check_runs_the_reference_after_the_problems_imports():
+    """The judge and `eval code` run a function problem's reference after its `imports`;
+    so does the data check. Before: NameError 'List', the row BROKEN (and refused by
+    data.check=refuse) though training passes it."""
+    problem = Problem(id="typed", question="def f(x: List[int]) -> int:", entry_point="f",
+                      reference="def f(x: List[int]) -> int:\n    return len(x)\n",
+                      tests=["assert f([1, 2]) == 2"], imports="from typing import List")
+    [result] = check_problems([problem], limits=Limits(timeout_s=10.0), workers=1)
+    assert result.ok, result.reasons
+
+
+def test_a_function_problem_without_a_reference_is_named_so():
+    """LiveCodeBench functional and solution-less TACO call-based rows have no reference:
+    the same reason as stdin rows get, not the NameError of running nothing."""
+    problem = Problem(id="lcb/f", question="def f(x):", entry_point="f", reference="", tests=["assert f(1) == 1"],
+                      meta={"no_reference": True})
+    [result] = check_problems([problem], limits=Limits(timeout_s=10.0), workers=1)
+    assert result.status == "broken" and result.reasons == [
+        "no reference solution (meta.no_reference): for evaluation, not training"]
+
+
+def test_stdin_checker_runs_as_the_judge_runs_it():
+    """The checker runs in the judge's checker job (its prints discarded, each call
+    isolated): one that prints 40 KB a call passes a right reference, as `eval code`
+    does. A checker that does not run is named as such. Before: the output cap failed
+    the reference, and a broken checker read "golden test 0 fails (prints '1', expected
+    '1')"."""
+    chatty = "def check(inp, exp, out):\n    print('x' * 40000)\n    return sorted(out.split()) == sorted(exp.split())\n"
+    swap = "a, b = input().split()\nprint(b, a)\n"
+    problems = [
+        _stdin("chatty", swap, tests=[(f"{i} {i + 1}\n", f"{i} {i + 1}\n") for i in range(4)],
+               meta={"checker": chatty}),
+        _stdin("no-check", "print(input())\n", meta={"checker": "x = 1\n"}),
+        _stdin("syntax", "print(input())\n", meta={"checker": "def check(i, e, o):\n    return o == e(\n"}),
+    ]
+    chatty_r, no_check, syntax = check_problems(problems, limits=Limits(timeout_s=10.0, call_timeout_s=3.0), workers=2)
+    assert chatty_r.ok, chatty_r.reasons
+    assert no_check.status == "broken" and no_check.reasons[0].startswith("meta.checker fails on golden test 0")
+    assert "check" in no_check.reasons[0]
+    assert syntax.status == "broken" and syntax.reasons[0].startswith("meta.checker fails: ")
+    assert "SyntaxError" in syntax.reasons[0]
+
+
+def test_the_data_checks_stdin_limits_are_the_judges():
+    """`stdin_io.run_limits` restates `judge.golden.stdin_limits` (the data layer may not
+    import the judge): the two must give the same limits."""
+    from codea1.data.stdin_io import run_limits
+    from codea1.judge.golden import stdin_limits
+
+    for meta in ({}, {"time_limit_s": 0.01}, {"time_limit_s": 2.5}, {"time_limit_s": 99}):
+        for limits in (Limits(), Limits(timeout_s=10.0, call_timeout_s=0.5), Limits(timeout_s=1.0, call_timeout_s=3.0)):
+            problem = _stdin("p", "print(input())\n", meta=meta)
+            assert run_limits(problem, limits) == stdin_limits(problem, limits)

@@ -99,3 +99,23 @@ def test_a_damaged_position_is_named(state, message):
     with pytest.raises(ValueError, match=re.escape("the checkpoint's data position: ") + ".*" + re.escape(message)):
         ProblemSampler(8, seed=0, cross_epochs=True).load_state(state)
     assert position_error(state) is not None and message in position_error(state)
+
+
+def test_a_resume_on_changed_data_of_the_same_size_is_refused():
+    """The state holds a digest of the training problems' ids in order: a data file whose
+    problems changed (or were reordered) at the same count would draw another sequence in
+    silence. A state without it (a run written before) still resumes."""
+    ids = ["a", "b", "c", "d"]
+    first = ProblemSampler(4, seed=3, batch_size=2, ids=ids)
+    first.take(2)
+    state = json.loads(json.dumps(first.state()))
+    assert len(state["ids_sha256"]) == 64 and position_error(state) is None
+    same = ProblemSampler(4, seed=3, batch_size=2, ids=list(ids))
+    same.load_state(state)
+    assert same.take(2) == first.take(2)
+    for changed in (["a", "b", "c", "e"], ["b", "a", "c", "d"]):
+        with pytest.raises(ValueError, match="other training problems.*data.train.*start a new run"):
+            ProblemSampler(4, seed=3, batch_size=2, ids=changed).load_state(state)
+    old = {k: v for k, v in state.items() if k != "ids_sha256"}
+    ProblemSampler(4, seed=3, batch_size=2, ids=["x", "y", "z", "w"]).load_state(old)
+    assert "ids_sha256 'nope'" in position_error(dict(state, ids_sha256="nope"))

@@ -107,6 +107,34 @@ def test_eval_code_cli_from_a_checkpoint_directory(tmp_path, tiny_model_dir, dat
     assert json.loads((out / "model.json").read_text())["checkpoint"] == str(ckpt)
 
 
+def test_an_evaluation_of_a_run_keeps_to_the_checkpoint_it_began_with(tmp_path, tiny_model_dir, data):
+    """A run directory stands for its latest checkpoint; once the run has saved a newer one,
+    resuming the evaluation would score its other problems with other weights: refused."""
+    from codea1.models import ModelConfig, load_policies
+
+    policies = load_policies(ModelConfig(name=str(tiny_model_dir), device="cpu", dtype="float32"))
+    run = tmp_path / "run"
+
+    def checkpoint(step: int) -> None:
+        policies.save(run / "checkpoints" / f"step-{step}")
+        (run / "checkpoints" / f"step-{step}" / "state.json").write_text("{}")
+
+    checkpoint(1)
+    out = tmp_path / "out"
+    common = ("--model", run, "--data", data, "--greedy", "--max-new-tokens", 4, "--device", "cpu", "--out", out)
+    result = invoke("code", *common, "--limit", 1)
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "eval_config.json").read_text())["step"] == 1
+    assert json.loads((out / "model.json").read_text())["checkpoint"] == str(run / "checkpoints" / "step-1")
+    checkpoint(2)
+    result = invoke("code", *common)
+    assert result.exit_code == 2 and "step 1 on disk, 2 now" in result.output, result.output
+    assert len((out / "samples.jsonl").read_text().splitlines()) == 1     # nothing scored with step 2
+    result = invoke("code", *common[:-1], tmp_path / "fresh")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "fresh" / "model.json").read_text())["checkpoint"].endswith("step-2")
+
+
 def test_eval_tests_cli(tmp_path, tiny_model_dir, data, monkeypatch):
     import codea1.engines.hf_engine as hf_engine
 

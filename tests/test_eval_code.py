@@ -120,6 +120,20 @@ def test_other_settings_in_the_same_directory_are_refused(tmp_path, data, execut
         evaluate_code("fake", data, out, CodeEvalConfig(n=3, limit=1), policies=ScriptedPolicies(), executor=executor)
 
 
+def test_the_sandbox_limits_belong_to_the_evaluation(tmp_path, data, executor, monkeypatch):
+    """A memory cap decides verdicts (a golden program over it fails), so resuming under
+    another would score the problems left with other rules than those done."""
+    monkeypatch.setattr(hf_engine, "generate", canned([]))
+    out = tmp_path / "out"
+    evaluate_code("fake", data, out, CodeEvalConfig(n=2, limit=1), policies=ScriptedPolicies(), executor=executor)
+    with pytest.raises(ValueError, match="other settings.*memory_mb: [0-9]+ on disk vs 256 now"):
+        evaluate_code("fake", data, out, CodeEvalConfig(n=2, memory_mb=256), policies=ScriptedPolicies(),
+                      executor=executor)
+    with pytest.raises(ValueError, match="other settings.*slowdown: 5.0 on disk vs 2.0 now"):
+        evaluate_code("fake", data, out, CodeEvalConfig(n=2, slowdown=2.0), policies=ScriptedPolicies(),
+                      executor=executor)
+
+
 def test_a_problem_changed_since_its_rows_were_scored_is_not_resumed(tmp_path, executor, monkeypatch):
     """The data file changed under the same path (a golden test edited, or a loader that
     now writes it otherwise): resuming would mix rows scored on the old problem with new

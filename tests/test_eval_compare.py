@@ -309,6 +309,31 @@ def test_mismatched_directories_are_refused_naming_the_directory(tmp_path):
         compare([a])
 
 
+def test_limits_and_checkpoints_are_compared_where_both_sides_recorded_them(tmp_path):
+    """The sandbox's memory cap decides verdicts: evaluations under two caps are not a pair.
+    A side written before the cap was recorded is taken as it is; the checkpoint a run
+    directory stood for is the model's, so it may differ."""
+    capped = {**CODE_SETTINGS, "memory_mb": 4096}
+    a = code_dir(tmp_path, "a", outcomes({1}), settings={**capped, "step": 3})
+    small = code_dir(tmp_path, "small", outcomes({1, 2}), settings={**capped, "memory_mb": 256})
+    with pytest.raises(CompareError, match=rf"^{small}: evaluated with other settings than {a} \(memory_mb 256 vs 4096\)"):
+        compare([a, small])
+    older = code_dir(tmp_path, "older", outcomes({1}))
+    later = code_dir(tmp_path, "later", outcomes({1}), settings={**capped, "step": 7})
+    assert compare([a, older])["problems"] == compare([a, later])["problems"] == 40
+
+
+@pytest.mark.parametrize("name, text, why", [
+    ("eval_config.json", "{oops", "not valid JSON"), ("eval_config.json", "[1]", "expected a JSON object"),
+    ("summary.json", "[1]", "expected a JSON object"), ("summary.json", "{oops", "not valid JSON"),
+    ("eval_config.json", '{"model": "m", "n": "abc"}', "n is 'abc', expected a whole number")])
+def test_a_damaged_file_of_a_directory_is_named(tmp_path, name, text, why):
+    a = code_dir(tmp_path, "a", outcomes({1}))
+    (a / name).write_text(text)
+    with pytest.raises(CompareError, match=rf"^{a / name}: {why}"):
+        read_evaluation(a)
+
+
 def test_cli_table_json_plot_and_one_line_refusal(tmp_path):
     a = code_dir(tmp_path, "a", outcomes(set(range(10))))
     b = code_dir(tmp_path, "b", outcomes(set(range(25))))
@@ -422,6 +447,23 @@ def test_the_floor_of_a_graded_metric_is_its_smallest_move_either_way(tmp_path):
     d = np.array([50.0, -25.0] + [0.0] * 28)
     assert rows[1]["mde"] == pytest.approx(Z_SUM * d.std(ddof=1) / math.sqrt(30))
     assert 5.0 < rows[1]["mde"] < 10.0
+
+
+def test_the_floor_of_a_metric_with_a_fixed_step_holds_when_nothing_changed(tmp_path):
+    """avg@8 and pass@5 of 8 samples, and a test model's pass@2, on 30 problems with no
+    change: the detectable size is 6 problems moving by the metric's least step (12.5,
+    1/56 and 50 points), not by 100 as though they were 0/1 outcomes (20.0 each)."""
+    settings = {"n": 8, "temperature": 0.7, "top_p": 0.95, "max_new_tokens": 512}
+    a = code_dir(tmp_path, "a", {f"P/{i}": 4 for i in range(30)}, n=8, settings=settings)
+    b = code_dir(tmp_path, "b", {f"P/{i}": 4 for i in range(30)}, n=8, settings=settings)
+    rows = {r["metric"]: r for r in compare([a, b], resamples=200)["comparisons"][0]["metrics"]}
+    assert rows["pass@1"]["mde"] == pytest.approx(6 * 12.5 / 30)
+    # pass@5 of 8 = 1 - C(8 - c, 5) / C(8, 5): 3 right -> 4 right moves it by 1/56, the least
+    assert rows["pass@5"]["mde"] == pytest.approx(6 * (100 / 56) / 30)
+    t_a = ult_dir(tmp_path, "ta", [_fn(f"F/{i}", [True, False], 2, 1) for i in range(30)])
+    t_b = ult_dir(tmp_path, "tb", [_fn(f"F/{i}", [True, False], 2, 1) for i in range(30)])
+    rows = {r["metric"]: r for r in compare([t_a, t_b], resamples=200)["comparisons"][0]["metrics"]}
+    assert rows["pass@2"]["mde"] == pytest.approx(6 * 50 / 30)
 
 
 def test_mul_is_the_product_of_the_averages_and_its_detectable_size_is_from_the_bootstrap(tmp_path):

@@ -86,6 +86,33 @@ def test_reopening_checks_the_settings_and_reads_what_is_there(tmp_path):
     assert json.loads((out / RUN_FILE).read_text()) == identity   # a refusal rewrites nothing
 
 
+def test_settings_recorded_later_are_checked_only_where_the_directory_has_them(tmp_path):
+    """The sandbox's limits decide verdicts and a run directory's checkpoint decides the
+    samples, so a resume under others is refused; a directory written before they were
+    recorded lacks them and still resumes."""
+    old = tmp_path / "old"
+    open_eval_dir(old, {"model": "m", "n": 1})
+    check_identity(old, {"model": "m", "n": 1, "memory_mb": 256, "step": 2})
+    new = tmp_path / "new"
+    open_eval_dir(new, {"model": "m", "n": 1, "memory_mb": 4096, "step": 1})
+    with pytest.raises(ValueError, match=r"other settings \(memory_mb: 4096 on disk vs 256 now\)"):
+        check_identity(new, {"model": "m", "n": 1, "memory_mb": 256, "step": 1})
+    with pytest.raises(ValueError, match=r"another checkpoint of the training run \(step 1 on disk, 2 now.*"
+                                         r"use another --out"):
+        check_identity(new, {"model": "m", "n": 1, "memory_mb": 4096, "step": 2})
+
+
+@pytest.mark.parametrize("text, why", [("{oops", "not valid JSON"), ("[1, 2]", "expected a JSON object, found list"),
+                                       (b"\xff\xfe{}", "not valid JSON")])
+def test_a_damaged_settings_file_is_named(tmp_path, text, why):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / RUN_FILE).write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ValueError, match=rf"{RUN_FILE}: {why}"):
+        open_eval_dir(out, {"model": "m"})
+    assert (out / RUN_FILE).read_bytes() == (text if isinstance(text, bytes) else text.encode())
+
+
 def test_a_changed_problem_is_refused_and_old_rows_are_taken_as_they_are(tmp_path):
     p = _problem()
     rows = {"P/1": {0: {"problem_digest": problem_digest(p)}, 1: {}}}   # row 1 from before rows had digests

@@ -347,3 +347,74 @@ def test_reference_defects_of_issue_39_are_not_copied(judge):
     nan = Problem(id="t/nan", question="", entry_point="nans", reference="import math\ndef nans():\n    return [math.nan]\n")
     (r,) = judge.judge_step([ProblemRollout(nan, [py(nan.reference)], [[py("assert nans() == [math.nan]")]])])
     assert r.suites[0][0].tests[0].kind == WRONG_EXPECTATION and r.code_rewards == [0.0]
+
+
+NODE = Problem(id="t/node", question="", entry_point="make", reference=(
+    "class Node:\n    def __init__(self, val):\n        self.val = val\n        self.children = []\n"
+    "def make(v):\n    n = Node(v)\n    if v > 1:\n        n.children.append(Node(v - 1))\n    return n\n"))
+
+
+def test_a_stored_object_is_built_as_the_references_when_replayed(executor, tmp_path):
+    """A failed test whose value is an instance of the program's class enters the Mistake
+    Book as a text that builds that instance (its `__init__` takes other arguments), in
+    both executions; replayed, the right candidate passes it and the wrong one fails it.
+    Fault found by an audit: the book stored `Node(val=2, children=[...])`, whose replay
+    raised TypeError for every candidate (the right one's code reward 0.5, and the test
+    stayed at the top of the book)."""
+    from codea1.mistakes import MistakeBook
+
+    right = py("def make(v):\n    n = Node(v)\n    if v > 1:\n        n.children.append(Node(v - 1))\n    return n")
+    wrong = py("def make(v):\n    return Node(v)")
+    stored = []
+    for isolate in (False, True):
+        judge = Judge(executor, JudgeConfig(limits=LIMITS, isolate_calls=isolate))
+        (r,) = judge.judge_step([ProblemRollout(NODE, [right, wrong], [[py("assert make(2) == None")]] * 2)])
+        assert r.code_rewards == [1.0, 0.0], isolate
+        assert "Node(val=2, children=[Node(val=1, children=[])])" in r.suites[1][0].tests[0].reason
+        stored.append(dict(r.mistake_update().failed))
+    assert stored[0] == stored[1] and len(stored[0]) == 1
+    with MistakeBook(tmp_path / "book.sqlite") as book:
+        book.apply_step(1, {NODE.id: r.mistake_update()})
+        replay = book.top(NODE.id)
+    for isolate in (False, True):
+        judge = Judge(executor, JudgeConfig(limits=LIMITS, isolate_calls=isolate))
+        (r,) = judge.judge_step([ProblemRollout(NODE, [right, wrong], [[py("assert make(1) == None")]] * 2, replay)])
+        assert r.mistakes_passed == [[True], [False]] and r.code_rewards == [1.0, 0.5], isolate  # (it passes make(1))
+
+
+def test_a_candidate_cannot_rebind_what_a_book_tests_expected_value_uses(executor):
+    """The EXPECTED of a Mistake Book test that is not a literal is evaluated before the
+    candidate's code runs (where the suites' EXPECTED are), so a candidate that rebinds
+    `collections.Counter` cannot make its wrong answer equal to it. Fault found by an
+    audit: evaluated after the candidate's module, the cheat passed both book tests
+    (code rewards [1.0, 0.5, 0.0])."""
+    count = Problem(id="t/count", question="", entry_point="count",
+                    reference="from collections import Counter\ndef count(s):\n    return Counter(s)\n")
+    book = ["assert count('aab') == __import__('collections').Counter({'a': 2, 'b': 1})",
+            "assert count('') == __import__('collections').Counter()"]
+    right = py("from collections import Counter\ndef count(s):\n    return Counter(s)")
+    cheat = py("import collections\ncollections.Counter = lambda *a, **k: 0\ndef count(s):\n    return 0")
+    wrong = py("def count(s):\n    return 0")
+    (r,) = Judge(executor, JudgeConfig(limits=LIMITS)).judge_step(
+        [ProblemRollout(count, [right, cheat, wrong], [[py("assert count('x') == 0")]] * 3, book)])
+    assert r.mistakes_passed == [[True, True], [False, False], [False, False]]
+    assert r.code_rewards == [1.0, 0.0, 0.0]
+    # the reference's value, as for a generated test: a candidate's own enum class is not the reference's
+    enum = Problem(id="t/enum", question="", entry_point="pick",
+                   reference="from enum import Enum\nclass C(Enum):\n    A = 1\ndef pick():\n    return C.A\n")
+    uses = py("def pick():\n    return C.A")
+    own = py("from enum import Enum\nclass C(Enum):\n    A = 1\ndef pick():\n    return C.A")
+    (r,) = Judge(executor, JudgeConfig(limits=LIMITS)).judge_step(
+        [ProblemRollout(enum, [uses, own], [[py("assert pick() == C.A")]] * 2, ["assert pick() == C.A"])])
+    assert r.mistakes_passed == [[True], [False]] and r.code_rewards == [1.0, 0.0]
+
+
+def test_a_value_of_more_than_a_million_nodes_crosses_whole(judge):
+    """A value within `max_value_bytes` crosses whole however many nodes it has (here
+    1,200,001, 13.7 MiB encoded): its test is used and the wrong candidate fails it. Fault
+    found by an audit: the 1,000,000-node cap made it `ValueTooLarge`, an invalid test."""
+    zeros = Problem(id="t/zeros", question="", entry_point="zeros", reference="def zeros(n):\n    return [0] * n\n")
+    codes = [py(zeros.reference.strip()), py("def zeros(n):\n    return [0] * (n - 1) + [1]")]
+    (r,) = judge.judge_step([ProblemRollout(zeros, codes, [[py("assert zeros(1200000) == []")]] * 2)])
+    tests = [r.suites[k][0].tests[0] for k in (0, 1)]
+    assert [(t.kind, t.used, t.passed) for t in tests] == [(WRONG_EXPECTATION, True, True), (WRONG_EXPECTATION, True, False)]

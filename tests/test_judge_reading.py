@@ -146,3 +146,14 @@ def test_an_undefined_name_in_expected_does_not_shift_later_tests(executor):
     assert [t.kind for t in s.tests] == [WRONG_EXPECTATION, None, None]
     assert (s.valid, s.invalid) == (3, 1) and [t.passed for t in s.tests] == [True, True, True]
     assert r.code_rewards == [1.0] and not r.mistake_update()
+
+
+def test_a_bare_assert_line_keeps_its_parts_as_they_parse():
+    """Without a python block the reference takes an assert's left side and first
+    right-hand side as they parse and evaluates `(EXPECTED)`; only a python block's asserts
+    are rebuilt and parsed again. Fault found by an audit: re-reading the bare lines too
+    made the first three invalid and read the fourth's EXPECTED as `a`."""
+    lines = "assert f(1) == (not True)\nassert f(1) == (1 if x else 2)\nassert f(1) == (lambda: 1)\nassert f(x) == (a == b)"
+    assert read(lines) == [("f(1)", "not True"), ("f(1)", "1 if x else 2"), ("f(1)", "lambda: 1"), ("f(x)", "a == b")]
+    assert [t[0] for t in read(py(lines))] == ["invalid", "invalid", "invalid", "f(x)"]
+    assert read(py(lines))[3] == ("f(x)", "a")

@@ -60,8 +60,8 @@ def test_tiny_experiment_runs_to_its_end_and_resumes(tmp_path):
     assert paired["comparisons"][0]["same_candidates"] is True
     evals = work / "evals"
     assert ((evals / "select-mbpp-base-code-base-tests" / "codes.jsonl").read_text()
-            == (evals / "select-mbpp-base-code-a1-tests" / "codes.jsonl").read_text())
-    assert json.loads((evals / "tests-mbpp-a1" / "eval_config.json").read_text())["protocol"] == "answer"
+            == (evals / "select-mbpp-base-code-a1-step1-tests" / "codes.jsonl").read_text())
+    assert json.loads((evals / "tests-mbpp-a1-step1" / "eval_config.json").read_text())["protocol"] == "answer"
     report = (work / "report.md").read_text()
     assert report.count("\n| code-greedy-mbpp | pass@1 |") == 2 and "| tests-heldout | Mul |" in report
     # a rerun does nothing again: no sample is added, no training step taken
@@ -70,6 +70,19 @@ def test_tiny_experiment_runs_to_its_end_and_resumes(tmp_path):
     assert "screen:" not in again and "data:" not in again
     assert {p: p.stat().st_size for p in work.rglob("*.jsonl")} == before
     assert not (work / "runs" / "a1" / "checkpoints" / "step-2").exists()
+
+
+def test_a_sitting_with_other_sizes_is_refused_before_it_reuses_the_old_files(tmp_path):
+    """The data and screening stages resume from their files: a second sitting with another
+    --eval-problems would be told of 12 held-out problems and given the 4 made before."""
+    module = _module()
+    first = module.parse(["--work", str(tmp_path), "--pool", "5", "--eval-problems", "4"])
+    module.check_setup(first)
+    module.check_setup(first)                       # the same settings go on
+    again = module.parse(["--work", str(tmp_path), "--pool", "5", "--eval-problems", "12", "--steps", "9"])
+    with pytest.raises(SystemExit, match=r"other settings \(--eval-problems 4 there, 12 now\)"):
+        module.check_setup(again)
+    assert module.named(again, "a1") == "a1-step9" and module.named(again, "base") == "base"
 
 
 def test_the_test_models_can_be_asked_as_the_papers_harness_asks():

@@ -13,12 +13,15 @@ dual clip (its bound set low, 1.1) are all in the fingerprint (checked on the me
 A refactor that changes any bit of any of the four fails here and names which.
 Floating-point results depend on the CPU's kernels, so the runs are fingerprinted in a
 fresh Python process with `ATEN_CPU_CAPABILITY=avx2`, and the comparison is exact only
-where that process reports the recorded torch version, capability and CPU kind (`cpu_kind`:
-MKL's and oneDNN's kernels still follow the CPU); elsewhere the test says so and skips.
+where that process reports a recorded torch version, capability and CPU kind (`cpu_kind`:
+MKL's and oneDNN's kernels still follow the CPU); the file holds one record per CPU kind
+(each made from the same code), and elsewhere the test says so and skips.
 With `CODEA1_REQUIRE_FINGERPRINT=1` (CI, `.ci/run`) a torch build or ATen capability other
 than the record's fails instead (those CI pins), and only another CPU kind skips. Run
-`python tests/test_step_equivalence.py --record` to record them (it fingerprints in the
-same kind of fresh process), and only from code whose behaviour is known to be right.
+`python tests/test_step_equivalence.py --record` to record them for this CPU kind (it
+fingerprints in the same kind of fresh process, and keeps the other kinds' records), and
+only from code whose behaviour is known to be right: the code of a commit that every
+record already matches where it was made.
 
 That each run is itself deterministic (the precondition of the whole comparison) is
 checked everywhere, by running one of them twice in this process.
@@ -176,26 +179,30 @@ def _update_figures(run: Path) -> dict[str, float]:
                       default=0.0) for what in ("kl", "clip_frac", "dual_clip_frac")}
 
 
+def _records() -> list[dict]:
+    """The file's records, one per environment: {"steps", "records": [{"environment", "runs"}]}."""
+    return json.loads(GOLDEN.read_text())["records"] if GOLDEN.is_file() else []
+
+
 @pytest.fixture(scope="module")
-def recorded() -> dict:
+def fresh() -> dict:
+    """This environment's fresh fingerprints and its record (`got["record"]`)."""
     if not GOLDEN.is_file():
         pytest.skip(f"{GOLDEN} is absent: record it with `python {Path(__file__).name} --record`")
-    return json.loads(GOLDEN.read_text())
-
-
-@pytest.fixture(scope="module")
-def fresh(recorded) -> dict:
     got = fresh_fingerprints()
-    want, have = recorded["environment"], got["environment"]
-    if want != have:
-        why = (f"fingerprints were recorded on {want}, a fresh process with {KERNELS} here "
+    have = got["environment"]
+    got["record"] = next((r for r in _records() if r["environment"] == have), None)
+    if got["record"] is None:
+        wants = [r["environment"] for r in _records()]
+        why = (f"fingerprints were recorded on {wants}, a fresh process with {KERNELS} here "
                f"runs {have}: floating-point kernels differ; record with "
                f"`python tests/test_step_equivalence.py --record`")
-        pinned = {k: v for k, v in want.items() if k != "cpu"} != {k: v for k, v in have.items() if k != "cpu"}
+        pinned = all({k: v for k, v in want.items() if k != "cpu"} != {k: v for k, v in have.items() if k != "cpu"}
+                     for want in wants)
         if os.environ.get(REQUIRE) == "1" and pinned:
             # CI pins the torch build and ATen's kernels: a difference there is CI's own fault
             pytest.fail(f"{REQUIRE}=1 and the fingerprints cannot be compared: {why}")
-        pytest.skip(why)  # another CPU kind (CI's machines vary): exact only on the recorded one
+        pytest.skip(why)  # another CPU kind (CI's machines vary): exact only on a recorded one
     return got
 
 
@@ -211,19 +218,20 @@ def test_a_run_is_deterministic_and_exercises_kl_clip_and_dual_clip(tmp_path, ti
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_run_matches_the_recorded_fingerprint(fresh, recorded, name):
-    assert recorded["steps"] == STEPS
-    got, want = fresh["runs"][name], recorded["runs"][name]
+def test_run_matches_the_recorded_fingerprint(fresh, name):
+    assert json.loads(GOLDEN.read_text())["steps"] == STEPS
+    got, want = fresh["runs"][name], fresh["record"]["runs"][name]
     differ = [part for part in want if got.get(part) != want[part]]
     assert not differ, f"run {name!r}: {', '.join(differ)} changed from the recorded fingerprint"
 
 
 def _record() -> None:
     got = fresh_fingerprints()
+    records = [r for r in _records() if r["environment"] != got["environment"]]
+    records.append({"environment": got["environment"], "runs": got["runs"]})
     GOLDEN.parent.mkdir(exist_ok=True)
-    GOLDEN.write_text(json.dumps({"environment": got["environment"], "steps": STEPS, "runs": got["runs"]},
-                                 indent=2) + "\n")
-    print(f"wrote {GOLDEN} ({got['environment']})")
+    GOLDEN.write_text(json.dumps({"steps": STEPS, "records": records}, indent=2) + "\n")
+    print(f"wrote {GOLDEN} ({got['environment']}; {len(records)} environments)")
 
 
 if __name__ == "__main__":

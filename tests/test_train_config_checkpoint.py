@@ -221,3 +221,32 @@ def test_a_config_written_before_a_key_existed_resumes_as_its_default():
     now["rollout"]["code"]["stop"] = ["\n```\n"]
     with pytest.raises(ConfigError, match=r"'rollout.code.stop' is \['\\n```\\n'\] but the run was trained with \[\]"):
         resume_changes(older, now, "config.yaml")
+
+
+def test_data_check_off_as_yaml_reads_it(tmp_path):
+    """YAML reads a bare `off` as false: `data.check=off` (the documented value) and
+    `check: off` in a file mean "off". Before: "Input should be 'refuse', 'skip' or 'off'"."""
+    assert load_config(preset="cpu-demo", overrides=["data.check=off"]).data.check == "off"
+    f = tmp_path / "c.yaml"
+    f.write_text("data:\n  check: off\n")
+    assert load_config(path=f).data.check == "off"
+    with pytest.raises(ConfigError, match="'data.check'.*'refuse', 'skip' or 'off'"):
+        load_config(preset="cpu-demo", overrides=["data.check=on"])
+
+
+def test_a_negative_seed_is_a_config_error():
+    """Before: numpy's "expected non-negative integer" traceback once the run dir was made."""
+    with pytest.raises(ConfigError, match="'seed': Input should be greater than or equal to 0"):
+        load_config(preset="cpu-demo", overrides=["seed=-1"])
+
+
+def test_bare_bundled_stdin_trains_on_its_train_split():
+    """`data.train=bundled-stdin` means its train split (20 problems), as bare `bundled`
+    does, and `data.heldout=bundled-stdin` its held-out split (5). Before: all 25, the
+    held-out ones among them."""
+    from codea1.train.training_data import load_training_data
+
+    cfg = load_config(preset="cpu-demo-stdin", overrides=["data.train=bundled-stdin", "data.heldout=bundled-stdin"])
+    train, heldout = load_training_data(cfg)
+    assert len(train) == 20 and {p.meta["split"] for p in train} == {"train"}
+    assert len(heldout) == 5 and {p.meta["split"] for p in heldout} == {"heldout"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from codea1.data.problem import Problem
@@ -54,6 +54,10 @@ def program_with_tests(code: str, test_program: str | None) -> str:
     return code.rstrip() + "\n\n" + test_program
 
 
+#: A problem without a reference (CodeContests rows without Python 3, LiveCodeBench, TACO rows without solutions).
+NO_REFERENCE = "no reference solution (meta.no_reference): for evaluation, not training"
+
+
 def _short(text: str | None, limit: int = 160) -> str:
     text = (text or "").strip().replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -69,38 +73,56 @@ def _status_reason(run: RunResult, what: str) -> str:
     return f"{what} failed: {_short(run.program_error or run.stderr)}"
 
 
+def _checker_reason(run: RunResult, calls: int) -> str | None:
+    """Why a problem's checker (`meta.checker`) gave no verdict on the reference's outputs,
+    or None: its module does not run, or `check` raised (a checker without a `check`
+    raises NameError on every call)."""
+    if not run.program_ok:
+        return "meta.checker fails: " + _status_reason(run, "its module")
+    for index, call in enumerate(list(run.calls)[:calls]):
+        if call.status not in ("ok", "not-run"):
+            return f"meta.checker fails on golden test {index}: {_short(call.error or call.status, 100)}"
+    return None
+
+
 def _check_stdin(problems: Sequence[Problem], ex: Executor, limits: Limits) -> list[RowCheck]:
     """Stdin problems: the reference on every golden input, each output compared here (the
-    problem's tolerance; its checker, run apart, where it has one)."""
-    from codea1.data.stdin_io import checker_of, golden_io_tests, outputs_match, time_limit_of, tolerance_of
-    from codea1.sandbox.stdio import program_outputs, stdin_job
+    problem's tolerance; its checker, run apart, where it has one), each run under the
+    limits the training judge gives it (`stdin_io.run_limits`), the checker as the judge
+    runs it (`checker_job`)."""
+    from codea1.data.stdin_io import checker_of, golden_io_tests, outputs_match, run_limits, tolerance_of
+    from codea1.sandbox.stdio import checker_job, checker_verdicts, program_outputs, stdin_job
 
     tests = [golden_io_tests(p) for p in problems]
-    runs = ex.run_many([stdin_job(p.reference, [t.input for t in golden],
-                                  replace(limits, call_timeout_s=min(limits.timeout_s, 2 * time_limit_of(p, 5.0))))
-                        for p, golden in zip(problems, tests)])
+    each = [run_limits(p, limits) for p in problems]
+    runs = ex.run_many([stdin_job(p.program(p.reference), [t.input for t in golden], lim)
+                        for p, golden, lim in zip(problems, tests, each)])
     outs = [program_outputs(run, len(golden)) for run, golden in zip(runs, tests)]
-    checked = [(k, p) for k, p in enumerate(problems) if checker_of(p) is not None and runs[k].program_ok]
-    verdicts = ex.run_many([Job(program=checker_of(p) or "", limits=limits,
-                                calls=[f"check({t.input!r}, {t.output!r}, {o.stdout!r})"
-                                       for t, o in zip(tests[k], outs[k])]) for k, p in checked])
-    by_checker = {k: [c.status == "ok" and c.value == ["bool", True] for c in run.calls]
-                  for (k, _), run in zip(checked, verdicts)}
+    checked = [k for k, p in enumerate(problems) if checker_of(p) is not None and runs[k].program_ok]
+    checks = dict(zip(checked, ex.run_many([
+        checker_job(checker_of(problems[k]) or "", [(t.input, t.output, o.stdout) for t, o in zip(tests[k], outs[k])],
+                    each[k]) for k in checked])))
     results = []
     for k, (p, run) in enumerate(zip(problems, runs)):
         check = RowCheck(id=p.id, status="ok", wall_s=run.wall_s, golden_tests=len(tests[k]))
-        if run.status == "infra":
+        lost = next((r for r in (run, checks.get(k)) if r is not None and r.status == "infra"), None)
+        if lost is not None:
             check.status = "unchecked"
-            check.reasons.append(f"sandbox infrastructure error: {_short(run.infra_error)}")
+            check.reasons.append(f"sandbox infrastructure error: {_short(lost.infra_error)}")
             results.append(check)
             continue
+        checker_run = checks.get(k)
+        checker_fails = None if checker_run is None else _checker_reason(checker_run, len(tests[k]))
         if not p.reference.strip():
-            check.reasons.append("no reference solution (meta.no_reference): for evaluation, not training")
+            check.reasons.append(NO_REFERENCE)
         elif not run.program_ok:
             check.reasons.append(_status_reason(run, "the reference"))
+        elif checker_fails is not None:
+            check.reasons.append(checker_fails)
         else:
+            by_checker = None if checker_run is None else checker_verdicts(checker_run, len(tests[k]))
             for index, (test, out) in enumerate(zip(tests[k], outs[k])):
-                right = (by_checker[k][index] if k in by_checker and index < len(by_checker[k])
+                right = (by_checker[index] if by_checker is not None
                          else outputs_match(out.stdout, test.output, tolerance_of(p)))
                 if not out.ok:
                     check.reasons.append(f"golden test {index} fails ({out.status}: {_short(out.error, 100)})")
@@ -110,7 +132,6 @@ def _check_stdin(problems: Sequence[Problem], ex: Executor, limits: Limits) -> l
         check.status = "broken" if check.reasons else "ok"
         results.append(check)
     return results
-
 
 #: What a reference module that raises means for training (`codea1.judge.program_scoring`).
 CANNOT_CHECK_TESTS = ("its module raises when run: the judge (as the Code-A1 reference) swallows the error and "
@@ -138,7 +159,7 @@ def check_problems(
             return [found[k] if k in found else next(others) for k in range(len(problems))]
         jobs = [
             Job(
-                program=program_with_tests(p.reference, p.test_program),
+                program=program_with_tests(p.program(p.reference), p.test_program),
                 calls=[defines_call(p.entry_point)] + [golden_call(t, i) for i, t in enumerate(p.tests)],
                 limits=limits,
             )
@@ -149,11 +170,12 @@ def check_problems(
         # Second look at failed programs that had a test program: is the reference itself broken?
         retry = [
             i for i, (p, r) in enumerate(zip(problems, runs))
-            if p.test_program and r.status != "infra" and not r.program_ok
+            if p.test_program and p.reference.strip() and r.status != "infra" and not r.program_ok
         ]
         if retry:
             alone = ex.run_many([
-                Job(program=problems[i].reference, calls=[defines_call(problems[i].entry_point)], limits=limits)
+                Job(program=problems[i].program(problems[i].reference), calls=[defines_call(problems[i].entry_point)],
+                    limits=limits)
                 for i in retry
             ])
             for i, run in zip(retry, alone):
@@ -170,6 +192,10 @@ def _verdict(problem: Problem, run: RunResult) -> RowCheck:
     if run.status == "infra":
         check.status = "unchecked"
         check.reasons.append(f"sandbox infrastructure error: {_short(run.infra_error)}")
+        return check
+    if not problem.reference.strip():  # (its golden tests ran on the imports alone)
+        check.status = "broken"
+        check.reasons.append(NO_REFERENCE)
         return check
     what = "reference + test program" if problem.test_program else "the reference"
     if not run.program_ok:

@@ -9,6 +9,7 @@ golden tests); they serve evaluation and the data check.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -129,6 +130,17 @@ def require_str(row: dict[str, Any], name: str, where: str, *, allow_empty: bool
     return value
 
 
+def require_id(row: dict[str, Any], name: str, where: str) -> str:
+    """A problem id field: a non-empty string, or an integer (as data sets number their
+    problems), as text. A list or an object is refused: its text would be the id."""
+    value = row.get(name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if value is not None and not isinstance(value, str):
+        raise ProblemFormatError(where, name, "a string or an integer (the problem id)", value)
+    return require_str(row, name, where)
+
+
 def require_str_list(
     row: dict[str, Any], name: str, where: str, *, default: list[str] | None = None
 ) -> list[str]:
@@ -152,8 +164,32 @@ def check_stdin(problem: Problem, where: str) -> None:
         raise ProblemFormatError(where, "entry_point", 'an empty string for a "stdin" problem', problem.entry_point)
     if problem.test_program:
         raise ProblemFormatError(where, "test_program", 'null for a "stdin" problem', problem.test_program)
+    if problem.imports.strip() and problem.reference.strip():
+        raise ProblemFormatError(where, "imports", 'an empty string for a "stdin" problem with a reference (a '
+                                 "complete program carries its own imports; the training judge runs it without "
+                                 "them)", problem.imports)
+    check_stdin_meta(problem.meta, where)
     for i, test in enumerate(problem.tests):
         read_io_test(test, f"{where}, golden test {i}")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_stdin_meta(meta: dict[str, Any], where: str) -> None:
+    """The `meta` keys a stdin problem's runs read (`codea1.data.stdin_io`): a wrong type
+    would otherwise be ignored in silence (no time limit, exact comparison, no checker)."""
+    value = meta.get("time_limit_s")
+    if value is not None and not (_number(value) and value > 0):
+        raise ProblemFormatError(where, "meta.time_limit_s", "a number of seconds > 0", value)
+    value = meta.get("float_tolerance")
+    if value is not None and not (_number(value) and value >= 0):
+        raise ProblemFormatError(where, "meta.float_tolerance", "a number >= 0 (0: exact)", value)
+    value = meta.get("checker")
+    if value is not None and not (isinstance(value, str) and value.strip()):
+        raise ProblemFormatError(where, "meta.checker", "a Python program defining check(input, expected, output)",
+                                 value)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,17 @@ def _decode(raw: bytes, path: Path, row: int) -> str:
         ) from None
 
 
+def _json_error(exc: BaseException) -> str:
+    """What `json.loads` rejected: its message, also for what it raises beside
+    JSONDecodeError (an int of more digits than Python converts; nesting past the
+    recursion limit)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    if isinstance(exc, RecursionError):
+        return "nested too deep to read"
+    return str(exc)
+
+
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     first, array = True, False
     with _open_bytes(path) as handle:
@@ -67,8 +78,8 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             where = f"{path}, row {number}"
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ProblemFormatError(where, None, f"one JSON object per line ({exc.msg})") from None
+            except (ValueError, RecursionError) as exc:
+                raise ProblemFormatError(where, None, f"one JSON object per line ({_json_error(exc)})") from None
             if not isinstance(row, dict):
                 raise ProblemFormatError(where, None, "a JSON object", row)
             yield where, row
@@ -89,14 +100,15 @@ def _json_rows(path: Path, lines: bool = True) -> Iterator[tuple[str, dict[str, 
         raise ProblemFormatError(f"{path}, line {line}", None, f"UTF-8 text ({exc.reason})") from None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         # Many data sets ship JSON Lines under a .json name.
         first = text.lstrip()[:1]
         if lines and first == "{" and "\n" in text.strip():
             yield from _jsonl_rows(path)
             return
+        line = getattr(exc, "lineno", None)
         raise ProblemFormatError(
-            f"{path}, line {exc.lineno}", None, f"a JSON array of objects ({exc.msg})"
+            f"{path}, line {line}" if line else str(path), None, f"a JSON array of objects ({_json_error(exc)})"
         ) from None
     if isinstance(data, dict):
         # {"task_id": {...}, ...} mappings and {"data": [...]} wrappers are both common.
@@ -124,7 +136,20 @@ def _parquet_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     except Exception as exc:  # pyarrow raises several types for a damaged file
         raise ProblemFormatError(str(path), None, f"a readable parquet file ({exc})") from None
     number = 0
-    for batch in parquet.iter_batches(batch_size=256):
-        for row in batch.to_pylist():
-            number += 1
-            yield f"{path}, row {number}", row
+    for group in range(parquet.num_row_groups):  # (one group at a time: an error names its first row)
+        batches = parquet.iter_batches(batch_size=256, row_groups=[group])
+        while (rows := _next_rows(batches, path, number)) is not None:
+            for row in rows:
+                number += 1
+                yield f"{path}, row {number}", row
+
+
+def _next_rows(batches: Iterator, path: Path, done: int) -> list[dict[str, Any]] | None:
+    """The next batch's rows, None after the last; a damaged page or row group shows only
+    when it is read: a ProblemFormatError naming the first row not read."""
+    try:
+        batch = next(batches, None)
+        return None if batch is None else batch.to_pylist()
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types (OSError, ArrowInvalid, ...)
+        raise ProblemFormatError(f"{path}, row {done + 1}", None,
+                                 f"a readable parquet file (rows from here on cannot be read: {exc})") from None

@@ -5,10 +5,16 @@ set is walked in epochs, each a fresh seeded permutation cut into batches of
 `batch_size`; an epoch's last incomplete batch is dropped, so a step never holds the
 same problem twice and every problem of an epoch is seen at most once in it. The
 position (epoch, index) is checkpointed, so a resumed run draws what the uninterrupted
-run would have drawn.
+run would have drawn; with it a digest of the training problems' ids in order, so a
+resume on changed data (the same count, other problems or another order) is refused
+rather than drawing another sequence in silence.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -22,9 +28,11 @@ class ProblemSampler:
     """
 
     def __init__(self, n: int, seed: int, shuffle: bool = True, *, batch_size: int | None = None,
-                 cross_epochs: bool = False) -> None:
+                 cross_epochs: bool = False, ids: Sequence[str] | None = None) -> None:
         if n <= 0:
             raise ValueError("the training set has no problems")
+        if ids is not None and len(ids) != n:
+            raise ValueError(f"{len(ids)} problem ids for {n} problems")
         if batch_size is not None and batch_size > n and not cross_epochs:
             raise ValueError(
                 f"data.problems_per_step={batch_size} is more than the {n} training problems: the "
@@ -33,6 +41,7 @@ class ProblemSampler:
         self.n, self.seed, self.shuffle = n, seed, shuffle
         self.batch_size, self.cross_epochs = batch_size, cross_epochs
         self.epoch, self.index = 0, 0
+        self.ids_sha256 = None if ids is None else ids_digest(ids)
         self._order = self._permutation(0)
 
     def _permutation(self, epoch: int) -> list[int]:
@@ -64,8 +73,11 @@ class ProblemSampler:
             self.index += 1
         return out
 
-    def state(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "index": self.index, "n": self.n}
+    def state(self) -> dict[str, int | str]:
+        state: dict[str, int | str] = {"epoch": self.epoch, "index": self.index, "n": self.n}
+        if self.ids_sha256 is not None:
+            state["ids_sha256"] = self.ids_sha256
+        return state
 
     def load_state(self, state: dict[str, int]) -> None:
         problem = position_error(state)
@@ -76,6 +88,13 @@ class ProblemSampler:
                 f"the checkpoint's data position is for {state.get('n')} problems, "
                 f"the training set now has {self.n}: resume with the same data"
             )
+        saved = state.get("ids_sha256")  # (none in a run written before it was recorded)
+        if saved is not None and self.ids_sha256 is not None and saved != self.ids_sha256:
+            raise ValueError(
+                f"the checkpoint's data position is for other training problems: the {self.n} problems of "
+                "data.train (after data.include and the rows data.check=skip leaves out) are not the ones, in "
+                "the order, this run was started on, so it would draw another sequence; resume with the data "
+                "file the run was started on, or start a new run on the new data")
         self.epoch, self.index = int(state["epoch"]), int(state["index"])
         self._order = self._permutation(self.epoch)
 
@@ -91,4 +110,13 @@ def position_error(state: object) -> str | None:
             return f"{key} {value!r}: expected a whole number >= {least}"
     if state["index"] > state["n"]:
         return f"index {state['index']} is past the end of an epoch of {state['n']} problems"
+    digest = state.get("ids_sha256")
+    if digest is not None and not (isinstance(digest, str) and len(digest) == 64
+                                   and all(c in "0123456789abcdef" for c in digest)):
+        return f"ids_sha256 {digest!r}: expected 64 hex digits (the digest of the problem ids)"
     return None
+
+
+def ids_digest(ids: Sequence[str]) -> str:
+    """The SHA-256 of the training problems' ids, in their order (`ProblemSampler.state`)."""
+    return hashlib.sha256(json.dumps(list(ids)).encode()).hexdigest()

@@ -31,9 +31,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from codea1.data.problem import IOTest, Problem, read_io_test
+
+if TYPE_CHECKING:
+    from codea1.sandbox.types import Limits
 
 __all__ = [
     "FUNCTION",
@@ -47,6 +51,7 @@ __all__ = [
     "outputs_match",
     "parse_io_tests",
     "read_io_test",
+    "run_limits",
     "stdin_code_messages",
     "stdin_test_messages",
     "time_limit_of",
@@ -102,6 +107,16 @@ def time_limit_of(problem: Problem, default: float) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value)
     return default
+
+
+def run_limits(problem: Problem, limits: Limits) -> Limits:
+    """The limits of one run of a program of `problem` as the training judge sets them
+    (`codea1.judge.golden.stdin_limits`, which the data layer may not import): the
+    problem's time limit per input (else `limits.call_timeout_s`) as the call's, capped at
+    `limits.timeout_s`. `codea1 data check` runs a reference under them, so it passes only
+    what training's reference runs pass."""
+    per_input = time_limit_of(problem, limits.call_timeout_s)
+    return replace(limits, call_timeout_s=max(0.05, min(per_input, limits.timeout_s)))
 
 
 def tolerance_of(problem: Problem) -> float | None:

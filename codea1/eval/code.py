@@ -84,7 +84,8 @@ class CodeEvalConfig:
     def identity(self) -> dict[str, Any]:
         """What must match for samples on disk to belong to this evaluation."""
         return {"n": self.n, "temperature": self.temperature, "top_p": self.top_p,
-                "max_new_tokens": self.max_new_tokens, **({"stop": list(self.stop)} if self.stop else {})}
+                "max_new_tokens": self.max_new_tokens, **({"stop": list(self.stop)} if self.stop else {}),
+                "memory_mb": self.memory_mb, "min_timeout_s": self.min_timeout_s, "slowdown": self.slowdown}
 
 
 def skip_reason(problem: Problem) -> str | None:
@@ -192,7 +193,7 @@ def evaluate_code(model: str | None, data: str | Path, out: str | Path, config: 
         if todo:
             ex, ref, todo = probe_references(stack, config, executor, todo, skipped)
             if todo:
-                policies, engine, meta = setup.start_model(stack, config, model or "", policies)
+                policies, engine, meta = setup.start_model(stack, config, model or "", policies, ev.step)
             finished = len(problems) - len(todo)
             for chunk in setup.batches(todo, config.problems_per_batch):
                 samples = sample_problems(engine, policies, "code", [code_messages(p) for p in chunk],

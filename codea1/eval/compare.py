@@ -18,8 +18,10 @@ averages would. Every later directory is compared with the first (A). Per metric
   bootstrap's standard error stands for `sd / sqrt(n)`), but never below `K_MIN * step / n`:
   the exact sign test cannot reach p < 0.05 unless at least 6 problems change, all one
   way, so no smaller difference is ever detectable; `step` is the least a problem can
-  change by: 100 points for a 0/1 outcome, for other metrics (avg@n moves by 100/n) the
-  smallest change seen (100 when none changed); 80% is each test's power alone: the
+  change by: 100 points for a 0/1 outcome, what the metric fixes where it does (avg@n
+  moves by 100/n, pass@k by its least step in the count of right samples, a test model's
+  pass@k by 100/k, a random pick by one candidate), else (a share of a problem's own
+  tests or mutants) the smallest change seen, 100 when none changed; 80% is each test's power alone: the
   verdict needs both, about 75% in simulation (docs/RESULTS.md);
 - a verdict: "B better than A" (or worse) only when both the interval excludes 0 and the
   sign test gives p < 0.05 the same way (the percentile bootstrap alone is too eager with
@@ -34,7 +36,6 @@ naming the directory.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Sequence
@@ -45,11 +46,13 @@ from typing import Any
 import numpy as np
 
 from codea1.passk import pass_at_k
-from codea1.eval.store import RUN_FILE, SAMPLES_FILE, SUMMARY_FILE, iter_jsonl, read_samples
+from codea1.eval.store import (LATER_SETTINGS, RUN_FILE, SAMPLES_FILE, SUMMARY_FILE, iter_jsonl, read_json_object,
+                               read_samples)
 
 KINDS = ("code", "tests", "select")
 PROBLEMS_FILE = "problems.jsonl"  # eval select's per-problem rows (codea1.eval.select.PROBLEMS_FILE)
-MODEL_KEYS = ("model", "code_model", "test_model", "codes_from")  # what may differ between the sides
+# what may differ between the sides: the models, with the checkpoint a run directory stood for
+MODEL_KEYS = ("model", "code_model", "test_model", "codes_from", "step", "code_step", "test_step")
 Z_SUM = 1.959963984540054 + 0.8416212335729143  # z_0.975 + z_0.80
 K_MIN = 6  # fewest one-way changes for which the exact two-sided sign test reaches p < 0.05
 LEVEL = 0.05
@@ -104,6 +107,9 @@ class Metric:
     name: str
     binary: bool = False
     uses: tuple[str, ...] = ()
+    #: the least one problem's value can move, in points, where the metric fixes it (avg@n
+    #: moves by 100/n); None: not fixed (a share of a problem's own tests or mutants)
+    step: float | None = None
 
     @property
     def per_problem(self) -> bool:
@@ -119,18 +125,30 @@ class Metric:
             return np.nanmean(cols[self.name], axis=-1)
 
 
+def least_move(n: int, k: int) -> float:
+    """The least a problem's unbiased pass@k (points) moves when its n samples' count of
+    right ones changes: pass@k grows with that count by steps that shrink toward n."""
+    values = [100.0 * pass_at_k(n, c, k) for c in range(n + 1)]
+    return min(b - a for a, b in zip(values, values[1:]) if b > a)
+
+
 def code_metrics(n: int) -> list[Metric]:
     from codea1.passk import default_ks
 
-    return [Metric("pass@1", binary=n == 1)] + [Metric(f"pass@{k}") for k in default_ks(n) if k > 1]
+    return [Metric("pass@1", binary=n == 1, step=100.0 / n)] + [
+        Metric(f"pass@{k}", step=least_move(n, k)) for k in default_ks(n) if k > 1]
 
 
 def tests_metrics(k: int) -> list[Metric]:
-    return [Metric(f"pass@{k}"), Metric(f"mut@{k}"), Metric("Mul", uses=(f"pass@{k}", f"mut@{k}")),
+    return [Metric(f"pass@{k}", step=100.0 / k), Metric(f"mut@{k}"), Metric("Mul", uses=(f"pass@{k}", f"mut@{k}")),
             Metric("valid"), Metric(f"mut@{k}_all")]
 
 
-SELECT_METRICS = [Metric("selected", binary=True), Metric("random"), Metric("oracle", binary=True), Metric("gain")]
+def select_metrics(n_code: int) -> list[Metric]:
+    """A selection's figures; a random pick's chance (and so the gain over it) moves by one
+    candidate of `n_code`."""
+    return [Metric("selected", binary=True), Metric("random", step=100.0 / n_code), Metric("oracle", binary=True),
+            Metric("gain", step=100.0 / n_code)]
 
 
 def _nan(value: Any) -> float:
@@ -204,7 +222,7 @@ class Evaluation:
             return code_metrics(int(self.identity["n"]))
         if self.kind == "tests":
             return tests_metrics(int(self.identity["k"]))
-        return list(SELECT_METRICS)
+        return select_metrics(int(self.identity["n_code"]))
 
 
 def kind_of(identity: dict[str, Any]) -> str | None:
@@ -226,21 +244,22 @@ def read_evaluation(path: str | Path) -> Evaluation:
         raise CompareError(f"{path}: not an evaluation directory (no {RUN_FILE}); give directories that "
                            "`codea1 eval code|tests|select --out` wrote")
     try:
-        identity = json.loads(run_file.read_text())
-    except json.JSONDecodeError as exc:
-        raise CompareError(f"{run_file}: not JSON ({exc.msg})") from None
-    kind = kind_of(identity) if isinstance(identity, dict) else None
+        identity = read_json_object(run_file)
+        summary = read_json_object(path / SUMMARY_FILE) if (path / SUMMARY_FILE).is_file() else {}
+    except ValueError as exc:
+        raise CompareError(str(exc)) from None
+    kind = kind_of(identity)
     if kind is None:
         raise CompareError(f"{run_file}: the settings of no known evaluation (code, tests or select)")
-    summary: dict[str, Any] = {}
-    if (path / SUMMARY_FILE).is_file():
-        summary = json.loads((path / SUMMARY_FILE).read_text())
+    size = {"code": "n", "tests": "k"}.get(kind)
+    if size is not None and (not isinstance(identity[size], int) or identity[size] < 1):
+        raise CompareError(f"{run_file}: {size} is {identity[size]!r}, expected a whole number of at least 1")
     code_sha: dict[str, list[str]] = {}
     try:
         if kind == "code":
-            rows = _code_rows(path, int(identity["n"]))
+            rows = _code_rows(path, identity["n"])
         elif kind == "tests":
-            rows = _tests_rows(path, int(identity["k"]))
+            rows = _tests_rows(path, identity["k"])
         else:
             rows, code_sha = _select_rows(path)
     except (KeyError, TypeError, ZeroDivisionError) as exc:
@@ -267,7 +286,8 @@ def check_comparable(evals: Sequence[Evaluation]) -> None:
                                f"({first.identity.get('data')!r}); compare evaluations of the same problems")
         keys = sorted(set(e.settings) | set(first.settings))
         diff = [f"{k} {e.settings.get(k)!r} vs {first.settings.get(k)!r}" for k in keys
-                if e.settings.get(k) != first.settings.get(k)]
+                if e.settings.get(k) != first.settings.get(k)
+                and (k not in LATER_SETTINGS or (k in e.settings and k in first.settings))]
         if diff:
             raise CompareError(f"{e.path}: evaluated with other settings than {first.path} ({', '.join(diff)}); "
                                "compare evaluations made with the same settings")
@@ -297,7 +317,8 @@ def compare_metric(metric: Metric, a: dict[str, np.ndarray], b: dict[str, np.nda
         p = sign_test(improved, worsened)
         sd = float(d.std(ddof=1)) if d.size > 1 else 0.0
         moved = np.abs(d[d != 0])
-        step = 100.0 if metric.binary or not moved.size else float(moved.min())
+        step = (100.0 if metric.binary else metric.step if metric.step is not None
+                else float(moved.min()) if moved.size else 100.0)
         out.update(paired=int(d.size), improved=improved, worsened=worsened, ties=int(d.size) - improved - worsened,
                    p_sign=p, mde=mde(int(d.size), sd, step))
     else:

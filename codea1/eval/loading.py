@@ -104,6 +104,17 @@ def run_checkpoint(run_dir: str | Path, step: int | None = None) -> Path:
     return found[step]
 
 
+def run_step(model: str, step: int | None = None) -> int | None:
+    """The checkpoint step `model` stands for when it is a training run directory: `step`
+    if given, else its latest; None for any other model. An evaluation records it, so
+    that resuming one after the run saved a newer checkpoint cannot mix the two."""
+    path = Path(model).expanduser()
+    if step is not None or not (path / "checkpoints").is_dir():
+        return step
+    found = dict(CheckpointManager(path).list())   # the complete checkpoints, as `run_checkpoint` reads them
+    return max(found) if found else None
+
+
 def _checkpoint_dir(path: Path) -> Path | None:
     """The policies checkpoint ``path`` names, if it names one."""
     if (path / "policies.json").is_file():

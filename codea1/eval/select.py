@@ -42,7 +42,6 @@ skip (a problem it skipped has no candidates, and is skipped here too, saying so
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import ExitStack
@@ -56,7 +55,7 @@ from codea1.configs import SamplingConfig
 from codea1.data.check import defines_call
 from codea1.eval import loading  # `loading.sample_problems` etc. are looked up when called (tests replace them)
 from codea1.eval.code import CodeEvalConfig, probe_references, skip_reason
-from codea1.eval.loading import load_eval_problems, run_checkpoint, set_threads
+from codea1.eval.loading import load_eval_problems, run_checkpoint, run_step, set_threads
 from codea1.eval import setup  # the set-up the eval commands share
 from codea1.eval.store import (
     MODEL_FILE,
@@ -69,6 +68,7 @@ from codea1.eval.store import (
     data_digest,
     iter_jsonl,
     problem_digest,
+    read_json_object,
     read_samples,
     repair_tail,
     write_json,
@@ -132,7 +132,8 @@ class SelectConfig:
         """What must match for samples on disk to belong to this evaluation."""
         return {"n_code": self.n_code, "n_test": self.n_test, "tests_per_suite": self.tests_per_suite,
                 "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
-                "seed": self.seed}
+                "seed": self.seed, "memory_mb": self.memory_mb, "test_timeout_s": self.test_timeout_s,
+                "test_call_timeout_s": self.test_call_timeout_s}
 
 
 # --------------------------------------------------------------------------- choosing
@@ -368,9 +369,9 @@ def _source_codes(codes_from: Path, code: ModelSpec | None, problems: Sequence["
     problems it skipped (which have no codes there) with why."""
     where = f"--codes-from {codes_from}"
     run_file = codes_from / RUN_FILE
-    if not run_file.is_file() or "n_code" not in (source := json.loads(run_file.read_text())):
+    if not run_file.is_file() or "n_code" not in (source := read_json_object(run_file)):
         raise ValueError(f"{where}: not an `eval select` directory (no {RUN_FILE} of one)")
-    summary = json.loads((codes_from / SUMMARY_FILE).read_text()) if (codes_from / SUMMARY_FILE).is_file() else {}
+    summary = read_json_object(codes_from / SUMMARY_FILE) if (codes_from / SUMMARY_FILE).is_file() else {}
     digest = summary.get("data_digest")
     if (digest != data_digest(problems)) if digest else (source.get("data") != data):
         if source.get("data") == data:   # same name, other problems: the file changed, or another --limit
@@ -384,6 +385,10 @@ def _source_codes(codes_from: Path, code: ModelSpec | None, problems: Sequence["
     if code is not None and code.describe() != source.get("code_model"):
         raise ValueError(f"{where}: its candidates come from the code model {source.get('code_model')!r}, "
                          f"not {code.describe()!r}")
+    step = None if code is None else run_step(code.model, code.step)
+    if step is not None and source.get("code_step", step) != step:
+        raise ValueError(f"{where}: its candidates come from step {source['code_step']} of {code.model} (its "
+                         f"latest checkpoint then), not step {step}; give --code-step {source['code_step']}")
     codes = read_samples(codes_from / CODES_FILE) if (codes_from / CODES_FILE).is_file() else {}
     skipped_there = {str(s["id"]): str(s.get("reason")) for s in summary.get("skipped", [])}
     missing = [p.id for p in problems if p.id not in skipped_there and len(codes.get(p.id, {})) < config.n_code]
@@ -459,9 +464,14 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
         described, source_codes, skipped_there = _source_codes(Path(codes_from), code, problems, str(data), config)
         code = code or ModelSpec(described)
     assert code is not None
+    # a training run directory stands for its latest checkpoint: pinned, so that a resume
+    # after the run saved a newer one samples (and says it sampled) the same weights
+    pinned = {role: ModelSpec(spec.model, run_step(spec.model, spec.step))
+              for role, spec in (("code", code), ("test", test)) if role == "test" or codes_from is None}
     out.mkdir(parents=True, exist_ok=True)
     check_identity(out, {"code_model": code.describe(), "test_model": test.describe(), "data": str(data),
                          **config.identity(),
+                         **{f"{role}_step": spec.step for role, spec in pinned.items() if spec.step is not None},
                          "codes_from": None if codes_from is None else str(Path(codes_from).resolve())})
     skipped = {p.id: why for p in problems if (why := skip_reason(p))}
     skipped.update({p.id: f"skipped by --codes-from {codes_from}: {skipped_there[p.id]}" for p in problems
@@ -478,11 +488,11 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
         if todo:
             if source_codes:
                 _copy_codes(out / CODES_FILE, todo, source_codes, config.n_code)
-            codes = _generate(out / CODES_FILE, todo, "code", config.n_code, code_messages, code, config, loaded,
-                              on_message)
+            codes = _generate(out / CODES_FILE, todo, "code", config.n_code, code_messages,
+                              pinned.get("code", code), config, loaded, on_message)
             suites = _generate(out / TESTS_FILE, todo, "test", config.n_test,
                                lambda p: test_messages(p, None, white_box=False, n_tests=config.tests_per_suite),
-                               test, config, loaded, on_message)
+                               pinned["test"], config, loaded, on_message)
             meta = {"code": code.describe(), "test": test.describe(), "engines": loaded.get("engines", {}),
                     "codes_from": None if codes_from is None else str(codes_from)}
             loaded.clear()

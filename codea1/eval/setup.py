@@ -109,14 +109,16 @@ def load_policies(config: Any, model: str, step: int | None = None) -> tuple[Any
     return loading.load_eval_policies(model, config.device, config.dtype, step=step)
 
 
-def start_model(stack: ExitStack, config: Any, model: str, policies: Any = None) -> tuple[Any, Any, dict[str, Any]]:
-    """(policies, engine, meta) for sampling: torch's --threads set, `model` loaded unless
-    `policies` are given, the engine started (closed with `stack`); `meta` says where the
-    model came from (when loaded here) and which engine samples (model.json)."""
+def start_model(stack: ExitStack, config: Any, model: str, policies: Any = None,
+                step: int | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """(policies, engine, meta) for sampling: torch's --threads set, `model` (its checkpoint
+    `step`, for a training run) loaded unless `policies` are given, the engine started
+    (closed with `stack`); `meta` says where the model came from (when loaded here) and
+    which engine samples (model.json)."""
     loading.set_threads(config.threads)
     meta: dict[str, Any] = {}
     if policies is None:
-        policies, meta = load_policies(config, model)
+        policies, meta = load_policies(config, model, step=step)
     engine = start_engine(stack, config, policies)
     return policies, engine, {**meta, "engine": engine.name}
 
@@ -142,6 +144,7 @@ class Evaluation:
     problems: list[Problem]
     samples_path: Path
     done: dict[str, dict[int, dict[str, Any]]]
+    step: int | None = None   # the checkpoint a training run directory stands for (pinned)
 
 
 def open_evaluation(out: str | Path, model: str | None, data: str | Path, config: Any,
@@ -151,11 +154,14 @@ def open_evaluation(out: str | Path, model: str | None, data: str | Path, config
     out = Path(out)
     check_out_dir(out, model, str(data))
     problems = load_eval_problems(data, config.limit)
+    step = None
     if policies is None:
         check_model_name(model or "")  # a missing path is refused before OUT is created
-    samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity()})
+        step = loading.run_step(model or "")
+    samples_path, done = open_eval_dir(out, {"model": model, "data": str(data), **config.identity(),
+                                             **({} if step is None else {"step": step})})
     check_rows_current(out, problems, done)
-    return Evaluation(out, problems, samples_path, done)
+    return Evaluation(out, problems, samples_path, done, step)
 
 
 def finish_evaluation(ev: Evaluation, summary: dict[str, Any], model: str | None, data: str | Path, config: Any,

@@ -150,18 +150,44 @@ def repair_tail(path: Path) -> None:
 #: settings an evaluation records only when they are set (so that directories written before
 #: them still resume): one on disk and absent now differs as much as two values do
 OPTIONAL_SETTINGS = ("stop",)
+#: settings recorded since a later version (the sandbox's limits, which decide verdicts, and
+#: the checkpoint step a training run directory resolved to): compared only where the
+#: directory on disk records them, so that one written before them still resumes
+LATER_SETTINGS = ("memory_mb", "min_timeout_s", "slowdown", "test_timeout_s", "test_call_timeout_s", "mutation",
+                  "step", "code_step", "test_step")
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in `path`; a ValueError naming the file when it is not one (a
+    file an evaluation wrote, edited or damaged since)."""
+    try:
+        value = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc}); an evaluation writes it, so restore it or use "
+                         "another directory") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object, found {type(value).__name__}; an evaluation writes "
+                         "it, so restore it or use another directory")
+    return value
 
 
 def check_identity(out: Path, identity: dict[str, Any]) -> None:
     run_file = out / RUN_FILE
     if run_file.is_file():
-        old = json.loads(run_file.read_text())
-        diff = {k: (old.get(k), v) for k, v in identity.items() if old.get(k) != v}
+        old = read_json_object(run_file)
+        diff = {k: (old.get(k), v) for k, v in identity.items()
+                if old.get(k) != v and (k in old or k not in LATER_SETTINGS)}
         diff.update({k: (old[k], None) for k in OPTIONAL_SETTINGS if k in old and k not in identity})
         if "scoring" in diff:
             raise ValueError(f"{out} holds rows scored by another version of codea1 (scoring "
                              f"{diff['scoring'][0]!r} on disk, {diff['scoring'][1]!r} now: how tests are read or "
                              "counted changed); resuming would mix the two, so use another --out")
+        steps = [k for k in ("step", "code_step", "test_step") if k in diff]
+        if steps:
+            detail = ", ".join(f"{k.replace('_', ' ')} {diff[k][0]} on disk, {diff[k][1]} now" for k in steps)
+            raise ValueError(f"{out} holds an evaluation of another checkpoint of the training run ({detail}: "
+                             "the run saved a newer one since, and a run directory stands for its latest); "
+                             "resuming would mix the two, so use another --out")
         if diff:
             detail = ", ".join(f"{k}: {a!r} on disk vs {b!r} now" for k, (a, b) in diff.items())
             raise ValueError(f"{out} holds an evaluation with other settings ({detail}); use another --out")

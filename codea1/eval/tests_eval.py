@@ -134,7 +134,7 @@ class TestEvalConfig:
                 "max_new_tokens": self.max_new_tokens, "white_box": self.white_box,
                 "families": list(self.families), "mutation_style": self.mutation_style,
                 "dedupe_mutants": self.dedupe_mutants, "header": self.header, "scoring": SCORING,
-                "protocol": self.protocol}
+                "protocol": self.protocol, "mutation": asdict(self.mutation)}
 
     def header_for(self, problem: Problem) -> str:
         if self.header == "ult" or (self.header == "auto" and problem.source == ULT_SOURCE):
@@ -299,7 +299,7 @@ def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config:
             # the header's heavy imports are loaded once per sandbox worker, not per mutant
             preload = ("numpy", "pandas") if with_header else ("numpy",)
             ex = setup.start_executor(stack, config, executor, preload=preload)
-            policies, engine, meta = setup.start_model(stack, config, model or "", policies)
+            policies, engine, meta = setup.start_model(stack, config, model or "", policies, ev.step)
             finished = len(problems) - len(todo)
             for chunk in setup.batches(todo, config.problems_per_batch):
                 for p, said in zip(chunk, _answers(engine, policies, chunk, config)):

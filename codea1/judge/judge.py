@@ -5,7 +5,7 @@ A step is judged in two kinds of sandbox runs, all on the executor's one priorit
 1. **References** - one run per problem: the reference program, then every distinct CALL
    of every suite of the problem, every distinct model-written EXPECTED expression, and the
    Mistake Book CALLs. A test whose CALL raises on the reference is invalid; otherwise its
-   expected value becomes the reference's value (rendered with `to_source`), and a
+   expected value becomes the reference's value (rendered by `parse.corrected_test`), and a
    model-written EXPECTED that differs makes the test a "wrong expectation" (invalid, but
    still used in its corrected form).
 2. **Candidates** - one run per candidate (identical programs share one), queued as soon
@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING
 from codea1.interpreter import gc_paused, quick_handoff
 from codea1.judge.config import JudgeConfig
 from codea1.judge.golden import GoldenResult, golden_item, golden_results, has_golden
-from codea1.judge.parse import ParsedTest, completion_cache, normalize_assert, parse_completion, parse_tests
+from codea1.judge.parse import (ParsedTest, completion_cache, corrected_test, parse_completion, parse_tests,
+                                shown_value)
 from codea1.judge import program_scoring as programs
 from codea1.judge.outcomes import (
     DUPLICATE,
@@ -179,7 +180,6 @@ class _Plan:
     # filled after wave 1
     ref_timed_out: set[str] = field(default_factory=set)  # calls that used the reference's whole budget
     ref_values: dict[str, list] = field(default_factory=dict)  # call -> encoded reference value
-    ref_sources: dict[str, str] = field(default_factory=dict)  # call -> that value as a literal
     ref_errors: dict[str, str] = field(default_factory=dict)  # call -> why it is unusable
     right_expectations: dict[tuple[str, str | None], bool] = field(default_factory=dict)  # (call, EXPECTED) -> right?
     cand_calls: list[list[str]] = field(default_factory=list)
@@ -343,10 +343,6 @@ class Judge:
                 plan.ref_errors[call] = f"reference returned a value that cannot be compared (a {result.value[1]})"
                 continue
             plan.ref_values[call] = result.value
-            try:
-                plan.ref_sources[call] = to_source(result.value)
-            except ValueError:  # a value known by its digest: compared by it, too large to write out,
-                pass  # so its corrected test has no text and never enters the Mistake Book (as in one program)
 
     # -- wave 2 -----------------------------------------------------------------------
     def _candidate_jobs(self, plan: _Plan) -> list[tuple[Job, list[int]]]:
@@ -428,8 +424,7 @@ class Judge:
                 outcomes.append(TestOutcome(t.source, t.normalized, t.call, False, False, REFERENCE_RAISED, reason))
                 continue
             ref_value = plan.ref_values[t.call]
-            shown = plan.ref_sources.get(t.call)
-            corrected = normalize_assert(t.call, shown) if shown is not None else None
+            corrected = corrected_test(t.call, ref_value)
             right = plan.right_expectations.get((t.call, t.expected))
             if right is None:  # the same test recurs across suites: decide it once
                 expected_value = None
@@ -446,7 +441,7 @@ class Judge:
                 outcomes.append(TestOutcome(t.source, corrected, t.call, True, True, passed=passed, failure=failure))
             else:
                 kinds[WRONG_EXPECTATION] += 1
-                reason = f"expected {t.expected}, the reference returns {shown or '<a value too large to show>'}"
+                reason = f"expected {t.expected}, the reference returns {shown_value(ref_value)}"
                 if t.expected in plan.ref_errors:
                     reason = f"expected value does not evaluate ({plan.ref_errors[t.expected]})"
                 outcomes.append(

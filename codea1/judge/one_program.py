@@ -9,6 +9,9 @@ then the Mistake Book's tests and every kept test of every suite run on the cand
 in that order. So a stateful function (a counter, a cache, a mutable default) sees every
 call in order, the reference's time counts against the candidate's budget, and a
 `sys.exit()`, `os._exit()` or crash in one call ends the program: the calls after it fail.
+(One deviation: the EXPECTED of a Mistake Book test that is not a literal, which the
+reference evaluates after the candidate's module, is evaluated here with the reference's
+checks, before the candidate's code can rebind what it uses.)
 
 `program_job` builds that program as one sandbox `Job` (`Job.one_process`, with the
 modules as statement steps and the candidate's calls gated on their reference call:
@@ -49,7 +52,8 @@ class ProgramLayout:
 
     Per suite and test (`None` for a piece that is no test): `ref[j][k]` the CALL on the
     reference, `exp[j][k]` its EXPECTED when that is not a literal, `cand[j][k]` the CALL
-    on the candidate. `book[m]`: (CALL, EXPECTED or None) of the m-th replayed Mistake
+    on the candidate. `book[m]`: (CALL on the candidate, EXPECTED evaluated before the
+    candidate's module, or None when the parent reads it) of the m-th replayed Mistake
     Book test. `whole_program_error`: the reference would not compile the program at all
     (nothing runs: no job).
     """
@@ -120,17 +124,18 @@ def program_job(assumed_imports: str, reference: HoistedModule, candidate: Hoist
             exps.append(calls.add(expected, (r,)) if r is not None and expected is not None and not literal else None)
         layout.ref.append(refs)
         layout.exp.append(exps)
+    runs = candidate.parsed and candidate.body is not None
+    # (before the candidate's code, which could otherwise rebind what the expected value uses)
+    book_expected = [None if expected is None or not runs else calls.add(expected) for _, expected in book]
     calls.add(_guarded_deletes(reference.functions), statement=True)
-    if not candidate.parsed or candidate.body is None:
+    if not runs:
         layout.candidate_error = "the code does not run: SyntaxError: the module does not parse" + (
             " once its imports are moved to the top of the program" if candidate.parsed else "")
     else:
         c = layout.candidate_module = calls.add(candidate.body, statement=True)
         if entry_point is not None:
             layout.defines = calls.add(f"callable(globals().get({entry_point!r}))", (c,))
-        for call, expected in book:
-            b = calls.add(call, (c,))
-            layout.book.append((b, calls.add(expected, (b,)) if expected is not None else None))
+        layout.book = [(calls.add(call, (c,)), e) for (call, _), e in zip(book, book_expected)]
         layout.cand = [[None if r is None else calls.add(suite[k][0], (c, r))  # type: ignore[arg-type]
                         for k, r in enumerate(refs)] for suite, refs in zip(suites, layout.ref)]
     limits = replace(limits, call_timeout_s=limits.timeout_s, stop_on_output=False)

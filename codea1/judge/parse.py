@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codea1.judge.extract import extract_test_source, python_test_source
+from codea1.sandbox.values import to_source
 
 __all__ = ["LineCache", "ParsedTest", "completion_cache", "parse_completion", "parse_tests", "normalize_assert",
            "MAX_TEST_NODES"]
@@ -91,6 +92,25 @@ class ParsedTest:
 def normalize_assert(call: str, expected: str) -> str:
     """The canonical text of `assert CALL == EXPECTED`, as stored in a Mistake Book."""
     return f"assert {call} == {expected}"
+
+
+def corrected_test(call: str, value: list) -> str | None:
+    """The corrected test `assert CALL == VALUE`, as shown and stored in a Mistake Book: an
+    instance of the program's class is written as an expression that builds it, so the
+    stored text runs and means the reference's value (`to_source(build_objects=True)`).
+    None for a value with no such text (known by its digest: it never enters the book)."""
+    try:
+        return normalize_assert(call, to_source(value, build_objects=True))
+    except ValueError:
+        return None
+
+
+def shown_value(value: list) -> str:
+    """A reference value as a reason shows it (an instance as `TypeName(attribute=value)`)."""
+    try:
+        return to_source(value)
+    except ValueError:  # (a value known by its digest, too large to write out)
+        return "<a value too large to show>"
 
 
 @dataclass

@@ -27,7 +27,7 @@ from codea1.judge.outcomes import (
     TestOutcome,
 )
 from codea1.judge.one_program import ProgramLayout, RunFacts, program_job, read_run, value_key
-from codea1.judge.parse import normalize_assert, parse_tests
+from codea1.judge.parse import corrected_test, parse_tests, shown_value
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.sandbox import CallResult, encode, to_source
 
@@ -146,11 +146,7 @@ class _SuiteCount:
         expected = plan.expected_values.get(t.expected) if t.expected in plan.expected_values else (
             exp.value if exp.status == "ok" else None)
         right = expected is not None and judge._expectation_matches(expected, ref.value)
-        try:
-            shown = to_source(ref.value)
-            corrected: str | None = normalize_assert(t.call, shown)
-        except ValueError:  # (a value known by its digest, too large to write out)
-            shown, corrected = "<a value too large to show>", None
+        corrected = corrected_test(t.call, ref.value)
         passed = failure = None
         if self.candidate_ok:
             passed = cand.status == "ok" and judge._equal(cand.value, ref.value)
@@ -158,8 +154,9 @@ class _SuiteCount:
                 failure = _failure(cand) if cand.status != "ok" else _wrong_value(cand.value)
         if right:
             return TestOutcome(t.source, corrected, t.call, True, True, passed=passed, failure=failure), True
-        reason = (f"expected {t.expected}, the reference returns {shown}" if exp.status in ("ok", "not-run")
-                  else f"expected value does not evaluate (reference: {_failure(exp)})")
+        reason = (f"expected {t.expected}, the reference returns {shown_value(ref.value)}"
+                  if exp.status in ("ok", "not-run") else
+                  f"expected value does not evaluate (reference: {_failure(exp)})")
         return TestOutcome(t.source, corrected, t.call, False, True, WRONG_EXPECTATION, reason, passed, failure), False
 
 

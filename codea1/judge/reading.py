@@ -12,7 +12,8 @@ skipped, so the asserts inside function bodies, loops and `with` blocks are test
 with whatever names they use: names the substitution left are looked up when the test
 runs (in the reference program's namespace), and a test whose name is undefined there is
 invalid. Without a closed python block, each line that starts with `assert` is one test,
-read alone, and one that is not of that shape is invalid.
+read alone (its CALL and EXPECTED taken as they parse, never re-read: `== (not x)` keeps
+its meaning), and one that is not of that shape is invalid.
 
 (`judge.statement_reading` switches to the project's statement-level reading in
 `codea1.judge.parse`.) Parsing is pure AST work: nothing the model wrote runs here.
@@ -93,9 +94,10 @@ class _NotATest(ValueError):
 
 
 def _reread(call: ast.Call, right: ast.expr) -> tuple[ast.expr, ast.expr]:
-    """The test as the reference reads it: it writes `assert CALL == EXPECTED` from the two
-    parts' text and parses that again, so an EXPECTED that needs its parentheses
-    (`not x`, `a and b`, `x if c else y`, `a == b`) changes meaning or stops parsing."""
+    """A python block's test as the reference reads it: it writes `assert CALL == EXPECTED`
+    from the two parts' text and parses that again, so an EXPECTED that needs its
+    parentheses (`not x`, `a and b`, `x if c else y`, `a == b`) changes meaning or stops
+    parsing."""
     try:
         text = f"assert {ast.unparse(call)} == {ast.unparse(right)}"
         body = ast.parse(text).body
@@ -118,8 +120,11 @@ class _Reader:
         self.require_entry = require_entry_point and entry_point is not None
         self.strict_operator = strict_operator
 
-    def test(self, node: ast.Assert, source: str, line: int, env: dict[str, ast.expr]) -> ParsedTest | None:
-        """The test an assert stands for; None when the reference skips it."""
+    def test(self, node: ast.Assert, source: str, line: int, env: dict[str, ast.expr],
+             reread: bool = True) -> ParsedTest | None:
+        """The test an assert stands for; None when the reference skips it. `reread`: the
+        reference rebuilds the assert's text and parses it again (a python block's tests);
+        a bare assert line's parts it takes as they are (`_reread`)."""
         compare = node.test
         if not isinstance(compare, ast.Compare) or not isinstance(compare.left, ast.Call):
             return None
@@ -135,10 +140,11 @@ class _Reader:
         if self.require_entry and not any(isinstance(n, ast.Name) and n.id == self.entry_point
                                           for n in ast.walk(call)):
             return ParsedTest(source, line, reason=f"the call does not use the function under test `{self.entry_point}`")
-        try:
-            call, right = _reread(call, right)
-        except _NotATest as err:
-            return ParsedTest(source, line, reason=str(err))
+        if reread:
+            try:
+                call, right = _reread(call, right)
+            except _NotATest as err:
+                return ParsedTest(source, line, reason=str(err))
         violation_call = _strict_violation((call,), self.entry_point)
         violation_expected = _strict_violation((right,), self.entry_point)
         if self.strict and (violation_call or violation_expected):
@@ -175,7 +181,7 @@ class _Reader:
                 continue
             body = _parse(line, cache)
             node = body[0] if body else None
-            test = self.test(node, line, number, {}) if isinstance(node, ast.Assert) else None
+            test = self.test(node, line, number, {}, reread=False) if isinstance(node, ast.Assert) else None
             if test is None:
                 why = "does not parse" if body is None else "not of the form `assert CALL == EXPECTED`"
                 test = ParsedTest(line, number, reason=why)

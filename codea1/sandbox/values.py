@@ -57,8 +57,11 @@ _DECIMAL_TEXT = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|Infini
 #: How deep a value may nest: as deep as the reference's `repr` of it can go at the top level
 #: of a plain program (Python's default recursion limit, 1000, less the frames in use).
 _MAX_DEPTH = 990
-#: How many nodes one value may have (a 100,000-element list of pairs is 300,001).
-MAX_ITEMS = 1_000_000
+#: How many nodes one value may have (a 100,000-element list of pairs is 300,001): more than
+#: any value sent whole can have (a node takes at least 9 bytes, `["none"],`, so a value of
+#: 16 MiB, `Limits.max_value_bytes`, has fewer than 1,870,000): only a value larger than
+#: that and this large too is refused rather than sent as its digest.
+MAX_ITEMS = 2_000_000
 
 
 #: The recursion limit a process needs to check, decode and compare values `_MAX_DEPTH` deep.
@@ -833,17 +836,20 @@ def _float_source(h: str) -> str:
     return repr(f)
 
 
-def to_source(value: Value) -> str:
+def to_source(value: Value, build_objects: bool = False) -> str:
     """Render an encoding as a Python literal expression (``eval`` gives back an equal value).
 
-    Used to write corrected tests ``assert CALL == LITERAL``. Raises ``ValueError`` for an
-    ``unsupported`` value or a malformed encoding.
+    Used to write corrected tests ``assert CALL == LITERAL``. An instance of a program's
+    class reads as ``TypeName(attribute=value, ...)``, which its ``__init__`` need not take;
+    ``build_objects`` writes it as an expression that builds it (`_built_object`), for a
+    test that is stored and run again. Raises ``ValueError`` for an ``unsupported`` value,
+    a malformed encoding, or (``build_objects``) an instance of a class defined in a function.
     """
     check_value(value)
-    return _source(value)
+    return _source(value, build_objects)
 
 
-def _source(v: Value) -> str:
+def _source(v: Value, build: bool = False) -> str:
     tag = v[0]
     if tag == "none":
         return "None"
@@ -860,26 +866,27 @@ def _source(v: Value) -> str:
     if tag == "bytes":
         return repr(bytes.fromhex(v[1]))
     if tag == "list":
-        return "[" + ", ".join(_source(x) for x in v[1]) + "]"
+        return "[" + ", ".join(_source(x, build) for x in v[1]) + "]"
     if tag == "tuple":
-        items = [_source(x) for x in v[1]]
+        items = [_source(x, build) for x in v[1]]
         return "(" + items[0] + ",)" if len(items) == 1 else "(" + ", ".join(items) + ")"
     if tag == "set":
-        return "{" + ", ".join(_source(x) for x in v[1]) + "}" if v[1] else "set()"
+        return "{" + ", ".join(_source(x, build) for x in v[1]) + "}" if v[1] else "set()"
     if tag == "frozenset":
-        return "frozenset({" + ", ".join(_source(x) for x in v[1]) + "})" if v[1] else "frozenset()"
+        return "frozenset({" + ", ".join(_source(x, build) for x in v[1]) + "})" if v[1] else "frozenset()"
     if tag == "dict":
-        return "{" + ", ".join(f"{_source(k)}: {_source(x)}" for k, x in v[1]) + "}"
+        return "{" + ", ".join(f"{_source(k, build)}: {_source(x, build)}" for k, x in v[1]) + "}"
     if tag in _EXTRA_CHECKS:
-        return _extra_source(v)
+        return _extra_source(v, build)
     raise ValueError(f"cannot render a {tag} value as a literal ({v[1] if len(v) > 1 else ''})")
 
 
-def _extra_source(v: Value) -> str:
+def _extra_source(v: Value, build: bool) -> str:
     """An expression for an `EXTRA_TAGS` value. Modules are reached by `__import__`, so the
     text evaluates anywhere (and passes `parse_tests(strict=True)`); a namedtuple is written
     as its tuple and a numpy scalar as its Python value (each equal under `==`), an instance
-    of a program's class as `TypeName(attribute=value, ...)`, for reading only."""
+    of a program's class as `TypeName(attribute=value, ...)`, for reading only (`build`:
+    `_built_object`)."""
     tag = v[0]
     if tag == "enum":
         module, _, qualname = v[1].rpartition(".") if not v[1].startswith("__main__.") else ("", "", v[1][9:])
@@ -891,22 +898,24 @@ def _extra_source(v: Value) -> str:
     if tag == "digest":
         raise ValueError(f"cannot render a value known only by its digest ({v[2]} bytes encoded) as a literal")
     if tag in ("counter", "defaultdict"):
-        pairs = "{" + ", ".join(f"{_source(k)}: {_source(x)}" for k, x in v[1]) + "}"
+        pairs = "{" + ", ".join(f"{_source(k, build)}: {_source(x, build)}" for k, x in v[1]) + "}"
         name = "Counter" if tag == "counter" else "defaultdict"
         return f"__import__('collections').{name}({'None, ' if tag == 'defaultdict' else ''}{pairs})"
     if tag == "ordereddict":
-        pairs = "[" + ", ".join(f"({_source(k)}, {_source(x)})" for k, x in v[1]) + "]"
+        pairs = "[" + ", ".join(f"({_source(k, build)}, {_source(x, build)})" for k, x in v[1]) + "]"
         return f"__import__('collections').OrderedDict({pairs})"
     if tag == "deque":
-        return "__import__('collections').deque([" + ", ".join(_source(x) for x in v[1]) + "])"
+        return "__import__('collections').deque([" + ", ".join(_source(x, build) for x in v[1]) + "])"
     if tag == "namedtuple":
-        return _source(["tuple", v[2]])
+        return _source(["tuple", v[2]], build)
     if tag == "object":
-        return v[1].rsplit(".", 1)[-1] + "(" + ", ".join(f"{name}={_source(x)}" for name, x in v[2]) + ")"
+        if build:
+            return _built_object(v)
+        return v[1].rsplit(".", 1)[-1] + "(" + ", ".join(f"{name}={_source(x, build)}" for name, x in v[2]) + ")"
     if tag == "npscalar":
-        return _source(v[2])
+        return _source(v[2], build)
     if tag == "ndarray":
-        items = [_source(x) for x in v[3]]
+        items = [_source(x, build) for x in v[3]]
         for size in reversed(v[2][1:]):
             items = ["[" + ", ".join(items[i:i + size]) + "]" for i in range(0, len(items), size)] if size else []
         body = items[0] if not v[2] else "[" + ", ".join(items) + "]"
@@ -931,3 +940,15 @@ def _extra_source(v: Value) -> str:
         args += (", tzinfo=__import__('datetime').timezone(__import__('datetime').timedelta("
                  f"days={days}, seconds={seconds}, microseconds={micro}))")
     return f"__import__('datetime').{tag}({args})"
+
+
+def _built_object(v: Value) -> str:
+    """An expression that builds an instance equal to `v` where its class is defined (the
+    reference's program): `object.__new__` (its `__init__` may take other arguments, or
+    compute its attributes), then each attribute set as it was, `__setattr__` bypassed."""
+    qualname = v[1][9:] if v[1].startswith("__main__.") else ""
+    if not all(part.isidentifier() for part in qualname.split(".")):  # (a class defined in a function)
+        raise ValueError(f"cannot write an instance of {v[1]} as an expression that builds it")
+    attributes = ", ".join(f"({name!r}, {_source(x, True)})" for name, x in v[2])
+    return (f"(lambda o, attributes: ([object.__setattr__(o, k, x) for k, x in attributes], o)[1])"
+            f"(object.__new__({qualname}), [{attributes}])")

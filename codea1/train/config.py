@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from codea1.configs import GRPOConfig, ModelConfig, SamplingConfig, VLLMConfig, check_vllm_lora_targets
 from codea1.judge.config import JudgeConfig
@@ -99,6 +99,12 @@ class DataConfig(_Strict):
         False, description="fill a step that the epoch cannot fill from the next epoch's order (a step "
         "may then hold a problem twice); off: the epoch's last incomplete batch is dropped, as the "
         "reference's sampler does")
+
+    @field_validator("check", mode="before")
+    @classmethod
+    def _check_off(cls, value: Any) -> Any:
+        """YAML reads a bare `off` (`data.check=off`, `check: off`) as false: it means "off"."""
+        return "off" if value is False else value
 
 
 class JudgeSection(JudgeConfig):
@@ -221,7 +227,7 @@ class TrainConfig(_Strict):
         "a1", description="a1: two policies; golden: code model on golden tests; selfplay: one model"
     )
     steps: int = Field(100, ge=1, description="training steps (the schedule spans them)")
-    seed: int = Field(0, description="seed of everything random in a run (sampling, data order, init)")
+    seed: int = Field(0, ge=0, description="seed of everything random in a run (sampling, data order, init)")
     threads: int | None = Field(None, ge=1, description="torch CPU threads; null = torch's default")
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()

@@ -7,6 +7,7 @@ from fnmatch import fnmatchcase
 from typing import Callable
 
 from codea1.data import bundled_problems, bundled_split, load_problems
+from codea1.data.bundled import STDIN_PREFIX
 from codea1.train.config import REQUIRED, TrainConfig, require_data
 
 
@@ -20,12 +21,16 @@ def load_training_data(cfg: TrainConfig, say: Callable[[str], None] | None = Non
 
     def load(field: str, text: str, bundled_means: str) -> list:
         try:
-            split = bundled_split(text)   # `bundled` alone: the train (or held-out) split
+            split = bundled_split(text)   # `bundled` (`bundled-stdin`) alone: the train (or held-out) split
         except ValueError as exc:
             raise ValueError(f"data.{field}: {exc}") from None
         if split is None:
             return load_problems(text)
-        return bundled_problems(bundled_means if text == "bundled" else split)
+        if text == "bundled":
+            split = bundled_means
+        elif text == "bundled-stdin":
+            split = STDIN_PREFIX + bundled_means
+        return bundled_problems(split)
 
     train = load("train", cfg.data.train, "train")
     heldout = [] if cfg.data.heldout is None else load("heldout", cfg.data.heldout, "heldout")

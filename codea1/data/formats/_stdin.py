@@ -64,8 +64,9 @@ def as_text(value: Any, where: str, field: str) -> str:
 
 def io_tests(inputs: Any, outputs: Any, where: str, field: str) -> list[str]:
     """Canonical stdin tests from parallel input/output lists."""
-    if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)):
-        raise ProblemFormatError(where, field, "lists of inputs and outputs", inputs)
+    for part, value in (("inputs", inputs), ("outputs", outputs)):
+        if not isinstance(value, (list, tuple)):  # (a string would be read as its characters)
+            raise ProblemFormatError(where, f"{field}.{part}", "a list of tests (strings or lists of lines)", value)
     if len(inputs) != len(outputs):
         raise ProblemFormatError(where, field, f"as many outputs as inputs ({len(inputs)})", len(outputs))
     return [io_test(as_text(i, where, f"{field}.inputs[{k}]"), as_text(o, where, f"{field}.outputs[{k}]"))
@@ -107,6 +108,16 @@ def call_assert(target: str, args: list[Any], expected: Any, where: str, field: 
 # The names a golden test binds while it compares: it runs among the candidate's globals,
 # so they must not be names a program would use.
 _RAW, _GOT = "_codea1_returned", "_codea1_got"
+
+
+def starter_code(row: dict[str, Any], where: str) -> str:
+    """The row's `starter_code` (TACO, APPS, LiveCodeBench): a string, "" when absent."""
+    value = row.get("starter_code")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ProblemFormatError(where, "starter_code", "a string (the code an answer starts from)", value)
+    return value
 
 
 def call_target(starter: str, fn: str) -> tuple[str, str]:

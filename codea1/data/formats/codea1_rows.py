@@ -126,7 +126,7 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     missing = [line for line in imports.splitlines() if line.strip() and line.strip() not in reference]
     if missing:
         reference = "\n".join(missing) + "\n" + reference
-    description = row.get("description") or ""
+    description = "" if row.get("description") is None else require_str(row, "description", where, allow_empty=True)
     meta: dict[str, Any] = {
         "description": description,
         "function_declaration": info.get("function_declaration", ""),

@@ -43,7 +43,8 @@ def _tests(row: dict[str, Any], name: str, where: str) -> list[str]:
         return []
     if not isinstance(value, dict) or "input" not in value or "output" not in value:
         raise ProblemFormatError(where, name, 'an object {"input": [...], "output": [...]}', value)
-    return io_tests(list(value["input"] or []), list(value["output"] or []), where, name)
+    inputs, outputs = value["input"], value["output"]
+    return io_tests([] if inputs is None else inputs, [] if outputs is None else outputs, where, name)
 
 
 def _reference(row: dict[str, Any], where: str) -> str:
@@ -65,7 +66,10 @@ def _time_limit(row: dict[str, Any], where: str) -> float | None:
         return None
     if not isinstance(value, dict):
         raise ProblemFormatError(where, "time_limit", 'an object {"seconds": int, "nanos": int}', value)
-    seconds = (value.get("seconds") or 0) + (value.get("nanos") or 0) / 1e9
+    parts = [0 if value.get(k) is None else value[k] for k in ("seconds", "nanos")]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in parts):
+        raise ProblemFormatError(where, "time_limit", 'an object {"seconds": int, "nanos": int}', value)
+    seconds = parts[0] + parts[1] / 1e9
     return float(seconds) if seconds > 0 else None
 
 

@@ -203,9 +203,9 @@ def convert(row: dict[str, Any], where: str) -> Problem:
         tests = simple_asserts(prompt, entry)
     base = _inputs(row, "base_input", where)
     plus = _inputs(row, "plus_input", where)
-    atol = row.get("atol") or 0
-    if not isinstance(atol, (int, float)) or isinstance(atol, bool):
-        raise ProblemFormatError(where, "atol", "a number", atol)
+    atol = 0 if row.get("atol") is None else row["atol"]
+    if not isinstance(atol, (int, float)) or isinstance(atol, bool) or not atol >= 0:
+        raise ProblemFormatError(where, "atol", "a number >= 0", atol)
     mode = "plain"
     if task_id.startswith("Mbpp/") and entry in MBPP_SET_EQ:
         mode = "set-eq"

@@ -12,7 +12,7 @@ from typing import Any
 
 from codea1.data.formats._code import docstring_question, import_lines, signature
 from codea1.data.formats.pytest_program import pytest_program
-from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_str
+from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_id, require_str
 
 NAME = "kodcode"
 DESCRIPTION = "KodCode-V1 rows (question_id, question, solution, test, test_info), parquet or JSONL"
@@ -38,7 +38,13 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     check_identifier(entry, where, "test_info[0].function_name")
     text = require_str(row, "question", where)
     solution = require_str(row, "solution", where)
-    declarations = [str(i.get("function_declaration") or "").strip() for i in info]
+    declarations = []
+    for k, item in enumerate(info):
+        declaration = item.get("function_declaration")
+        if declaration is not None and not isinstance(declaration, str):
+            raise ProblemFormatError(where, f"test_info[{k}].function_declaration", "a string (a def line)",
+                                     declaration)
+        declarations.append((declaration or "").strip())
     first = declarations[0] or signature(solution, entry, where, "solution")
     others = [d for d in declarations[1:] if d]
     if others:
@@ -51,7 +57,7 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     if difficulty is not None:
         meta["difficulty"] = difficulty
     return Problem(
-        id=str(row.get("question_id") or require_str(row, "question_id", where)),
+        id=require_id(row, "question_id", where),
         question=docstring_question(first if first.endswith(":") else first + ":", text),
         entry_point=entry,
         reference=solution,

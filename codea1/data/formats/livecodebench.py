@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from codea1.data.formats._stdin import call_assert, call_target, compressed_json, json_column
-from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_str
+from codea1.data.formats._stdin import call_assert, call_target, compressed_json, json_column, starter_code
+from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_id, require_str
 from codea1.data.stdin_io import io_test
 
 NAME = "livecodebench"
@@ -67,7 +67,7 @@ def _functional(case: dict[str, Any], target: str, where: str, field: str) -> st
 
 
 def convert(row: dict[str, Any], where: str) -> Problem:
-    qid = str(row.get("question_id") or require_str(row, "question_id", where))
+    qid = require_id(row, "question_id", where)
     content = require_str(row, "question_content", where)
     public, private = _cases(row, "public_test_cases", where), _cases(row, "private_test_cases", where)
     cases = public + private
@@ -78,7 +78,7 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     for key in ("platform", "difficulty", "contest_date", "question_title"):
         if isinstance(row.get(key), str):
             meta[key] = row[key]
-    starter = row.get("starter_code") or ""
+    starter = starter_code(row, where)
     if kinds != {"functional"}:
         return Problem(id=f"livecodebench/{qid}", question=content, entry_point="", reference="",
                        tests=[io_test(c["input"], c["output"]) for c in cases], imports=HARNESS_IMPORTS,

@@ -23,8 +23,8 @@ import hashlib
 import re
 from typing import Any
 
-from codea1.data.formats._stdin import call_assert, call_target, io_tests, json_column
-from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_str
+from codea1.data.formats._stdin import call_assert, call_target, io_tests, json_column, starter_code
+from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_id, require_str
 
 NAME = "taco"
 DESCRIPTION = "TACO / APPS rows (question, solutions, input_output, starter_code), parquet or JSON"
@@ -47,9 +47,9 @@ def matches(row: dict[str, Any]) -> bool:
     return KEYS <= row.keys()
 
 
-def _id(row: dict[str, Any], question: str) -> str:
+def _id(row: dict[str, Any], question: str, where: str) -> str:
     if row.get("problem_id") is not None:
-        return f"apps/{row['problem_id']}"
+        return f"apps/{require_id(row, 'problem_id', where)}"
     for key in ("url", "name"):
         value = row.get(key)
         if isinstance(value, str) and value.strip():
@@ -94,8 +94,8 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     for key in ("difficulty", "url"):
         if isinstance(row.get(key), (str, int)):
             meta[key] = row[key]
-    starter = row.get("starter_code") or ""
-    pid = _id(row, question)
+    starter = starter_code(row, where)
+    pid = _id(row, question, where)
     source = "apps" if pid.startswith("apps/") else "taco"
     fn = io.get("fn_name")
     if fn is None:

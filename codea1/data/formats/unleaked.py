@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from codea1.data.formats._code import docstring_question, import_lines, signature
-from codea1.data.problem import Problem, check_identifier, require_str, require_str_list
+from codea1.data.problem import Problem, check_identifier, require_id, require_str, require_str_list
 
 NAME = "unleaked"
 DESCRIPTION = "UnLeakedTestBench JSON (task_id, func_name, code, prompt, test_list)"
@@ -26,11 +26,8 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     check_identifier(entry, where, "func_name")
     code = require_str(row, "code", where)
     description = require_str(row, "prompt", where, allow_empty=True)
-    task_id = row.get("task_id")
-    if task_id is None or (isinstance(task_id, str) and not task_id.strip()):
-        task_id = require_str(row, "task_id", where)
     return Problem(
-        id=str(task_id),
+        id=require_id(row, "task_id", where),
         question=docstring_question(signature(code, entry, where, "code"), description),
         entry_point=entry,
         reference=code,
