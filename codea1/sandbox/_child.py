@@ -130,20 +130,25 @@ def _code(obj, filename: str, mode: str):
 _NO_FLOW = (frozenset(), {}, {}, False)
 
 
-def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, isolated: frozenset = frozenset(),
+def child_main(plan: dict, program, calls: list, start_at: int, fds: tuple, isolated: frozenset = frozenset(),
                flow: tuple = _NO_FLOW) -> None:
     """Never returns: confine, run the program and calls from ``start_at``, then ``_exit``.
 
-    ``program`` and each call are what ``compile_untrusted`` returned. A call whose index
-    is in ``isolated`` is evaluated in a fork of this process (the state the program and
-    the calls before it left), so nothing it does is seen by any later call. ``flow`` is
-    the job's ``(statements, requires, distinct, one_process)`` (see ``Job``)."""
+    ``program`` and each call are what ``compile_untrusted`` returned. ``calls`` is emptied
+    as the run goes (each entry None once run: the reference module a one-program job runs
+    first is then gone before the candidate's code runs; see docs/SANDBOX.md, "What a run
+    can read of the harness"). A call whose index is in ``isolated`` is evaluated in a fork
+    of this process (the state the program and the calls before it left), so nothing it
+    does is seen by any later call. ``flow`` is the job's ``(statements, requires,
+    distinct, one_process)`` (see ``Job``)."""
+    if type(calls) is not list:
+        calls = list(calls)
     out_fd, err_fd, res_fd = fds
     # Keep private references: a candidate that patches os/json/builtins later cannot
     # change what this function calls (the harness's helpers too: bound below, before the
     # program runs).
     _write, _exit, _dumps, _int_text = os.write, os._exit, plain_json, int.__repr__
-    _fork, _pipe, _read, _close, _wait4 = os.fork, os.pipe, os.read, os.close, os.wait4
+    _fork, _pipe, _read, _close, _wait4, _pid = os.fork, os.pipe, os.read, os.close, os.wait4, os.getpid
     cpu_stop = _cpu_stop(plan["cpu_s"], signal.signal, os.kill, os.getpid)
     # The result pipe sits at a per-run random fd, and the program/end records carry a
     # per-run nonce: a record blindly forged by the candidate is rejected. (Code in this
@@ -161,15 +166,23 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
     flush = _flush
     statements, requires, distinct, one_process = flow
     last = [None, None]  # the last call's fate: its ok value's JSON, the exit status when it ends the run
-    evaluate = _evaluator(calls, g, max_value, _dumps, flush, statements, last if one_process else None)
-    evaluate_apart = _apart(evaluate, _fd, max_value, _dumps, (_write, _exit, _fork, _pipe, _read, _close, _wait4),
-                            cpu_stop)
-    fresh: dict = {}  # call -> whether it returned and its (key, value) was new (`Job.requires`)
-    seen: set = set()
+    owner = [_pid()]  # the process whose records count: a fork of the run's code that returns here writes none
     base = _frames()
+    # (`base + 1`: `_run_program`'s or `evaluate`'s frame; the module's frame is the reference's first)
+    headroom, encoding_limit = _recursion_limits(base + 1)
+    evaluate = _evaluator(calls, g, max_value, _dumps, flush, statements, last if one_process else None,
+                          owner, encoding_limit)
+    evaluate_apart = _apart(evaluate, _fd, max_value, _dumps, (_write, _exit, _fork, _pipe, _read, _close, _wait4),
+                            cpu_stop, owner)
+    fresh: dict = {}  # call -> whether it returned and its (key, value) was new (`Job.requires`)
+    seen: set = set()  # emptied after the last call with a key: the reference's values are gone before a candidate runs
+    last_keyed = max(distinct, default=-1)
+    calls[:start_at] = [None] * min(start_at, len(calls))
     record(["ready"])
-    _headroom(base + 1)  # (`_run_program`'s frame: the module's frame is the reference's first)
+    headroom()
     program_ok, program_error, exit_code = _run_program(program, g)
+    if _pid() != owner[0]:
+        _exit(0)  # a fork the program made and did not end: the program's own process reports
     flush()
     record(["P", program_ok, program_error, _nonce])
     if program_ok:
@@ -179,21 +192,26 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
             deps = requires.get(i)
             if deps is not None and not all(fresh.get(d, False) for d in deps):
                 done += '["K",' + index + "]\n"
+                calls[i] = None
                 continue
             line(done + '["S",' + index + "]")
-            last[0] = None
-            _headroom(base + 1)  # (`evaluate`'s frame, as the module's frame above)
+            last[0] = done = None
+            if i > last_keyed and seen:
+                seen.clear()
+            headroom()
             done = (evaluate_apart(i, index) if i in isolated else evaluate(i, index)) + "\n"
+            calls[i] = None
             if last[1] is not None:
                 line(done[:-1])  # (a SystemExit in one process: the run ends after this call)
                 _exit(last[1])
-            value = last[0]
+            value, last[0] = last[0], None
             if value is not None:
                 key = distinct.get(i)
                 pair = None if key is None else (key, value)
                 fresh[i] = pair is None or pair not in seen
                 if pair is not None:
                     seen.add(pair)
+                value = pair = None
         line(done + _dumps(["E", _nonce]))  # the parent accepts nothing after a failed program's record
     _exit(exit_code)
 
@@ -201,7 +219,10 @@ def child_main(plan: dict, program, calls: tuple, start_at: int, fds: tuple, iso
 #: The recursion limit of a plain ``python program.py`` (the reference's candidate program):
 #: its module-level code runs in the first frame.
 REFERENCE_RECURSION_LIMIT = 1000
-_getframe, _setrecursionlimit = sys._getframe, sys.setrecursionlimit
+_getframe, _getrecursionlimit, _setrecursionlimit = sys._getframe, sys.getrecursionlimit, sys.setrecursionlimit
+_getpid = os.getpid
+#: The largest limit `sys.setrecursionlimit` takes (a C int).
+_MAX_RECURSION_LIMIT = (1 << 31) - 1
 
 
 def _frames() -> int:
@@ -212,10 +233,36 @@ def _frames() -> int:
     return n
 
 
-def _headroom(depth: int) -> None:
-    """Give code run from a frame `depth` deep the headroom a module-level statement of a
-    plain ``python program.py`` has (the harness's own frames do not count against it)."""
-    _setrecursionlimit(REFERENCE_RECURSION_LIMIT + depth + RECURSION_CALIBRATION)
+def _recursion_limits(depth: int) -> tuple:
+    """``(headroom, encoding_limit)`` for code run from a frame `depth` deep.
+
+    ``headroom()``, before the program and each call, gives the code the headroom a
+    module-level statement of a plain ``python program.py`` has (the harness's own frames
+    do not count against it): `REFERENCE_RECURSION_LIMIT`, or the limit the run's code
+    set itself (``sys.setrecursionlimit(N)``: found as a limit other than the one the
+    harness set last, and kept for every later call, as a plain program keeps it).
+    ``encoding_limit()``, after a call returned, sets the limit the harness encodes its
+    value under, noting first a limit the call set."""
+    offset = depth + RECURSION_CALIBRATION
+    state = [REFERENCE_RECURSION_LIMIT, None]  # the run's limit as a plain program sets it; the limit set last here
+
+    def noted() -> int:
+        """The run's limit, updated when its code set one since the harness last did."""
+        now = _getrecursionlimit()
+        if state[1] is not None and now != state[1]:
+            state[0] = now
+        return state[0]
+
+    def headroom() -> None:
+        limit = state[1] = min(noted() + offset, _MAX_RECURSION_LIMIT)
+        _setrecursionlimit(limit)
+
+    def encoding_limit() -> None:
+        noted()
+        state[1] = _ENCODING_RECURSION_LIMIT
+        _setrecursionlimit(_ENCODING_RECURSION_LIMIT)
+
+    return headroom, encoding_limit
 
 
 #: Frames the interpreter counts between the harness's frame and the evaluated code that a
@@ -305,13 +352,17 @@ def _run_program(program, g: dict) -> tuple:
     return program_ok, program_error, exit_code
 
 
-def _evaluator(calls: tuple, g: dict, max_value: int, _dumps, flush, statements=frozenset(), last=None):
+def _evaluator(calls: list, g: dict, max_value: int, _dumps, flush, statements: frozenset, last, owner: list,
+               encoding_limit):
     """``evaluate(i, index)``: call ``i``'s result record (``index`` is ``i`` as text).
 
     A call in ``statements`` is executed (its value is None). With ``last`` (one process),
     ``last[0]`` gets an ok value's JSON and ``last[1]`` the exit status when the call raised
-    what is not an ``Exception`` (``SystemExit``...: a plain program ends there)."""
-    _sha = sha256
+    what is not an ``Exception`` (``SystemExit``...: a plain program ends there). A call
+    that returns in another process than ``owner[0]`` (a fork the run's code made and did
+    not end) ends that process silently: as in a plain program, the original one reports.
+    ``encoding_limit`` (see `_recursion_limits`) sets the limit a value is encoded under."""
+    _sha, _pid, _quit = sha256, _getpid, os._exit
 
     def evaluate(i: int, index: str) -> str:
         """Call ``i``'s result record."""
@@ -321,7 +372,9 @@ def _evaluator(calls: tuple, g: dict, max_value: int, _dumps, flush, statements=
                 value = None
             else:
                 value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
-            _setrecursionlimit(_ENCODING_RECURSION_LIMIT)  # (trusted code: its own depth bound)
+            if _pid() != owner[0]:
+                _quit(0)
+            encoding_limit()  # (trusted code: its own depth bound)
             text = encode_json(value)
             if last is not None:
                 last[0] = text
@@ -331,6 +384,8 @@ def _evaluator(calls: tuple, g: dict, max_value: int, _dumps, flush, statements=
         except EncodingError as e:
             text = _dumps(["R", i, "error", f"ValueTooLarge: {e}"])
         except BaseException as e:
+            if _pid() != owner[0]:
+                _quit(0)
             text = _dumps(["R", i, "error", _describe(e)])
             if last is not None and not isinstance(e, Exception):
                 last[1] = _exit_status(e)
@@ -387,11 +442,13 @@ def _cpu_stop(cpu_limit: int, _signal, _kill, _getpid):
     return cpu_stop
 
 
-def _apart(evaluate, _fd: int, max_value: int, _dumps, os_calls: tuple, cpu_stop):
+def _apart(evaluate, _fd: int, max_value: int, _dumps, os_calls: tuple, cpu_stop, owner: list):
     """``evaluate_apart(i, index)``: ``evaluate`` in a fork, with the private ``os``
     references ``(write, _exit, fork, pipe, read, close, wait4)``; ``cpu_stop`` (see
-    ``_cpu_stop``) sees how each fork ended."""
+    ``_cpu_stop``) sees how each fork ended. The fork is ``owner[0]`` (`_evaluator`) of
+    its call."""
     _write, _exit, _fork, _pipe, _read, _close, _wait4 = os_calls
+    _pid = _getpid
 
     def evaluate_apart(i: int, index: str) -> str:
         """Call ``i``'s result record, evaluated in a fork that ends with the call: it
@@ -404,6 +461,7 @@ def _apart(evaluate, _fd: int, max_value: int, _dumps, os_calls: tuple, cpu_stop
             return _dumps(["R", i, "error", f"IsolationFailed: {_describe(e)}"])
         if pid == 0:
             try:
+                owner[0] = _pid()
                 _close(r)
                 _close(_fd)  # its only way back is the private pipe, checked below
                 _seed_generators()

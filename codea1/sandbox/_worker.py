@@ -13,8 +13,10 @@ first ``hello`` message.
 from __future__ import annotations
 
 import collections
+import ctypes
 import errno
 import fcntl
+import gc
 import json
 import json.scanner
 import math
@@ -125,7 +127,7 @@ class _Inbox:
         self.fd = fd
         os.set_blocking(fd, False)
         self.buf = bytearray()
-        self.messages: collections.deque = collections.deque()
+        self.messages: collections.deque = collections.deque()  # whole messages, as bytes
         self.closed = False
 
     def pump(self) -> None:
@@ -146,7 +148,7 @@ class _Inbox:
             (size,) = _HEADER.unpack_from(self.buf)
             if len(self.buf) < _HEADER.size + size:
                 break
-            self.messages.append(json.loads(bytes(self.buf[_HEADER.size:_HEADER.size + size])))
+            self.messages.append(bytes(self.buf[_HEADER.size:_HEADER.size + size]))
             del self.buf[:_HEADER.size + size]
 
     def next(self) -> dict | None:
@@ -156,7 +158,13 @@ class _Inbox:
                 return None
             select.select([self.fd], [], [])
             self.pump()
-        return self.messages.popleft()
+        return json.loads(self.messages.popleft())
+
+    def forget(self) -> None:
+        """Drop the messages read and not yet taken (in a run's child: other jobs). They are
+        kept as bytes until taken, so that this frees a few blocks, not a job's objects."""
+        self.messages.clear()
+        del self.buf[:]
 
 
 # --------------------------------------------------------------------------- set-up
@@ -324,8 +332,6 @@ class Worker:
     def setup_warm_state(self) -> None:
         """Objects of the warm state are never collected again: a collection in a child would
         otherwise write to every one of them and copy the whole heap page by page."""
-        import gc
-
         prepare_warm_state()
         gc.collect()
         gc.freeze()
@@ -468,18 +474,23 @@ class Worker:
             msg = self.inbox.next()
             if msg is None:
                 return
-            try:
-                result = self.run_job(msg["job"])
-            except Exception as e:  # the worker's own failure: infrastructure, not the candidate
-                import traceback
+            self.serve_one(msg)
 
-                result = {"status": "infra", "infra_error": f"worker error: {type(e).__name__}: {e}",
-                          "trace": traceback.format_exc()[-2000:]}
-                try:
-                    self.kill_everything(None)
-                except Exception:
-                    pass
-            send_result(self.chan_out, msg.get("id"), result, self.inbox)
+    def serve_one(self, msg: dict) -> None:
+        """Run one job and send its result. (A method of its own: its result, the reference's
+        values in a reference run, is gone from every frame before the next job's child forks.)"""
+        try:
+            result = self.run_job(msg["job"])
+        except Exception as e:  # the worker's own failure: infrastructure, not the candidate
+            import traceback
+
+            result = {"status": "infra", "infra_error": f"worker error: {type(e).__name__}: {e}",
+                      "trace": traceback.format_exc()[-2000:]}
+            try:
+                self.kill_everything(None)
+            except Exception:
+                pass
+        send_result(self.chan_out, msg.get("id"), result, self.inbox)
 
     def return_queued(self) -> None:
         """Give back the jobs queued here while the current run is long (a job queued behind
@@ -489,7 +500,7 @@ class Worker:
         assert inbox is not None
         inbox.pump()
         while inbox.messages:
-            send(self.chan_out, {"returned": inbox.messages.popleft().get("id")}, inbox)
+            send(self.chan_out, {"returned": json.loads(inbox.messages.popleft()).get("id")}, inbox)
 
     def warm_up(self, job: dict) -> None:
         """Import a preload module into the warm state the first time a job mentions it, so
@@ -504,20 +515,22 @@ class Worker:
                         __import__(sub)
                 except Exception:  # the run will raise the ImportError itself
                     continue
-                import gc
-
                 gc.collect()
                 gc.freeze()
                 self.base_vsz = _vsz_bytes()
 
     def run_job(self, job: dict) -> dict:
+        """Run `job`. Its source texts leave it once compiled (the frames above the run's
+        child hold nothing of them), and its calls are a list the child empties as it runs
+        them (see `_child.child_main`)."""
         if self.lazy:
             self.warm_up(job)
         lim = job["limits"]
-        program = self.codes.get(job["program"], "program.py", "exec")
+        program = self.codes.get(job.pop("program"), "program.py", "exec")
         statements = frozenset(job.get("statements", ()))
-        calls = tuple(self.codes.get(c, "<call>", "exec" if k in statements else "eval")
-                      for k, c in enumerate(job["calls"]))
+        calls = [self.codes.get(c, "<call>", "exec" if k in statements else "eval")
+                 for k, c in enumerate(job.pop("calls"))]
+        self.codes.untrack_new()
         self.isolated = frozenset(job.get("isolated", ()))
         self.one_process = bool(job.get("one_process"))
         self.flow = (statements, {k: tuple(deps) for k, deps in job.get("requires", ())},
@@ -534,7 +547,7 @@ class Worker:
         peak_rss = self.run_segments(program, calls, plan, lim, t0 + lim["timeout_s"], out, res, call_res)
         return self.finish_job(res, call_res, out, t0, peak_rss)
 
-    def run_segments(self, program, calls: tuple, plan: dict, lim: dict, deadline: float,
+    def run_segments(self, program, calls: list, plan: dict, lim: dict, deadline: float,
                      out: _Output, res: dict, call_res: list) -> float:
         """Run the job in segments, each a child of its own: after a call that ended its
         process, the next child runs the program again and the calls after that one.
@@ -686,7 +699,7 @@ class Worker:
         code = os.WEXITSTATUS(st) if st is not None else None
         return "error", f"ProcessExited: exited with code {code} without a result record"
 
-    def segment(self, program, calls: tuple, start: int, plan: dict, lim: dict,
+    def segment(self, program, calls: list, start: int, plan: dict, lim: dict,
                 deadline: float, out: "_Output") -> dict:
         """Fork one child that runs the program, then calls from ``start``; watch it."""
         if start or self.scratch_dirty:  # a continuation starts from the clean state, files included
@@ -731,9 +744,10 @@ class Worker:
                           else f"signal {os.WTERMSIG(status)}")
         return seg
 
-    def fork_child(self, plan: dict, program, calls: tuple, start: int, high: list) -> int:
+    def fork_child(self, plan: dict, program, calls: list, start: int, high: list) -> int:
         """Fork the run's child (under the run's malloc settings) and close the write ends
-        of its pipes here; returns its pid."""
+        of its pipes here; returns its pid. The child first forgets the other jobs
+        (`forget_other_jobs`): its harness runs below this frame, so the run can reach it."""
         mallopt = self.mallopt
         if mallopt is not None:  # the child inherits the run's malloc; the worker keeps its own
             mallopt(isolation.M_MMAP_MAX, RUN_MMAP_MAX)
@@ -741,6 +755,7 @@ class Worker:
         pid = os.fork()
         if pid == 0:
             try:
+                self.forget_other_jobs()
                 child_main(plan, program, calls, start, tuple(high), self.isolated, self.flow)
             finally:
                 os._exit(SETUP_FAILED_EXIT)
@@ -750,6 +765,14 @@ class Worker:
         for fd in high:
             os.close(fd)
         return pid
+
+    def forget_other_jobs(self) -> None:
+        """In a run's child, before any of the run's code: drop what the worker holds of other
+        jobs (references, other candidates, tests), which the run could otherwise read
+        through its frames or `gc`: the compiled code of recent jobs and the jobs queued
+        behind this one. See docs/SANDBOX.md, "What a run can read of the harness"."""
+        self.codes.hide()
+        self.inbox.forget()
 
     def watch(self, seg: dict, parser: _RecordParser, poller, pidfd: int, pipes: tuple,
               open_fds: set, lim: dict, deadline: float, out: _Output) -> None:
@@ -835,20 +858,31 @@ class _CodeCache:
     becomes old. A hit in the young generation writes nothing: keeping an LRU order wrote
     to scattered list nodes on every hit, and each write after a fork is a page fault (the
     worker takes 12-30% fewer of them a judge step without it).
+
+    A generation maps a source to its code (``"\\0" + source`` for ``exec`` mode: no source
+    that compiles holds a NUL), so that it holds no object the garbage collector tracks
+    and is itself untracked; `untrack_new` untracks the tuples of constants of new code.
+    `hide` relies on both.
     """
 
     def __init__(self, max_chars: int = 250_000, max_source: int = 20_000) -> None:
         self.max_chars, self.max_source = max_chars, max_source
-        self.young: dict[tuple[str, str], object] = {}
-        self.old: dict[tuple[str, str], object] = {}
+        self.young: dict[str, object] = {}
+        self.old: dict[str, object] = {}
         self.young_chars = 0
+        self.added = False  # code compiled since `untrack_new`
+
+    @staticmethod
+    def _key(mode: str, source: str) -> str:
+        return source if mode == "eval" else "\0" + source
 
     @property
     def chars(self) -> int:
         """Characters of source kept (a source in both generations counts once)."""
-        return self.young_chars + sum(len(key[1]) for key in self.old if key not in self.young)
+        return self.young_chars + sum(len(key) - key.startswith("\0") for key in self.old if key not in self.young)
 
-    def __contains__(self, key: tuple[str, str]) -> bool:
+    def __contains__(self, mode_source: tuple[str, str]) -> bool:
+        key = self._key(*mode_source)
         return key in self.young or key in self.old
 
     def __len__(self) -> int:
@@ -856,7 +890,7 @@ class _CodeCache:
 
     def get(self, source: str, filename: str, mode: str):
         """What `compile_untrusted` returns for `source`, from the cache when possible."""
-        key = (mode, source)
+        key = self._key(mode, source)
         code = self.young.get(key)
         if code is not None:
             return code
@@ -866,10 +900,35 @@ class _CodeCache:
             if type(code) is not types.CodeType or len(source) > self.max_source:
                 return code
         self.young[key] = code
+        self.added = True
         self.young_chars += len(source)
         if self.young_chars > self.max_chars // 2:
             self.old, self.young, self.young_chars = self.young, {}, 0
         return code
+
+    def untrack_new(self) -> None:
+        """After new code was kept: a collection of the youngest generation (some 4 us), which
+        untracks every tuple that holds only untracked objects, as the constants of code
+        mostly are. A tuple still tracked is listed by `gc.get_objects()`, and a module's
+        constants hold the code of its functions."""
+        if self.added:
+            self.added = False
+            gc.collect(0)
+
+    def hide(self) -> None:
+        """In a run's child: leave the cached code (other jobs' programs and calls) where
+        the run's Python cannot reach it, neither through this object nor through `gc`
+        (the generations are untracked). Freeing it would fault in every page it holds:
+        3.5 ms of the child's CPU for a full cache, more than a whole run costs. So each
+        generation keeps a reference Python does not see (the child never returns)."""
+        _keep_alive(self.young)
+        _keep_alive(self.old)
+        self.young, self.old = {}, {}
+
+
+def _keep_alive(obj: object) -> None:
+    """Add a reference to `obj` that no Python object holds (never given back)."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
 class _Output:

@@ -73,6 +73,7 @@ def _codea1_memfile(name):
 
 def _codea1_stdin(data):
     os, io, sys = _codea1_os, _codea1_io, _codea1_sys
+    me = os.getpid()
     fd = _codea1_memfile("stdin")
     view = memoryview(data.encode("utf-8"))
     while view:
@@ -99,6 +100,8 @@ def _codea1_stdin(data):
         status, error = "memory", ("MemoryError: " + _codea1_text(e))[:500]
     except BaseException as e:
         status, error = "error", (type(e).__name__ + ": " + _codea1_text(e))[:500]
+    if os.getpid() != me:  # a fork the program made and did not end: leave the output to the original
+        os._exit(0)
     threading = sys.modules.get("threading")
     if status == "ok" and threading is not None:
         try:  # as Python's exit does: wait for the threads that are not daemons (what they print counts)
