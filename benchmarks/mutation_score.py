@@ -100,7 +100,7 @@ TARGETS = (  # (the new exact tests first: a mutant they kill costs one short ru
             "tests/test_stdin_judge.py::test_the_problem_s_own_limits_and_checker",
             "tests/test_stdin_judge.py::test_the_reader_at_its_edges")),
     Target("store", "codea1/eval/store.py",
-           ("check_out_dir", "data_digest", "problem_digest", "check_rows_current", "write_json", "iter_jsonl",
+           ("check_out_dir", "data_digest", "problem_digest", "check_rows_current", "write_json",
             "read_samples", "open_eval_dir", "repair_tail", "check_identity", "append_rows", "removed_if_failed"),
            ("tests/test_eval_store.py",)),
     Target("grpo", "codea1/grpo.py",

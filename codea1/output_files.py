@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import uuid
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 _FULL_ERRNOS = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 # a training run directory holds these (`codea1.train.checkpoint`'s CONFIG_FILE, BOOK_FILE, CheckpointManager)
@@ -174,3 +175,21 @@ def remove_stray_temps(path: str | os.PathLike[str]) -> list[Path]:
         stray.unlink(missing_ok=True)
         removed.append(stray)
     return removed
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) per line of a JSONL file that is appended to while it is
+    read or was cut short: a torn last line is skipped, any other bad line is an error."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if lineno == len(lines):
+                return  # the row being written when the writer stopped
+            raise ValueError(f"{path}:{lineno}: not a JSON object ({exc.msg})") from exc
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        yield lineno, row

@@ -23,8 +23,9 @@ import typer
 from rich.console import Console
 
 from codea1.cli_options import check_output_dir
-from codea1.eval.store import iter_jsonl
 from codea1.output_files import atomic_output
+from codea1.output_files import iter_jsonl
+from codea1.train.metrics import METRICS_FILE
 
 # numpy and matplotlib are imported where they are used: `codea1 --help` imports this module
 # (it holds `plot_command`), and they cost a good part of a second.
@@ -98,7 +99,7 @@ def _flatten(row: dict, prefix: str = "") -> dict[str, object]:
 def read_metrics(run_dir: Path) -> Metrics:
     """Every numeric metric of a run. Nested objects become ``a/b`` keys; a truncated
     last line (a run killed mid-write) is ignored, any other bad line is an error."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         raise MetricsError(f"{path}: not found (is {run_dir} a training run directory?)")
 

@@ -286,3 +286,32 @@ def test_eval_code_on_the_export_equals_eval_code_on_the_run(run, tmp_path):
     assert summaries[0] == summaries[1]
     assert completions[0] == completions[1] and len(completions[0]) == 9
     assert len({c for _, _, c in completions[0]}) > 1
+
+
+def test_a_torn_last_metrics_line_is_skipped_and_another_bad_line_named_before_loading(run, tmp_path, monkeypatch):
+    """A run killed mid-write leaves a torn last line in metrics.jsonl: the export goes on (the
+    card from the whole rows); a bad line elsewhere is one error naming `path:line`, before
+    the model loads, and nothing is written. Fault tried: `read_metrics` parsed every line,
+    after the export's work, with an error naming no file."""
+    import shutil
+
+    import codea1.export as export
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    metrics = copy / "metrics.jsonl"
+    whole = metrics.read_text()
+    metrics.write_text(whole + '{"step": 3, "val/code_pa')
+    export_run(copy, tmp_path / "out", "code", fmt="peft")
+    assert "## Last validation (step 2)" in (tmp_path / "out" / "README.md").read_text()
+
+    def no_loading(*_args, **_kwargs):
+        raise AssertionError("the model loaded before metrics.jsonl was read")
+
+    monkeypatch.setattr(export, "load_role", no_loading)
+    lines = whole.splitlines(keepends=True)
+    metrics.write_text(lines[0] + '{"step": 2, oops\n' + "".join(lines[1:]))
+    code, output = _cli("export", str(copy), str(tmp_path / "out2"), "--role", "code", "--format", "peft")
+    assert (code, output) == (2, [f"error: {metrics}:2: not a JSON object (Expecting property name enclosed "
+                                  "in double quotes)"])
+    assert not (tmp_path / "out2").exists()

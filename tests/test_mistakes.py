@@ -279,3 +279,62 @@ def test_commit_step_applies_the_step_and_reports_the_books_figures(book):
     assert book.last_step == 2
     with pytest.raises(ValueError, match="not after the last applied step"):   # apply_step's own refusal
         book.commit_step(2, [("p", upd(failed={"c": 1}))])
+
+
+@pytest.fixture
+def read_only_run(small_disk):
+    """A run folder on a tmpfs that `seal()` remounts read-only (root only: the test skips
+    elsewhere). Root ignores permission bits, so a chmod'ed folder would not show the
+    fault; a read-only mount refuses root too."""
+    import subprocess
+
+    return small_disk, lambda: subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+
+
+def test_a_finished_runs_book_reads_in_a_folder_not_writable(read_only_run, tmp_path):
+    """A closed book (every step in the main file) is read without the `-shm` SQLite would
+    create; a book whose steps are still in its `-wal` is named with why it cannot be read.
+    Fault tried: `mode=ro` alone failed with "not a Mistake Book (unable to open database file)"."""
+    run, seal = read_only_run
+    with MistakeBook(run / "mistakes.sqlite") as b:
+        b.apply_step(3, {"MBPP/2": upd(failed={"assert f(1) == 2": 2})})
+    live = MistakeBook(tmp_path / "live" / "mistakes.sqlite")  # open: its step is in the -wal
+    live.apply_step(1, {"p": upd(failed={"t": 1})})
+    (run / "live").mkdir()
+    for name in ("mistakes.sqlite", "mistakes.sqlite-wal"):
+        (run / "live" / name).write_bytes((tmp_path / "live" / name).read_bytes())
+    live.close()
+    seal()
+    runner = CliRunner()
+    r = runner.invoke(app, ["mistakes", "stats", str(run), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["last_step"] == 3
+    r = runner.invoke(app, ["mistakes", "show", str(run), "MBPP/2"])
+    assert r.exit_code == 0 and "assert f(1) == 2" in r.output, r.output
+    r = runner.invoke(app, ["mistakes", "stats", str(run / "live")])
+    assert r.exit_code == 2, r.output
+    assert "its folder is not writable" in r.output and "not a Mistake Book" not in r.output
+
+
+def test_list_prints_each_problem_id_whole_at_80_columns(tmp_path):
+    """`mistakes show` takes the id `mistakes list` printed: the id stays whole, on one line
+    where it fits beside the figures, else folded over lines; a long test folds rather than
+    being cut. Fault tried: the default columns cut both with an ellipsis."""
+    ids = ["KodCode/Leetcode_12345_I_with_a_long_suffix", "LiveCodeBench/abc301_d_another_long_id"]
+    test = "assert solve([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], target=55) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] and done"
+    with MistakeBook(tmp_path / "mistakes.sqlite") as b:
+        b.apply_step(1, {pid: upd(failed={test: 2}) for pid in ids})
+    r = CliRunner().invoke(app, ["mistakes", "list", str(tmp_path)], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.output
+    lines = r.output.splitlines()
+    assert all(any(pid in line for line in lines) for pid in ids), r.output
+    column = "".join(line.split("│")[4] for line in lines if line.count("│") == 5)
+    assert "".join(column.split()).count("".join(test.split())) == 2  # (the test wraps, whole)
+    long_id = "LiveCodeBench/abc301_d_an_id_longer_than_an_80_column_table_has_room_for"
+    with MistakeBook(tmp_path / "long" / "mistakes.sqlite") as b:
+        b.apply_step(1, {long_id: upd(failed={test: 1})})
+    r = CliRunner().invoke(app, ["mistakes", "list", str(tmp_path / "long")], env={"COLUMNS": "80"})
+    assert r.exit_code == 0 and "…" not in r.output, r.output
+    first = "".join(line.split("│")[1].strip() for line in r.output.splitlines() if line.count("│") == 5)
+    assert first == long_id  # folded over lines, whole

@@ -267,7 +267,9 @@ def test_train_into_a_directory_of_inputs_is_refused(inputs, monkeypatch):  # no
     data_dir = inputs / "data"
     data_dir.mkdir()
     save_problems(bundled_problems("train")[:2], data_dir / "samples.jsonl")
-    (inputs / "run" / "config.yaml").write_text("steps: 1\n")    # a run's own (crashed) directory
+    from codea1.train.config import TrainConfig, save_config
+
+    save_config(TrainConfig(steps=1), inputs / "run" / "config.yaml")   # a run's own (crashed) directory
     save_problems(bundled_problems("train")[:2], inputs / "run" / "metrics.jsonl")
     cases = [
         (TRAIN + ["--run-dir", "evaluation"], "evaluation is not empty and not a codea1 run (it holds samples.jsonl)"),

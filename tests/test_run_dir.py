@@ -37,18 +37,26 @@ def _snapshot(root: Path) -> dict[str, str]:
 
 
 
-def test_a_foreign_non_empty_folder_is_refused_and_left_untouched(tiny, tmp_path):
-    """Fault tried: the old check (only metrics.jsonl, samples.jsonl, mistakes.sqlite
-    counted) accepted this folder and filled it."""
+@pytest.mark.parametrize("files", [
+    {"notes.txt": "my own notes\n", "sub/data.csv": "a,b\n"},
+    {"config.yaml": "name: my project\nversion: 2\n", "main.py": "print('hi')\n"},
+    {"config.yaml": "steps: 3\n", "main.py": "print('hi')\n"},  # codea1 keys, not a run's whole config
+], ids=["own-files", "own-config-yaml", "partial-codea1-config"])
+def test_a_foreign_non_empty_folder_is_refused_and_left_untouched(tiny, tmp_path, files):
+    """Faults tried: the old check (only metrics.jsonl, samples.jsonl, mistakes.sqlite
+    counted) accepted the first folder and filled it; any config.yaml made a folder a run,
+    and the new run replaced the project's own."""
     mine = tmp_path / "mine"
-    (mine / "sub").mkdir(parents=True)
-    (mine / "notes.txt").write_text("my own notes\n")
-    (mine / "sub" / "data.csv").write_text("a,b\n")
+    for name, text in files.items():
+        (mine / name).parent.mkdir(parents=True, exist_ok=True)
+        (mine / name).write_text(text)
     before = _snapshot(mine)
     sets = [x for o in tiny_overrides(tiny) for x in ("--set", o)]
     result = runner.invoke(app, ["train", "--preset", "cpu-demo", "--run-dir", str(mine), *sets])
     assert result.exit_code == 2, result.output
-    assert "is not empty and not a codea1 run" in result.output and "notes.txt" in result.output
+    assert "is not empty and not a codea1 run" in result.output
+    assert all(name.split("/")[0] in result.output for name in files)
+    assert ("config.yaml is not a codea1 run's" in result.output) == ("config.yaml" in files)
     assert _snapshot(mine) == before
 
 
@@ -304,3 +312,100 @@ def test_a_crash_while_the_resume_saves_the_stopped_step_again_loses_nothing(tin
     assert train(None, run, resume=True).step == 3
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-3"]
     assert differences(fingerprint(run), fingerprint(tmp_path / "straight")) == []
+
+
+def test_a_resume_on_reordered_training_data_is_refused_in_one_line(tiny, tmp_path):
+    """The same problems in another order would draw another sequence: `--resume` is refused
+    with one `error:` line and the run is left as it was. Fault tried: the trainer built its
+    sampler without the ids (the resume went on in silence)."""
+    data, run = tmp_path / "train.jsonl", tmp_path / "run"
+    lines = Path(tiny["train"]).read_text().splitlines(keepends=True)
+    data.write_text("".join(lines))
+    train(_config(tiny, 3, f"data.train={data}"), run, stop_after=1)
+    data.write_text("".join(lines[::-1]))
+    before = _snapshot(run)
+    result = runner.invoke(app, ["train", "--resume", str(run)])
+    assert result.exit_code == 2, result.output
+    error = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "other training problems" in error[0], result.output
+    kept = ("config.yaml", "metrics.jsonl", "samples.jsonl", "checkpoints")
+    assert {k: v for k, v in _snapshot(run).items() if k.startswith(kept)} == \
+        {k: v for k, v in before.items() if k.startswith(kept)}
+
+
+def test_a_new_total_from_set_or_config_yaml_is_held_to_the_steps_rules(tiny, tmp_path):
+    """`--resume RUN --set steps=N`, or `steps:` edited in config.yaml, is `--steps N`: at
+    or below the step the run is at it is refused in one line and nothing changes; above
+    it the run is extended with the line that says the LR schedule now spans N steps.
+    Fault tried: `steps` passed as a plain changeable key (steps=2 at step 3 exited 0 and
+    wrote `steps: 2`; steps=4 extended without the line)."""
+    run = tmp_path / "run"
+    train(_config(tiny, 3), run)
+    cfg_path = run / "config.yaml"
+    text = cfg_path.read_text()
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "steps=2"])
+    assert result.exit_code == 2, result.output
+    assert f"error: --set steps=2: {run} is already at step 3 (of 3); give a total above 3" in result.output
+    assert cfg_path.read_text() == text
+    assert "\nsteps: 3\n" in text
+    cfg_path.write_text(text.replace("\nsteps: 3\n", "\nsteps: 2\n"))
+    result = runner.invoke(app, ["train", "--resume", str(run)])
+    assert result.exit_code == 2, result.output
+    assert f"error: steps: 2 in {cfg_path}: {run} is already at step 3 (of 3)" in result.output
+    assert "or set it back to 3" in result.output
+    cfg_path.write_text(text)
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "steps=4",
+                                 "--set", "logging.progress=plain"])
+    assert result.exit_code == 0, result.output
+    assert f"steps 3 -> 4, recorded in {cfg_path}; the LR schedule now spans 4 steps" in result.output
+    assert load_config(path=cfg_path).steps == 4
+    assert [r["step"] for r in read_metrics(run)] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("bad", ["data.problems_per_step=100", "rollout.code.max_prompt_tokens=5", "model.name"])
+def test_a_new_run_refused_after_the_checks_leaves_its_directory_as_it_was(tiny, tmp_path, bad):
+    """Bad input found only once the models load (more problems a step than the data holds,
+    every prompt too long), or a folder that is not a model (now found before anything is
+    written): exit 2, and the new run's directory
+    does not exist afterwards; in a crashed first attempt's directory its config.yaml is back
+    as it was. Fault tried: config.yaml and train.lock stayed, and `--resume` repeated the error."""
+    if bad == "model.name":
+        (tmp_path / "not-a-model").mkdir()
+        (tmp_path / "not-a-model" / "notes.txt").write_text("no weights here\n")
+        bad = f"model.name={tmp_path / 'not-a-model'}"
+    sets = [x for o in [*tiny_overrides(tiny), bad] for x in ("--set", o)]
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--preset", "cpu-demo", "--run-dir", str(run), *sets])
+    assert result.exit_code == 2, result.output
+    assert not run.exists(), sorted(p.name for p in run.iterdir())
+    crashed = tmp_path / "crashed"  # a first attempt killed before its first checkpoint
+    crashed.mkdir()
+    from codea1.train.config import save_config
+
+    save_config(_config(tiny, 2), crashed / "config.yaml")
+    (crashed / "metrics.jsonl").write_text("")
+    before = _snapshot(crashed)
+    result = runner.invoke(app, ["train", "--preset", "cpu-demo", "--run-dir", str(crashed), *sets])
+    assert result.exit_code == 2, result.output
+    assert _snapshot(crashed) == before
+
+
+def test_a_new_run_in_a_crashed_first_attempts_directory_drops_its_tensorboard_events(tiny, tmp_path):
+    """A first attempt killed before its first checkpoint leaves config.yaml and TensorBoard
+    events for steps the new run trains again: they go, as its Mistake Book does. Fault
+    tried: the events were purged on resume only, so TensorBoard showed both attempts."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from codea1.train.config import save_config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    cfg = _config(tiny, 1, "logging.tensorboard=true")
+    save_config(cfg, run / "config.yaml")
+    old = SummaryWriter(log_dir=str(run / "tb"))
+    old.add_scalar("reward/code/mean", 123.0, 1)
+    old.close()
+    stale = set((run / "tb").iterdir())
+    assert train(cfg, run).step == 1
+    left = set((run / "tb").iterdir())
+    assert left and not left & stale

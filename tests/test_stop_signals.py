@@ -207,3 +207,36 @@ def test_a_stop_during_the_data_check_ends_at_once_and_leaves_a_run_to_start(tin
             f"codea1 train --resume {run}") in t.text()
     assert "Traceback" not in t.text(), t.text()
     assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "train.lock"]
+
+
+def test_stop_lines_are_said_with_progress_none_and_promise_no_checkpoint_while_loading(tiny, tmp_path, capsys,
+                                                                                        monkeypatch):
+    """`logging.progress=none` quiets the progress, not why the run stopped: a SIGINT while
+    the models load says it drops the loading (no "a checkpoint follows": nothing is
+    trained) and how to start the run again; a stop after a step says where the checkpoint
+    is. Faults tried: the stop lines went through the progress display (nothing printed with
+    none), and the acknowledgement promised a checkpoint that a stop while loading never wrote."""
+    import codea1.models as models
+    from codea1.train.config import load_config
+    from codea1.train.loop import train
+
+    cfg = load_config(preset="cpu-demo", overrides=[*tiny_overrides(tiny, "a1", 2), "validation.every=0",
+                                                    "logging.tensorboard=false", "logging.progress=none"])
+    real_load = models.load_policies
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # (the handler raises in this thread, here)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(models, "load_policies", interrupted)
+    run = tmp_path / "run"
+    assert train(cfg, run).stopped
+    said = capsys.readouterr().err
+    assert "SIGINT: stopping now: the work under way has changed nothing yet and is dropped; Ctrl-C again" in said
+    assert "a checkpoint follows" not in said
+    assert f"stopped while loading the models (SIGINT); nothing trained yet; start it again with: " \
+           f"codea1 train --resume {run}" in said
+    monkeypatch.setattr(models, "load_policies", real_load)
+    assert train(None, run, resume=True, stop_after=1).step == 1
+    said = capsys.readouterr().err
+    assert f"stopped at step 1 (stop_after); checkpoint saved; resume with: codea1 train --resume {run}" in said

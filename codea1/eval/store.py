@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from codea1.output_files import atomic_output, input_named_as_output, naming_full_disk
+from codea1.output_files import atomic_output, input_named_as_output, iter_jsonl, naming_full_disk
 
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -91,24 +91,6 @@ def write_json(path: Path, data: Any) -> None:
     with atomic_output(path) as tmp:
         tmp.write_text(json.dumps(data, indent=2) + "\n")
 
-
-
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) per line of a JSONL file that is appended to while it is
-    read or was cut short: a torn last line is skipped, any other bad line is an error."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if lineno == len(lines):
-                return  # the row being written when the writer stopped
-            raise ValueError(f"{path}:{lineno}: not a JSON object ({exc.msg})") from exc
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-        yield lineno, row
 
 
 def read_samples(path: Path) -> dict[str, dict[int, dict[str, Any]]]:

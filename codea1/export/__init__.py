@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codea1.configs import ROLES, ModelConfig
-from codea1.export.card import gguf_adapter_name, model_card
+from codea1.export.card import gguf_adapter_name, last_validation, model_card
 from codea1.output_files import naming_full_disk
 
 # torch, transformers, safetensors and the modules that compute with them (codea1.models,
@@ -308,11 +308,17 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], rol
     check_request(run, role, fmt, dtype)
     check_out(out)
 
+    validation = last_validation(run.run_dir, run.step)  # a bad metrics.jsonl fails before the model loads
+
     def load(path: Path) -> tuple[RunCheckpoint, RoleModel]:  # (a live run may prune it meanwhile: then its latest)
         read = run if path == run.path else read_run(run_dir, None)
         return read, load_role(read, role)
 
-    _, (run, loaded) = load_while_kept(load, run.path, lambda: run_checkpoint(run_dir) if step is None else None)
+    _, (loaded_run, loaded) = load_while_kept(load, run.path,
+                                              lambda: run_checkpoint(run_dir) if step is None else None)
+    if loaded_run.step != run.step:
+        validation = last_validation(loaded_run.run_dir, loaded_run.step)
+    run = loaded_run
     if fmt == "merged":
         target = getattr(torch, dtype) if dtype else base_dtype(loaded.resolved)
     else:
@@ -332,7 +338,7 @@ def export_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str], rol
                 files = write_gguf_lora(loaded, tmp, role)
             command = export_command_line(run_dir, out, role, run.step, fmt, dtype)
             (tmp / CARD_FILE).write_text(model_card(run, role, fmt, dtype_name, base_name(loaded.resolved),
-                                                    loaded.resolved.describe(), str(out), command),
+                                                    loaded.resolved.describe(), str(out), command, validation),
                                          encoding="utf-8")
             files = sorted({*files, CARD_FILE})
             _readable(tmp)

@@ -73,8 +73,9 @@ def _base_load(base: str) -> str:
 
 
 def model_card(run: "RunCheckpoint", role: str, fmt: str, dtype: str, base: str, base_described: str,
-               out: str, command: str) -> str:
-    """The card's Markdown text."""
+               out: str, command: str, validation: tuple[int | None, dict[str, Any]]) -> str:
+    """The card's Markdown text; `validation` is `last_validation`'s, read before the model
+    loads so that a bad metrics.jsonl costs no loading."""
     cfg = run.model_config
     steps = run.train_config.get("steps")
     weights = (f"LoRA r={cfg.get('lora_r')}, alpha={cfg.get('lora_alpha')}" if run.uses_lora()
@@ -100,7 +101,7 @@ def model_card(run: "RunCheckpoint", role: str, fmt: str, dtype: str, base: str,
         f"| made by | `{command}` |",
         "",
     ]
-    val_step, figures = last_validation(run.run_dir, run.step)
+    val_step, figures = validation
     if figures:
         lines += [f"## Last validation (step {val_step})", "", "| figure | value |", "|---|---|"]
         lines += [f"| {key} | {_figure(figures[key])} |" for key in sorted(figures)]

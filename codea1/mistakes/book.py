@@ -136,6 +136,22 @@ def _merged_updates(updates: Mapping[str, MistakeUpdate] | Iterable[tuple[str, M
     return merged
 
 
+def _writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK)
+
+
+def _read_only_uri(path: Path) -> str:
+    """The URI a reader opens the book with. A WAL book is read through a `-shm` file SQLite
+    creates beside it: in a folder this user may not write (a finished run on a read-only
+    mount, another user's run) the book is opened `immutable`, which needs none, when every
+    committed step is in the main file (no `-wal`, or an empty one: the trainer closed it)."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    wal = path.with_name(path.name + "-wal")
+    if _writable(path.parent) or (wal.is_file() and wal.stat().st_size > 0):
+        return uri
+    return uri + "&immutable=1"
+
+
 class MistakeBook:
     """A Mistake Book stored in one SQLite file (created when missing, unless read-only)."""
 
@@ -145,8 +161,8 @@ class MistakeBook:
         if readonly:
             if not self.path.is_file():
                 raise FileNotFoundError(f"{self.path}: no Mistake Book here (expected a file written by `codea1 train`)")
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
-            self._conn = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None)
+            self._conn = sqlite3.connect(_read_only_uri(self.path), uri=True, timeout=timeout_s,
+                                         isolation_level=None)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
@@ -156,6 +172,11 @@ class MistakeBook:
             self._conn.close()
             if disk_full(err):
                 raise DiskFull(self.path) from err
+            if readonly and not _writable(self.path.parent):
+                raise ValueError(f"{self.path}: cannot be read: its folder is not writable, and the book has "
+                                 f"steps in {self.path.name}-wal that SQLite reads only through a "
+                                 f"{self.path.name}-shm it must create there ({err}); read a copy of the run "
+                                 "directory in a writable place") from err
             raise ValueError(f"{self.path}: not a Mistake Book ({err})") from err
 
     def _setup(self) -> None:

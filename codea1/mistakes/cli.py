@@ -88,6 +88,9 @@ def stats_command(run_dir: RunDirArgument = None, book: BookOption = None, as_js
         console.print(table)
 
 
+_TEST_MIN = 8  # the narrowest `mistakes list` shows a test
+
+
 @app.command("list")
 def list_command(
     run_dir: RunDirArgument = None,
@@ -105,10 +108,19 @@ def list_command(
         for pid, n, total, top in rows:
             typer.echo(json.dumps({"problem_id": pid, "tests": n, "total_frequency": total, "top_test": top}))
         return
-    table = Table("problem", "tests", "total freq", "most frequent test")
+    # an id is never cut (`mistakes show` takes it back): on one line where the terminal has
+    # room for it beside the figures and a bit of the test, else folded; a long test folds
+    console = Console()
+    others = len("tests") + len("total freq") + _TEST_MIN + 13  # (the borders and padding of 4 columns)
+    one_line = max((len(pid) for pid, *_ in rows), default=0) + others <= console.width
+    table = Table()
+    table.add_column("problem", no_wrap=one_line, overflow="fold")
+    table.add_column("tests", no_wrap=True)
+    table.add_column("total freq", no_wrap=True)
+    table.add_column("most frequent test", overflow="fold", min_width=_TEST_MIN)
     for pid, n, total, top in rows:
         table.add_row(pid, str(n), str(total), top)
-    Console().print(table)
+    console.print(table)
 
 
 @app.command("show")

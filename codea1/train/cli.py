@@ -28,7 +28,7 @@ def check_new_run(cfg, run_dir: Path) -> None:
     in the local cache or answered by the hub within `model.hub_probe_timeout_s`), and that
     the run would not write over its inputs."""
     from codea1.engines import resolve_engine
-    from codea1.models import model_unavailable, resolve_device
+    from codea1.models import ModelError, model_unavailable, resolve_device, resolve_model
     from codea1.train.config import REQUIRED, ConfigError, missing_data
     from codea1.train.training_data import load_training_data
 
@@ -51,6 +51,11 @@ def check_new_run(cfg, run_dir: Path) -> None:
         given = cfg.data.model_copy(update={"heldout": None}) if cfg.data.heldout == REQUIRED else cfg.data
         check("data", lambda: load_training_data(cfg.model_copy(update={"data": given})))
     model = model_unavailable(cfg.model.name, cfg.model.hub_probe_timeout_s)
+    if model is None and Path(str(cfg.model.name)).expanduser().exists():
+        try:  # a local folder or file: that it is a model, found without loading it
+            resolve_model(cfg.model.name)
+        except ModelError as exc:
+            model = str(exc)
     if model is not None:
         problems.append(f"model.name: {model}")
     check("--run-dir", lambda: check_run_dir_inputs(cfg, Path(run_dir)))
@@ -61,7 +66,8 @@ def check_new_run(cfg, run_dir: Path) -> None:
 def check_run_dir_inputs(cfg, run_dir: Path) -> None:
     """A new run fills RUN_DIR, truncates its metrics.jsonl and samples.jsonl, deletes its
     mistakes.sqlite (what a crashed first attempt left) and prunes its checkpoints/: refuse
-    a RUN_DIR that is not empty and not a run (no config.yaml), leaving it untouched, and
+    a RUN_DIR that is not empty and not a run (no config.yaml that `is_run_config`), leaving it
+    untouched, and
     a data file or model that is one of the files a run writes."""
     from codea1.output_files import input_named_as_output
     from codea1.train.checkpoint import BOOK_FILE, CONFIG_FILE
@@ -70,12 +76,14 @@ def check_run_dir_inputs(cfg, run_dir: Path) -> None:
 
     written = [run_dir / name for name in (METRICS_FILE, SAMPLES_FILE, BOOK_FILE, BOOK_FILE + "-wal",
                                            BOOK_FILE + "-shm")]
-    if run_dir.is_dir() and not (run_dir / CONFIG_FILE).is_file():
+    if run_dir.is_dir() and not is_run_config(run_dir / CONFIG_FILE):
         # not a run: only an empty folder (or what a run's first instant leaves) is taken
         found = sorted(p.name for p in run_dir.iterdir()
                        if p.name != LOCK_FILE and not p.name.startswith(f".{CONFIG_FILE}.tmp-"))
         if found:
             shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+            if CONFIG_FILE in found:
+                shown += f"; its {CONFIG_FILE} is not a codea1 run's"
             raise typer.BadParameter(f"{run_dir} is not empty and not a codea1 run (it holds {shown}); a new run "
                                      "writes config.yaml, metrics.jsonl, mistakes.sqlite, checkpoints/... into its "
                                      "directory: use a new or empty --run-dir", param_hint="--run-dir")
@@ -88,6 +96,21 @@ def check_run_dir_inputs(cfg, run_dir: Path) -> None:
                 input_named_as_output(path, directories=[run_dir / "checkpoints"]) is not None:
             raise typer.BadParameter(f"{key}={value} is a file the new run in {run_dir} writes or deletes; "
                                      "use a new --run-dir or move the file", param_hint="--run-dir")
+
+def is_run_config(path: Path) -> bool:
+    """Whether `path` is a run's config.yaml: one that loads as a whole codea1 run config (as
+    `codea1 train` writes it), not any file of that name (a project's own, which a new run
+    would overwrite)."""
+    from codea1.train.config import ConfigError, check_run_config, read_run_config
+
+    if not path.is_file():
+        return False
+    try:
+        check_run_config(read_run_config(path)[1], path, None)
+    except ConfigError:
+        return False
+    return True
+
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 

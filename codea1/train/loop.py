@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import sys
 import time
 import warnings
@@ -47,7 +48,7 @@ from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, 
 from codea1.judge import Judge, ProblemRollout, StepJudge
 from codea1.judge.golden import golden_items, golden_results
 from codea1.mistakes import MistakeBook
-from codea1.output_files import remove_stray_temps
+from codea1.output_files import atomic_output, remove_stray_temps
 from codea1.rollout import (
     GenerationInterrupted,
     code_messages,
@@ -85,6 +86,8 @@ from codea1.train.config import (
     save_config,
 )
 from codea1.train.metrics import (
+    METRICS_FILE,
+    TB_DIR,
     MetricsLog,
     Progress,
     _jsonable,
@@ -97,7 +100,7 @@ from codea1.train.metrics import (
 )
 from codea1.train.one_process import OneProcess
 from codea1.train.records import StepResult, StepRewards, StepRollout
-from codea1.train.run_lock import RunLock
+from codea1.train.run_lock import LOCK_FILE, RunLock
 from codea1.train.stopping import StopFlag, StopRequested, TimeBudget
 from codea1.train.training_data import (  # noqa: F401  (select_problems: re-exported)
     checked_training_data,
@@ -192,7 +195,7 @@ class Trainer:
     def _sampler(self) -> ProblemSampler:
         d = self.cfg.data
         return ProblemSampler(len(self.train_problems), self.cfg.seed, d.shuffle, batch_size=d.problems_per_step,
-                              cross_epochs=d.cross_epochs)
+                              cross_epochs=d.cross_epochs, ids=[p.id for p in self.train_problems])
 
     def _model_config(self):
         return D.rank_model_config(self.cfg, self.ranks) if self.ranks.enabled else self.cfg.model
@@ -528,14 +531,17 @@ class Trainer:
 # --------------------------------------------------------------------------- entry point
 
 
-def _resume_config(config: TrainConfig | None, run_dir: Path,
-                   steps: int | None) -> tuple[TrainConfig, Path | None, bool, list[str]]:
+def _resume_config(config: TrainConfig | None, run_dir: Path, steps: int | None
+                   ) -> tuple[TrainConfig, Path | None, bool, list[str], int | None]:
     """The config a resumed run continues with, its latest checkpoint (None: none yet),
-    whether config.yaml must be rewritten to record a change, and the keys changed.
+    whether config.yaml must be rewritten to record a change, the other keys changed, and
+    the total the run was trained toward where `steps` changes (else None).
 
     The run's config.yaml must be whole and the one its latest checkpoint was trained
     with; a `config` given differs from it only in keys of `RESUME_CHANGEABLE` (threads,
-    the display, logging sinks...), and `steps` is a new total.
+    the display, logging sinks...), and `steps` is a new total. A new total asked for with
+    `--set steps=N`, or written into config.yaml by hand, is held to `--steps N`'s rules:
+    the schedule and the step the run is at do not care where the number came from.
     """
     cfg_path = run_dir / CONFIG_FILE
     if not cfg_path.is_file():
@@ -547,15 +553,24 @@ def _resume_config(config: TrainConfig | None, run_dir: Path,
     check_run_config(raw, cfg_path, state, latest)
     changed = [] if config is None else resume_changes(saved.model_dump(mode="json"), config.model_dump(mode="json"),
                                                        f"resuming {run_dir}", str(cfg_path))
+    changed = [k for k in changed if k != "steps"]
     at = int(state["step"]) if state is not None else 0
-    if steps is not None and steps <= at:
-        raise ConfigError(f"--steps {steps}: {run_dir} is already at step {at} (of {saved.steps}); "
-                          f"give a total above {at}, or no --steps to run to {saved.steps}")
+    # the total the checkpoint was trained toward (config.yaml's may have been edited since)
+    before = int(state["config"]["steps"]) if state is not None and "config" in state else saved.steps
     cfg = config if config is not None else saved
-    if steps is not None and steps != saved.steps:
+    asked = f"--steps {steps}"
+    if steps is None and cfg.steps != before:
+        steps = cfg.steps
+        asked = f"--set steps={steps}" if config is not None and config.steps != saved.steps else \
+            f"steps: {steps} in {cfg_path}"
+    if steps is not None and steps <= at:
+        undo = f"or no --steps to run to {before}" if asked.startswith("--") else f"or set it back to {before}"
+        raise ConfigError(f"{asked}: {run_dir} is already at step {at} (of {before}); "
+                          f"give a total above {at}, {undo}")
+    if steps is not None:
         cfg = cfg.model_copy(update={"steps": steps})
-        changed = [k for k in changed if k != "steps"] + ["steps"]
-    return cfg, latest, bool(changed), changed
+    record = bool(changed) or cfg.steps != saved.steps
+    return cfg, latest, record, changed, (before if cfg.steps != before else None)
 
 
 def extended_message(cfg: TrainConfig, at: int, previous_steps: int, cfg_path: Path) -> str:
@@ -612,15 +627,14 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
     # a stop before the models load (the data check can take minutes) ends the call at once, as
     # one while they load does (several ranks: not here, a rank that left alone would hang the
     # others at their first collective)
-    early = StopFlag(started + time_limit_s if time_limit_s is not None else None) \
+    early = StopFlag(started + time_limit_s if time_limit_s is not None else None, checkpoints=False) \
         if int(os.environ.get("WORLD_SIZE", "1")) <= 1 else None
     with lock:  # before the run's config is read: a trainer in the directory may be rewriting it
         previous, changed, latest = None, [], None
         try:
             with early or contextlib.nullcontext(), early.abandonable() if early else contextlib.nullcontext():
                 if resume:
-                    previous = read_run_config(cfg_path)[0].steps if steps is not None else None
-                    config, latest, record, changed = _resume_config(config, run_dir, steps)
+                    config, latest, record, changed, previous = _resume_config(config, run_dir, steps)
                 else:
                     latest, record = None, True
                 cfg = config
@@ -636,13 +650,50 @@ def train(config: TrainConfig | None, run_dir: str | os.PathLike[str], *, resume
             lock.discard()  # refused: the run directory as it was
             raise
         ranks = D.init_ranks(cfg)
+        before = _NewRunUndo(run_dir) if not resume and lock.enabled else None
         try:
             return _train(cfg, ranks, run_dir, resume, latest, record, started, stop_after, time_limit_s,
                           policies, progress, on_step,
-                          previous_steps=previous if "steps" in changed else None,
-                          changed=[k for k in changed if k != "steps"], skip=(skip, skip_lines))
+                          previous_steps=previous, changed=changed, skip=(skip, skip_lines))
+        except Exception:
+            with contextlib.suppress(OSError):  # (a full disk: the error that ended the run is the one to see)
+                if before is not None and before.undo(cfg.checkpoint.keep):
+                    lock.discard()
+            raise
         finally:
             ranks.close()
+
+
+class _NewRunUndo:
+    """What a new run's directory held before the run wrote to it: a new run that fails before
+    its first step (bad data for the model, a folder that is not a model...) takes back what
+    it wrote, so the directory is as it was and no `--resume` repeats the error. (A run that
+    logged a step keeps its files: they say what happened.)"""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.names = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
+        config = run_dir / CONFIG_FILE
+        self.config = config.read_bytes() if config.is_file() else None  # a crashed first attempt's
+
+    def undo(self, keep: int) -> bool:
+        """Remove what the run created, unless it logged a step or wrote a checkpoint (then a
+        resume continues it); whether it did."""
+        metrics = self.run_dir / METRICS_FILE
+        if (not self.run_dir.is_dir() or CheckpointManager(self.run_dir, keep=keep).latest() is not None
+                or (metrics.is_file() and metrics.stat().st_size > 0)):
+            return False
+        for path in self.run_dir.iterdir():
+            if path.name in self.names or path.name == LOCK_FILE:  # (the lock: `RunLock.discard`'s)
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        if self.config is not None:
+            with atomic_output(self.run_dir / CONFIG_FILE) as tmp:
+                tmp.write_bytes(self.config)
+        return True
 
 
 def _data_skips(cfg: TrainConfig, latest: Path | None) -> tuple[list[str], list[str]]:
@@ -662,9 +713,10 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
     ranks.run_dir = str(run_dir)  # what a lost rank's message tells the user to resume
     latest = ranks.broadcast(latest)  # one answer for every rank
     manager = _prepare_run_dir(cfg, ranks, run_dir, latest, record)
-    show = Progress(cfg.steps, style=(progress or cfg.logging.progress) if ranks.main else "none")
+    show = Progress(cfg.steps, style=(progress or cfg.logging.progress) if ranks.main else "none",
+                    notices=ranks.main)
     stop = StopFlag(started + time_limit_s if time_limit_s is not None else None,
-                    asynchronous=not ranks.enabled, say=show.message)
+                    asynchronous=not ranks.enabled, say=show.notice, checkpoints=False)  # (none while loading)
     trainer = log = None
     rows: list[dict[str, Any]] = []
     stopped, why = False, ""
@@ -679,6 +731,7 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
             except StopRequested:
                 stopped, why = True, stop.reason
             if trainer is not None:
+                stop.checkpoints = True
                 show.message(trainer.describe())
                 trainer.budget = TimeBudget(stop.deadline)
                 pending = _start(trainer, show, run_dir, latest, resume, previous_steps, changed)
@@ -691,7 +744,7 @@ def _train(cfg: TrainConfig, ranks, run_dir: Path, resume: bool, latest: Path | 
                 show.current = trainer.step + 1
                 rows, stopped, why = _run_steps(trainer, manager, log, show, pending, stop_after, on_step)
         if stopped:
-            show.message(_stopped_message(trainer, run_dir, why, latest))
+            show.notice(_stopped_message(trainer, run_dir, why, latest))
     finally:
         if log is not None:
             log.close()
@@ -727,9 +780,11 @@ def _prepare_run_dir(cfg: TrainConfig, ranks, run_dir: Path, latest: Path | None
         remove_stray_temps(cfg_path)
         if latest is None:
             # a new run, or a resume with no checkpoint yet: start as a new run, with an
-            # empty Mistake Book (a crashed first attempt may have committed steps to it)
+            # empty Mistake Book and no TensorBoard events (a crashed first attempt may have
+            # committed steps to the one and logged them to the other)
             for name in (BOOK_FILE, BOOK_FILE + "-wal", BOOK_FILE + "-shm"):
                 (run_dir / name).unlink(missing_ok=True)
+            shutil.rmtree(run_dir / TB_DIR, ignore_errors=True)
         if record:  # a new run's config; on resume only to record a change (--steps, --set threads=1)
             save_config(cfg, cfg_path)
     ranks.barrier()

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from codea1.output_files import naming_full_disk
+from codea1.output_files import iter_jsonl, naming_full_disk
 
 if TYPE_CHECKING:
     from codea1.grpo import StepBatches
@@ -141,11 +141,12 @@ def _truncate(path: Path, size: int) -> None:
 
 
 def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """All rows of `RUN_DIR/metrics.jsonl`."""
+    """All rows of `RUN_DIR/metrics.jsonl`: a torn last line (a run killed mid-write, or a live
+    run's file read while it is appended to) skipped, any other bad line named (`iter_jsonl`)."""
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [row for _, row in iter_jsonl(path)]
 
 
 # --------------------------------------------------------------------------- progress
@@ -187,8 +188,9 @@ class Progress:
     """
 
     def __init__(self, total_steps: int, start_step: int = 0, style: str = "auto",
-                 stream=None, clock: Callable[[], float] = time.monotonic) -> None:
+                 stream=None, clock: Callable[[], float] = time.monotonic, notices: bool = True) -> None:
         self.total = total_steps
+        self.notices = notices  # `notice` speaks even with style "none" (not on a rank but the first)
         self.start_step = start_step
         self.step = start_step
         self.current = start_step + 1
@@ -277,6 +279,14 @@ class Progress:
             self._live.console.print(text)
         elif self.style != "none":
             print(text, file=self.stream, flush=True)
+
+    def notice(self, text: str) -> None:
+        """A line the user must see whatever the display (why the run stops, and how to go
+        on): `logging.progress=none` quiets the progress, not these."""
+        if self._live is None and self.style == "none" and self.notices:
+            print(text, file=self.stream, flush=True)
+        else:
+            self.message(text)
 
     def _refresh(self) -> None:
         if self._live is not None:

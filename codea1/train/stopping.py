@@ -42,8 +42,10 @@ class StopFlag:
     """Set by SIGINT/SIGTERM or the deadline (SIGALRM); a second SIGINT raises KeyboardInterrupt."""
 
     def __init__(self, deadline: float | None = None, *, asynchronous: bool = True,
-                 say: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 say: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic,
+                 checkpoints: bool = True) -> None:
         self.requested = False
+        self.checkpoints = checkpoints  # whether a stop now ends with a checkpoint (not before the models load)
         self.reason = ""
         self.deadline = deadline          # on `clock`; None: no time limit
         self.asynchronous = asynchronous  # raise in abandonable parts (one process only)
@@ -71,11 +73,14 @@ class StopFlag:
         what = ("stopping now: the work under way has changed nothing yet and is dropped"
                 if now else "stopping at the next safe point (the step under way finishes: it has "
                 "changed the Mistake Book)")
-        self._say(f"{reason}: {what}; a checkpoint follows" +
+        self._say(f"{reason}: {what}{self._follows()}" +
                   ("; Ctrl-C again aborts at once (the last checkpoint on disk stays whole)"
                    if reason == "SIGINT" else ""))
         if now:
             raise StopRequested(reason)
+
+    def _follows(self) -> str:
+        return "; a checkpoint follows" if self.checkpoints else ""
 
     def _say(self, text: str) -> None:
         if self.say is not None:
@@ -87,7 +92,7 @@ class StopFlag:
         """True once a stop was asked for, or the deadline has passed (where no timer runs)."""
         if not self.requested and self.deadline is not None and self.clock() >= self.deadline:
             self.requested, self.reason = True, "time limit"
-            self._say("time limit: stopping; a checkpoint follows")
+            self._say(f"time limit: stopping{self._follows()}")
         return self.requested
 
     @contextlib.contextmanager
