@@ -299,6 +299,43 @@ def test_codes_from_a_selection_that_skipped_a_problem(tmp_path, scripted, execu
     assert (first / "codes.jsonl").read_text() == (second / "codes.jsonl").read_text()
 
 
+def test_a_run_directory_stands_for_the_checkpoint_it_was_at(tmp_path, scripted, executor, monkeypatch):
+    """A training run given as a model is its latest checkpoint when the selection begins:
+    that step is loaded and recorded; once the run has saved a newer one, a resume is
+    refused, and `--codes-from` takes the earlier codes with that step named (`--code-step`)
+    or with no code model at all, never with the newer latest."""
+    import codea1.eval.loading as loading
+    from codea1.data import save_problems
+
+    loads = []
+    monkeypatch.setattr(loading, "load_eval_policies",
+                        lambda model, device="auto", dtype="auto", step=None: loads.append((model, step))
+                        or (object(), {"model": model}))
+    data, run = tmp_path / "p.jsonl", tmp_path / "run"
+    save_problems([ADD, EVEN], data)
+
+    def checkpoint(step: int) -> None:
+        (run / "checkpoints" / f"step-{step}").mkdir(parents=True)
+        (run / "checkpoints" / f"step-{step}" / "state.json").write_text("{}")
+
+    checkpoint(2)
+    config = SelectConfig(n_code=4, n_test=2, bootstrap=100)
+    first = tmp_path / "first"
+    evaluate_selection(ModelSpec(str(run)), ModelSpec("tests-a"), data, first, config, executor=executor)
+    assert (str(run), 2) in loads and json.loads((first / "eval_config.json").read_text())["code_step"] == 2
+    checkpoint(3)
+    with pytest.raises(ValueError, match=r"another checkpoint of the training run \(code step 2 on disk, 3 now"):
+        evaluate_selection(ModelSpec(str(run)), ModelSpec("tests-a"), data, first, config, executor=executor)
+    with pytest.raises(ValueError, match=r"come from step 2 of .*run \(its latest checkpoint then\), not step 3; "
+                                         r"give --code-step 2, or no --code-model"):
+        evaluate_selection(ModelSpec(str(run)), ModelSpec("tests-b"), data, tmp_path / "b", config,
+                           executor=executor, codes_from=first)
+    for code in (ModelSpec(str(run), step=2), None):
+        out = tmp_path / f"paired-{code is None}"
+        evaluate_selection(code, ModelSpec("tests-b"), data, out, config, executor=executor, codes_from=first)
+        assert (out / "codes.jsonl").read_text() == (first / "codes.jsonl").read_text()
+
+
 def test_codes_from_refuses_other_data_model_or_settings(tmp_path, scripted, executor):
     from codea1.data import save_problems
 

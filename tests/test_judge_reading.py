@@ -152,8 +152,16 @@ def test_a_bare_assert_line_keeps_its_parts_as_they_parse():
     """Without a python block the reference takes an assert's left side and first
     right-hand side as they parse and evaluates `(EXPECTED)`; only a python block's asserts
     are rebuilt and parsed again. Fault found by an audit: re-reading the bare lines too
-    made the first three invalid and read the fourth's EXPECTED as `a`."""
+    made the first three invalid and read the fourth's EXPECTED as `a`. The EXPECTED keeps
+    its parentheses, so the test's text (`normalized`, shown and compared) reads as the test
+    did (fault found by review: `assert f(1) == not True` did not parse)."""
     lines = "assert f(1) == (not True)\nassert f(1) == (1 if x else 2)\nassert f(1) == (lambda: 1)\nassert f(x) == (a == b)"
-    assert read(lines) == [("f(1)", "not True"), ("f(1)", "1 if x else 2"), ("f(1)", "lambda: 1"), ("f(x)", "a == b")]
+    assert read(lines) == [("f(1)", "(not True)"), ("f(1)", "(1 if x else 2)"), ("f(1)", "(lambda: 1)"),
+                           ("f(x)", "(a == b)")]
+    import ast
+
+    for t in read_reference_tests(lines, "f"):
+        compare = ast.parse(t.normalized).body[0].test
+        assert ast.unparse(compare.comparators[0]) == t.expected[1:-1] and len(compare.comparators) == 1
     assert [t[0] for t in read(py(lines))] == ["invalid", "invalid", "invalid", "f(x)"]
     assert read(py(lines))[3] == ("f(x)", "a")

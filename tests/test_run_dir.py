@@ -60,6 +60,20 @@ def test_a_foreign_non_empty_folder_is_refused_and_left_untouched(tiny, tmp_path
     assert _snapshot(mine) == before
 
 
+def test_a_run_of_an_earlier_version_is_still_a_run(tiny, tmp_path):
+    """A run written before a config key existed lacks it in config.yaml; beside its
+    checkpoints it is still a run: a new run there is told to resume it, not that the
+    folder is not a run (fault found by review: the whole-config rule alone said so)."""
+    run = tmp_path / "run"
+    train(_config(tiny, 1), run)
+    cfg_path = run / "config.yaml"
+    cfg_path.write_text("\n".join(x for x in cfg_path.read_text().splitlines() if not x.strip().startswith("stop:")))
+    sets = [x for o in tiny_overrides(tiny) for x in ("--set", o)]
+    result = runner.invoke(app, ["train", "--preset", "cpu-demo", "--run-dir", str(run), *sets])
+    assert result.exit_code != 0
+    assert "already holds a run; use --resume" in result.output and "not a codea1 run" not in result.output
+
+
 def test_resume_takes_settings_no_figure_depends_on_and_names_them_when_refusing(tiny, tmp_path):
     """`--resume RUN --set threads=2 --set logging.progress=none` is taken and recorded in
     config.yaml, and the run goes on as if nothing changed; `--set grpo.lr=...` is refused
@@ -345,7 +359,8 @@ def test_a_new_total_from_set_or_config_yaml_is_held_to_the_steps_rules(tiny, tm
     text = cfg_path.read_text()
     result = runner.invoke(app, ["train", "--resume", str(run), "--set", "steps=2"])
     assert result.exit_code == 2, result.output
-    assert f"error: --set steps=2: {run} is already at step 3 (of 3); give a total above 3" in result.output
+    assert f"error: --set steps=2: {run} is already at step 3 (of 3); give a total above 3, or no --set steps " \
+        "to run to 3" in result.output.replace("\n", " ").replace("  ", " ")
     assert cfg_path.read_text() == text
     assert "\nsteps: 3\n" in text
     cfg_path.write_text(text.replace("\nsteps: 3\n", "\nsteps: 2\n"))
@@ -383,11 +398,14 @@ def test_a_new_run_refused_after_the_checks_leaves_its_directory_as_it_was(tiny,
     from codea1.train.config import save_config
 
     save_config(_config(tiny, 2), crashed / "config.yaml")
-    (crashed / "metrics.jsonl").write_text("")
-    before = _snapshot(crashed)
-    result = runner.invoke(app, ["train", "--preset", "cpu-demo", "--run-dir", str(crashed), *sets])
-    assert result.exit_code == 2, result.output
-    assert _snapshot(crashed) == before
+    # (its metrics: none, or a step it logged before it died; found by review: a logged
+    # step of the crashed attempt was taken for one of the new run's, and nothing undone)
+    for logged in ("", '{"step": 1}\n'):
+        (crashed / "metrics.jsonl").write_text(logged)
+        before = _snapshot(crashed)
+        result = runner.invoke(app, ["train", "--preset", "cpu-demo", "--run-dir", str(crashed), *sets])
+        assert result.exit_code == 2, result.output
+        assert _snapshot(crashed) == before
 
 
 def test_a_new_run_in_a_crashed_first_attempts_directory_drops_its_tensorboard_events(tiny, tmp_path):

@@ -89,14 +89,17 @@ def ex():
         yield e
 
 
-def test_a_run_cannot_read_other_jobs_code_or_values_in_its_worker(ex):
+@pytest.mark.parametrize("reference", [REFERENCE, REFERENCE + "OK = 1 in {1, 2}\n"], ids=["plain", "a-set-constant"])
+def test_a_run_cannot_read_other_jobs_code_or_values_in_its_worker(ex, reference):
     """The worker keeps other jobs' compiled code (its cache), the jobs queued behind the
     run and, until the next job, the last result. Fault: a candidate read the reference's
     source from the cache through the frame of `Worker.fork_child` (`self.codes`) and
-    scored 1.0 without solving anything."""
+    scored 1.0 without solving anything. Fault: a module with a set constant (a frozen set,
+    which the collector always tracks) kept its tuple of constants, and so the code of its
+    functions, in `gc.get_objects()`."""
     for _ in range(2):
-        assert ex.run(Job(REFERENCE, ["f(1)", "f"])).calls[0].status == "ok"
-        assert ex.run(Job("pass\n", [REFERENCE, "f(1)"], statements=[0])).calls[1].status == "ok"
+        assert ex.run(Job(reference, ["f(1)", "f"])).calls[0].status == "ok"
+        assert ex.run(Job("pass\n", [reference, "f(1)"], statements=[0])).calls[1].status == "ok"
     r = ex.run(Job(SCAN, ["found"]))
     assert r.status == "ok" and r.program_ok, r.program_error
     assert values_equal(r.calls[0].value, encode([])), r.calls[0].value

@@ -382,13 +382,15 @@ def _source_codes(codes_from: Path, code: ModelSpec | None, problems: Sequence["
     diff = [f"{k} {source.get(k)!r} there vs {mine[k]!r} here" for k in CODE_SETTINGS if source.get(k) != mine[k]]
     if diff:
         raise ValueError(f"{where}: its candidates were sampled with other settings ({', '.join(diff)})")
-    if code is not None and code.describe() != source.get("code_model"):
+    there = source.get("code_step")   # the checkpoint a run directory stood for there
+    if code is not None and code.describe() != source.get("code_model") and not (
+            code.model == source.get("code_model") and code.step is not None and code.step == there):
         raise ValueError(f"{where}: its candidates come from the code model {source.get('code_model')!r}, "
                          f"not {code.describe()!r}")
     step = None if code is None else run_step(code.model, code.step)
-    if step is not None and source.get("code_step", step) != step:
-        raise ValueError(f"{where}: its candidates come from step {source['code_step']} of {code.model} (its "
-                         f"latest checkpoint then), not step {step}; give --code-step {source['code_step']}")
+    if step is not None and there is not None and there != step:
+        raise ValueError(f"{where}: its candidates come from step {there} of {code.model} (its latest "
+                         f"checkpoint then), not step {step}; give --code-step {there}, or no --code-model")
     codes = read_samples(codes_from / CODES_FILE) if (codes_from / CODES_FILE).is_file() else {}
     skipped_there = {str(s["id"]): str(s.get("reason")) for s in summary.get("skipped", [])}
     missing = [p.id for p in problems if p.id not in skipped_there and len(codes.get(p.id, {})) < config.n_code]

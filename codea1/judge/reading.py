@@ -93,6 +93,13 @@ class _NotATest(ValueError):
     """The rebuilt `assert CALL == EXPECTED` is no test (the message says why)."""
 
 
+def _looser_than_eq(node: ast.expr) -> bool:
+    """Whether `node` binds more loosely than `==` (`not x`, `a and b`, `a if c else b`,
+    `a == b`, a lambda): its text written bare after `==` would be read otherwise."""
+    return isinstance(node, (ast.BoolOp, ast.IfExp, ast.Lambda, ast.Compare, ast.NamedExpr)) or (
+        isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not))
+
+
 def _reread(call: ast.Call, right: ast.expr) -> tuple[ast.expr, ast.expr]:
     """A python block's test as the reference reads it: it writes `assert CALL == EXPECTED`
     from the two parts' text and parses that again, so an EXPECTED that needs its
@@ -150,6 +157,8 @@ class _Reader:
         if self.strict and (violation_call or violation_expected):
             return ParsedTest(source, line, reason=violation_call or violation_expected)
         call_text, expected_text = ast.unparse(call), ast.unparse(right)
+        if not reread and _looser_than_eq(right):  # (kept in its parentheses: `assert CALL == EXPECTED` reads it so)
+            expected_text = f"({expected_text})"
         try:
             literal: tuple[Any] | None = (_literal_value(right),)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):

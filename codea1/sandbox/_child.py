@@ -169,9 +169,9 @@ def child_main(plan: dict, program, calls: list, start_at: int, fds: tuple, isol
     owner = [_pid()]  # the process whose records count: a fork of the run's code that returns here writes none
     base = _frames()
     # (`base + 1`: `_run_program`'s or `evaluate`'s frame; the module's frame is the reference's first)
-    headroom, encoding_limit = _recursion_limits(base + 1)
+    headroom, noted_encoding = _recursion_limits(base + 1)
     evaluate = _evaluator(calls, g, max_value, _dumps, flush, statements, last if one_process else None,
-                          owner, encoding_limit)
+                          owner, noted_encoding)
     evaluate_apart = _apart(evaluate, _fd, max_value, _dumps, (_write, _exit, _fork, _pipe, _read, _close, _wait4),
                             cpu_stop, owner)
     fresh: dict = {}  # call -> whether it returned and its (key, value) was new (`Job.requires`)
@@ -234,35 +234,36 @@ def _frames() -> int:
 
 
 def _recursion_limits(depth: int) -> tuple:
-    """``(headroom, encoding_limit)`` for code run from a frame `depth` deep.
+    """``(headroom, noted_encoding)`` for code run from a frame `depth` deep.
 
     ``headroom()``, before the program and each call, gives the code the headroom a
     module-level statement of a plain ``python program.py`` has (the harness's own frames
     do not count against it): `REFERENCE_RECURSION_LIMIT`, or the limit the run's code
     set itself (``sys.setrecursionlimit(N)``: found as a limit other than the one the
     harness set last, and kept for every later call, as a plain program keeps it).
-    ``encoding_limit()``, after a call returned, sets the limit the harness encodes its
-    value under, noting first a limit the call set."""
+    ``noted_encoding(left)``, after a call returned or raised and the harness set the
+    limit it encodes values under (`_ENCODING_RECURSION_LIMIT`, with builtin calls: the call
+    may have left a limit barely above the harness's depth, too low for a frame more),
+    notes `left`, the limit the call left, when the call set it."""
     offset = depth + RECURSION_CALIBRATION
     state = [REFERENCE_RECURSION_LIMIT, None]  # the run's limit as a plain program sets it; the limit set last here
 
-    def noted() -> int:
-        """The run's limit, updated when its code set one since the harness last did."""
-        now = _getrecursionlimit()
+    def note(now: int) -> int:
+        """The run's limit, given the limit `now` in force: updated when the run's code set
+        one since the harness last did."""
         if state[1] is not None and now != state[1]:
             state[0] = now
         return state[0]
 
     def headroom() -> None:
-        limit = state[1] = min(noted() + offset, _MAX_RECURSION_LIMIT)
+        limit = state[1] = min(note(_getrecursionlimit()) + offset, _MAX_RECURSION_LIMIT)
         _setrecursionlimit(limit)
 
-    def encoding_limit() -> None:
-        noted()
+    def noted_encoding(now: int) -> None:
+        note(now)
         state[1] = _ENCODING_RECURSION_LIMIT
-        _setrecursionlimit(_ENCODING_RECURSION_LIMIT)
 
-    return headroom, encoding_limit
+    return headroom, noted_encoding
 
 
 #: Frames the interpreter counts between the harness's frame and the evaluated code that a
@@ -353,7 +354,7 @@ def _run_program(program, g: dict) -> tuple:
 
 
 def _evaluator(calls: list, g: dict, max_value: int, _dumps, flush, statements: frozenset, last, owner: list,
-               encoding_limit):
+               noted_encoding):
     """``evaluate(i, index)``: call ``i``'s result record (``index`` is ``i`` as text).
 
     A call in ``statements`` is executed (its value is None). With ``last`` (one process),
@@ -361,8 +362,11 @@ def _evaluator(calls: list, g: dict, max_value: int, _dumps, flush, statements: 
     what is not an ``Exception`` (``SystemExit``...: a plain program ends there). A call
     that returns in another process than ``owner[0]`` (a fork the run's code made and did
     not end) ends that process silently: as in a plain program, the original one reports.
-    ``encoding_limit`` (see `_recursion_limits`) sets the limit a value is encoded under."""
+    After the call, the limit a value is encoded under is set by builtin calls alone (a
+    frame of the harness's own could fail under a limit the call left barely above its
+    depth), and the limit the call left is handed to ``noted_encoding`` (`_recursion_limits`)."""
     _sha, _pid, _quit = sha256, _getpid, os._exit
+    _get, _set, _encoding = _getrecursionlimit, _setrecursionlimit, _ENCODING_RECURSION_LIMIT
 
     def evaluate(i: int, index: str) -> str:
         """Call ``i``'s result record."""
@@ -374,7 +378,9 @@ def _evaluator(calls: list, g: dict, max_value: int, _dumps, flush, statements: 
                 value = eval(_code(calls[i], f"<call {i}>", "eval"), g)
             if _pid() != owner[0]:
                 _quit(0)
-            encoding_limit()  # (trusted code: its own depth bound)
+            left = _get()
+            _set(_encoding)  # (trusted code: its own depth bound)
+            noted_encoding(left)
             text = encode_json(value)
             if last is not None:
                 last[0] = text
@@ -386,6 +392,9 @@ def _evaluator(calls: list, g: dict, max_value: int, _dumps, flush, statements: 
         except BaseException as e:
             if _pid() != owner[0]:
                 _quit(0)
+            left = _get()  # (the call raised: described under the harness's limit too)
+            _set(_encoding)
+            noted_encoding(left)
             text = _dumps(["R", i, "error", _describe(e)])
             if last is not None and not isinstance(e, Exception):
                 last[1] = _exit_status(e)

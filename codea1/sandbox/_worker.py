@@ -859,10 +859,10 @@ class _CodeCache:
     to scattered list nodes on every hit, and each write after a fork is a page fault (the
     worker takes 12-30% fewer of them a judge step without it).
 
-    A generation maps a source to its code (``"\\0" + source`` for ``exec`` mode: no source
-    that compiles holds a NUL), so that it holds no object the garbage collector tracks
-    and is itself untracked; `untrack_new` untracks the tuples of constants of new code.
-    `hide` relies on both.
+    A generation maps a source, behind its mode's letter (``"e"`` or ``"x"``), to its code,
+    so that it holds no object the garbage collector tracks and is itself untracked;
+    `untrack_new` untracks the constants of new code that hold anything (tuples, frozen
+    sets). `hide` relies on both.
     """
 
     def __init__(self, max_chars: int = 250_000, max_source: int = 20_000) -> None:
@@ -870,16 +870,16 @@ class _CodeCache:
         self.young: dict[str, object] = {}
         self.old: dict[str, object] = {}
         self.young_chars = 0
-        self.added = False  # code compiled since `untrack_new`
+        self.new: list = []  # code kept since `untrack_new`
 
     @staticmethod
     def _key(mode: str, source: str) -> str:
-        return source if mode == "eval" else "\0" + source
+        return ("e" if mode == "eval" else "x") + source
 
     @property
     def chars(self) -> int:
         """Characters of source kept (a source in both generations counts once)."""
-        return self.young_chars + sum(len(key) - key.startswith("\0") for key in self.old if key not in self.young)
+        return self.young_chars + sum(len(key) - 1 for key in self.old if key not in self.young)
 
     def __contains__(self, mode_source: tuple[str, str]) -> bool:
         key = self._key(*mode_source)
@@ -900,20 +900,27 @@ class _CodeCache:
             if type(code) is not types.CodeType or len(source) > self.max_source:
                 return code
         self.young[key] = code
-        self.added = True
+        self.new.append(code)
         self.young_chars += len(source)
         if self.young_chars > self.max_chars // 2:
             self.old, self.young, self.young_chars = self.young, {}, 0
         return code
 
     def untrack_new(self) -> None:
-        """After new code was kept: a collection of the youngest generation (some 4 us), which
-        untracks every tuple that holds only untracked objects, as the constants of code
-        mostly are. A tuple still tracked is listed by `gc.get_objects()`, and a module's
-        constants hold the code of its functions."""
-        if self.added:
-            self.added = False
-            gc.collect(0)
+        """After new code was kept: untrack its constants that the collector tracks. A
+        tracked tuple or frozen set is listed by `gc.get_objects()`, and a module's
+        constants hold the code of its functions (a frozen set, as `x in {1, 2}` compiles
+        to, is always tracked, and keeps the tuple holding it tracked). Constants are
+        immutable and hold no reference cycle, so the collector need not see them; the walk
+        runs once per new code, in the worker (a child that wrote to them would copy pages)."""
+        if not self.new:
+            return
+        todo, self.new = self.new, []
+        while todo:
+            code = todo.pop()
+            _untrack(code.co_consts)
+            todo.extend(c for c in code.co_consts if type(c) is types.CodeType)
+        gc.collect(0)  # (some 4 us: the code's other tuples, of names, which hold only strings)
 
     def hide(self) -> None:
         """In a run's child: leave the cached code (other jobs' programs and calls) where
@@ -929,6 +936,20 @@ class _CodeCache:
 def _keep_alive(obj: object) -> None:
     """Add a reference to `obj` that no Python object holds (never given back)."""
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+
+
+_GC_UNTRACK = ctypes.pythonapi.PyObject_GC_UnTrack
+_GC_UNTRACK.argtypes, _GC_UNTRACK.restype = [ctypes.py_object], None
+
+
+def _untrack(const: tuple | frozenset) -> None:
+    """Take a code object's constants (and the tuples and frozen sets inside them) out of
+    the collector's lists: they are immutable, so in no cycle the collector must break."""
+    if gc.is_tracked(const):
+        _GC_UNTRACK(const)
+    for item in const:
+        if type(item) in (tuple, frozenset):
+            _untrack(item)
 
 
 class _Output:

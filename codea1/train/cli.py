@@ -99,16 +99,22 @@ def check_run_dir_inputs(cfg, run_dir: Path) -> None:
 
 def is_run_config(path: Path) -> bool:
     """Whether `path` is a run's config.yaml: one that loads as a whole codea1 run config (as
-    `codea1 train` writes it), not any file of that name (a project's own, which a new run
-    would overwrite)."""
+    `codea1 train` writes it), or as part of one beside the run's checkpoints (a run of an
+    earlier version, before keys were added), not any file of that name (a project's own,
+    which a new run would overwrite)."""
+    from codea1.train.checkpoint import CheckpointManager
     from codea1.train.config import ConfigError, check_run_config, read_run_config
 
     if not path.is_file():
         return False
     try:
-        check_run_config(read_run_config(path)[1], path, None)
+        raw = read_run_config(path)[1]
     except ConfigError:
         return False
+    try:
+        check_run_config(raw, path, None)
+    except ConfigError:
+        return bool(CheckpointManager(path.parent).list())
     return True
 
 

@@ -564,7 +564,9 @@ def _resume_config(config: TrainConfig | None, run_dir: Path, steps: int | None
         asked = f"--set steps={steps}" if config is not None and config.steps != saved.steps else \
             f"steps: {steps} in {cfg_path}"
     if steps is not None and steps <= at:
-        undo = f"or no --steps to run to {before}" if asked.startswith("--") else f"or set it back to {before}"
+        undo = (f"or no --steps to run to {saved.steps}" if asked.startswith("--steps") else
+                f"or no --set steps to run to {saved.steps}" if asked.startswith("--set") else
+                f"or set it back to {before}")
         raise ConfigError(f"{asked}: {run_dir} is already at step {at} (of {before}); "
                           f"give a total above {at}, {undo}")
     if steps is not None:
@@ -675,13 +677,23 @@ class _NewRunUndo:
         self.names = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
         config = run_dir / CONFIG_FILE
         self.config = config.read_bytes() if config.is_file() else None  # a crashed first attempt's
+        self.metrics = self._metrics()
+
+    def _metrics(self) -> tuple[int, int] | None:
+        """metrics.jsonl's size and modification time (None: there is none)."""
+        try:
+            st = (self.run_dir / METRICS_FILE).stat()
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
 
     def undo(self, keep: int) -> bool:
-        """Remove what the run created, unless it logged a step or wrote a checkpoint (then a
-        resume continues it); whether it did."""
-        metrics = self.run_dir / METRICS_FILE
+        """Remove what the run created, unless it logged a step (metrics.jsonl written since
+        it began, and not empty) or wrote a checkpoint (then a resume continues it); whether
+        it did."""
+        now = self._metrics()
         if (not self.run_dir.is_dir() or CheckpointManager(self.run_dir, keep=keep).latest() is not None
-                or (metrics.is_file() and metrics.stat().st_size > 0)):
+                or (now != self.metrics and now is not None and now[0] > 0)):
             return False
         for path in self.run_dir.iterdir():
             if path.name in self.names or path.name == LOCK_FILE:  # (the lock: `RunLock.discard`'s)
