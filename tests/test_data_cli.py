@@ -207,8 +207,8 @@ def test_stdin_checker_runs_as_the_judge_runs_it():
 
 
 def test_the_data_checks_stdin_limits_are_the_judges():
-    """`stdin_io.run_limits` restates `judge.golden.stdin_limits` (the data layer may not
-    import the judge): the two must give the same limits."""
+    """`codea1 data check` runs a stdin reference under `stdin_io.run_limits`, which the
+    judge's `judge.golden.stdin_limits` calls (at the default time scale): the same limits."""
     from codea1.data.stdin_io import run_limits
     from codea1.judge.golden import stdin_limits
 

@@ -109,13 +109,13 @@ def time_limit_of(problem: Problem, default: float) -> float:
     return default
 
 
-def run_limits(problem: Problem, limits: Limits) -> Limits:
-    """The limits of one run of a program of `problem` as the training judge sets them
-    (`codea1.judge.golden.stdin_limits`, which the data layer may not import): the
-    problem's time limit per input (else `limits.call_timeout_s`) as the call's, capped at
-    `limits.timeout_s`. `codea1 data check` runs a reference under them, so it passes only
-    what training's reference runs pass."""
-    per_input = time_limit_of(problem, limits.call_timeout_s)
+def run_limits(problem: Problem, limits: Limits, time_scale: float = 1.0) -> Limits:
+    """The limits of one run of a program of `problem`: the problem's time limit per input
+    (else `limits.call_timeout_s`), times `time_scale`, as the call's, capped at
+    `limits.timeout_s`. The training judge's rule (`codea1.judge.golden.stdin_limits`
+    calls it), and `codea1 data check`'s, so it passes only what training's reference
+    runs pass."""
+    per_input = time_limit_of(problem, limits.call_timeout_s) * time_scale
     return replace(limits, call_timeout_s=max(0.05, min(per_input, limits.timeout_s)))
 
 

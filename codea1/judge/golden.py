@@ -19,11 +19,11 @@ baseline's reward; 1/0 for a function problem that only has a test program), `st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from codea1.data.check import defines_call, golden_call, program_with_tests
-from codea1.data.stdin_io import checker_of, golden_io_tests, outputs_match, time_limit_of, tolerance_of
+from codea1.data.stdin_io import checker_of, golden_io_tests, outputs_match, run_limits, tolerance_of
 from codea1.sandbox import Job, Limits, to_source
 from codea1.sandbox.stdio import DEFAULT_MAX_OUTPUT_BYTES, checker_job, checker_verdicts, program_outputs, stdin_job
 
@@ -68,9 +68,9 @@ class StdinSettings:
 
 
 def stdin_limits(problem: Problem, limits: Limits, settings: StdinSettings = StdinSettings()) -> Limits:
-    """The limits of one run of a program of `problem`: the time limit per input as the call's."""
-    per_input = time_limit_of(problem, limits.call_timeout_s) * settings.time_scale
-    return replace(limits, call_timeout_s=max(0.05, min(per_input, limits.timeout_s)))
+    """The limits of one run of a program of `problem`: the time limit per input, scaled by
+    the judge's `time_scale`, as the call's (`stdin_io.run_limits`)."""
+    return run_limits(problem, limits, settings.time_scale)
 
 
 def has_golden(problem: Problem) -> bool:
