@@ -241,11 +241,13 @@ class CharTokenizer:
 
 
 class ScriptedPolicies:
-    """Just the tokenizer and device of `Policies`: what evaluation and validation need to
-    sample through the `hf` rollout engine from a scripted `codea1.engines.hf_engine.generate`."""
+    """Just the tokenizer, device and dtype of `Policies`: what evaluation and validation
+    need to sample through the `hf` rollout engine from a scripted
+    `codea1.engines.hf_engine.generate` (an evaluation records the device and dtype)."""
 
     tokenizer = CharTokenizer()
     device = "cpu"
+    dtype = "torch.float32"
 
 
 def prompt_text(prompt, policies) -> str:

@@ -134,6 +134,33 @@ def test_the_sandbox_limits_belong_to_the_evaluation(tmp_path, data, executor, m
                       executor=executor)
 
 
+def test_samples_made_by_another_sampler_are_not_resumed(tmp_path, data, executor, monkeypatch):
+    """The dtype (`--dtype auto` is bf16 on one CPU, float32 on another), device kind and
+    engine change what a seed samples: a resume that would sample the rest otherwise is
+    refused before any row is written; one written before this record resumes and records."""
+    monkeypatch.setattr(hf_engine, "generate", canned([]))
+    out = tmp_path / "out"
+    cfg = CodeEvalConfig(n=2, problems_per_batch=1)
+    evaluate_code("fake", data, out, cfg, policies=ScriptedPolicies(), executor=executor)
+    record = json.loads((out / "eval_config.json").read_text())
+    assert record["sampled_with"] == {"code": {"engine": "hf", "device": "cpu", "dtype": "float32"}}
+    lines = (out / "samples.jsonl").read_text().splitlines(keepends=True)
+    (out / "samples.jsonl").write_text("".join(lines[:2]))   # interrupted after the first problem
+
+    class InBF16(ScriptedPolicies):
+        dtype = "torch.bfloat16"
+
+    with pytest.raises(ValueError, match="code samples made with engine hf, device cpu, dtype float32; these "
+                                         "would be made with engine hf, device cpu, dtype bfloat16"):
+        evaluate_code("fake", data, out, cfg, policies=InBF16(), executor=executor)
+    assert (out / "samples.jsonl").read_text() == "".join(lines[:2])   # nothing written
+
+    del record["sampled_with"]   # as a directory written before the record
+    (out / "eval_config.json").write_text(json.dumps(record))
+    evaluate_code("fake", data, out, cfg, policies=InBF16(), executor=executor)
+    assert json.loads((out / "eval_config.json").read_text())["sampled_with"]["code"]["dtype"] == "bfloat16"
+
+
 def test_a_problem_changed_since_its_rows_were_scored_is_not_resumed(tmp_path, executor, monkeypatch):
     """The data file changed under the same path (a golden test edited, or a loader that
     now writes it otherwise): resuming would mix rows scored on the old problem with new

@@ -323,6 +323,27 @@ def test_limits_and_checkpoints_are_compared_where_both_sides_recorded_them(tmp_
     assert compare([a, older])["problems"] == compare([a, later])["problems"] == 40
 
 
+def test_another_sampler_is_compared_and_noted(tmp_path):
+    """Two models sampled in other dtypes (or engines, or device kinds) are still a pair
+    (how a model ran is the model's side), but the headline says so for each role both
+    recorded; a role one side copied (`--codes-from`) or did not record is not noted."""
+    from codea1.eval.compare import headline
+
+    bf16 = {"engine": "hf", "device": "cpu", "dtype": "bfloat16"}
+    a = code_dir(tmp_path, "a", outcomes({1}), settings={**CODE_SETTINGS, "sampled_with": {"code": bf16}})
+    b = code_dir(tmp_path, "b", outcomes({1, 2}),
+                 settings={**CODE_SETTINGS, "sampled_with": {"code": {**bf16, "dtype": "float32"}}})
+    same = code_dir(tmp_path, "same", outcomes({1}), settings={**CODE_SETTINGS, "sampled_with": {"code": bf16}})
+    older = code_dir(tmp_path, "older", outcomes({1}))
+    result = compare([a, b, same, older])
+    assert [c["other_sampler"] for c in result["comparisons"]] == [
+        {"code": [bf16, {**bf16, "dtype": "float32"}]}, {}, {}]
+    lines = headline(result)
+    assert lines[1] == ("  note: B's code samples were made with engine hf, device cpu, dtype float32, A's with "
+                        "engine hf, device cpu, dtype bfloat16: part of the difference may be the sampler's")
+    assert not any("note" in line for line in lines[2:])
+
+
 @pytest.mark.parametrize("name, text, why", [
     ("eval_config.json", "{oops", "not valid JSON"), ("eval_config.json", "[1]", "expected a JSON object"),
     ("summary.json", "[1]", "expected a JSON object"), ("summary.json", "{oops", "not valid JSON"),

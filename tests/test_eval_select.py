@@ -4,6 +4,7 @@ figures, on hand-made candidates and tests whose best pick is known."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,6 +21,9 @@ from codea1.eval.select import (
     summarize,
 )
 from codea1.sandbox import Executor
+
+#: what a selection reads of scripted models' policies: the device and dtype it records
+FAKE_POLICIES = SimpleNamespace(device="cpu", dtype="torch.float32")
 
 torch.set_num_threads(1)
 
@@ -163,7 +167,7 @@ def scripted(monkeypatch):
 
     def load_eval_policies(model, device="auto", dtype="auto", step=None):
         seen["loads"] += 1
-        return object(), {"model": model}
+        return FAKE_POLICIES, {"model": model}
 
     monkeypatch.setattr(loading, "sample_problems", sample_problems)
     monkeypatch.setattr(loading, "load_eval_policies", load_eval_policies)
@@ -190,6 +194,8 @@ def test_selection_end_to_end(tmp_path, scripted, executor):
     assert (toy["selected"], toy["random"], toy["oracle"], toy["gain"]) == (50.0, 12.5, 50.0, 37.5)
     assert toy["gain_low"] <= toy["gain"] <= toy["gain_high"]
     assert json.loads((out / "summary.json").read_text())["sources"]["all"] == summary["sources"]["all"]
+    sampler = json.loads((out / "eval_config.json").read_text())["sampled_with"]
+    assert sampler["code"] == sampler["test"] == {"engine": "scripted", "device": "cpu", "dtype": "float32"}
     # a second run resumes: nothing generated or judged again, the same figures
     before = len(scripted["code"])
     again = evaluate_selection(spec, spec, data, out, config, executor=executor)
@@ -310,7 +316,7 @@ def test_a_run_directory_stands_for_the_checkpoint_it_was_at(tmp_path, scripted,
     loads = []
     monkeypatch.setattr(loading, "load_eval_policies",
                         lambda model, device="auto", dtype="auto", step=None: loads.append((model, step))
-                        or (object(), {"model": model}))
+                        or (FAKE_POLICIES, {"model": model}))
     data, run = tmp_path / "p.jsonl", tmp_path / "run"
     save_problems([ADD, EVEN], data)
 

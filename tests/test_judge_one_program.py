@@ -193,6 +193,29 @@ def test_values_the_reference_compares_cross(judge):
     assert r.suites[0][0].valid == 1 and r.code_rewards == [1.0, 0.0]
 
 
+def test_a_dict_view_compares_as_python_compares_it(judge):
+    """A reference returning `d.keys()` or `d.items()`: Python's `==` holds them equal to the
+    set of keys (of pairs), not to a list, and a values view equal to nothing. Fault found by
+    an audit: both views crossed as unsupported, so every test of such a function was
+    "reference raised" (invalid) and every candidate scored 0."""
+    keys = Problem(id="t/keys", question="", entry_point="keys", reference="def keys(d):\n    return d.keys()\n")
+    suite = py("assert keys({1: 2, 3: 4}) == {1, 3}\nassert keys({}) == set()\nassert keys({5: 0}) == [5]")
+    codes = [py(keys.reference), py("def keys(d):\n    return set(d)"), py("def keys(d):\n    return set()")]
+    (r,) = judge.judge_step([ProblemRollout(keys, codes, [[suite]] * 3)])
+    # `== [5]` fails on the reference: a wrong expectation (counted valid and invalid, corrected to the
+    # reference's value, a set, which `set(d)` also returns)
+    assert [(s[0].valid, s[0].invalid) for s in r.suites] == [(3, 1)] * 3
+    assert r.code_rewards == pytest.approx([1.0, 1.0, 1 / 3])
+    items = Problem(id="t/items", question="", entry_point="pairs", reference="def pairs(d):\n    return d.items()\n")
+    suite = py("assert pairs({1: 'a'}) == {(1, 'a')}\nassert pairs({}) == set()")
+    codes = [py(items.reference), py("def pairs(d):\n    return set(d.items())"), py("def pairs(d):\n    return [(1, 'a')]")]
+    (r,) = judge.judge_step([ProblemRollout(items, codes, [[suite]] * 3)])
+    assert [s[0].valid for s in r.suites] == [2] * 3 and r.code_rewards == [1.0, 1.0, 0.0]
+    values = Problem(id="t/values", question="", entry_point="vals", reference="def vals(d):\n    return d.values()\n")
+    (r,) = judge.judge_step([ProblemRollout(values, [py(values.reference)], [[py("assert vals({1: 2}) == [2]")]])])
+    assert r.suites[0][0].valid == 0   # a values view equals nothing: the reference fails the test
+
+
 def test_a_value_known_by_its_digest_gets_one_verdict_in_both_executions(executor):
     """A reference value past `max_value_bytes` (here a 1 MiB string past a 64 KiB bound)
     crosses as a digest: its test is used and corrected (the expectation -1 is wrong), a

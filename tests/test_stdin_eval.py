@@ -4,6 +4,7 @@ samples scripted (the sandbox runs and the figures are real)."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -66,7 +67,7 @@ def scripted(monkeypatch):
     for module in (loading, code_eval, tests_eval):
         monkeypatch.setattr(module, "sample_problems", sample_problems)
         monkeypatch.setattr(module, "load_eval_policies", lambda model, device="auto", dtype="auto", step=None:
-                            (object(), {"model": model}))
+                            (SimpleNamespace(device="cpu", dtype="torch.float32"), {"model": model}))
         monkeypatch.setattr(module, "eval_engine", lambda name, policies, threads=None: Engine())
 
 

@@ -193,7 +193,8 @@ def evaluate_code(model: str | None, data: str | Path, out: str | Path, config: 
         if todo:
             ex, ref, todo = probe_references(stack, config, executor, todo, skipped)
             if todo:
-                policies, engine, meta = setup.start_model(stack, config, model or "", policies, ev.step)
+                policies, engine, meta = setup.start_model(stack, config, model or "", policies, ev.step,
+                                                            out=ev.out, role="code")
             finished = len(problems) - len(todo)
             for chunk in setup.batches(todo, config.problems_per_batch):
                 samples = sample_problems(engine, policies, "code", [code_messages(p) for p in chunk],

@@ -46,13 +46,15 @@ from typing import Any
 import numpy as np
 
 from codea1.passk import pass_at_k
-from codea1.eval.store import (LATER_SETTINGS, RUN_FILE, SAMPLES_FILE, SUMMARY_FILE, iter_jsonl, read_json_object,
-                               read_samples)
+from codea1.eval.store import (LATER_SETTINGS, RUN_FILE, SAMPLED_WITH, SAMPLES_FILE, SUMMARY_FILE, iter_jsonl,
+                               read_json_object, read_samples)
 
 KINDS = ("code", "tests", "select")
 PROBLEMS_FILE = "problems.jsonl"  # eval select's per-problem rows (codea1.eval.select.PROBLEMS_FILE)
 # what may differ between the sides: the models, with the checkpoint a run directory stood for
-MODEL_KEYS = ("model", "code_model", "test_model", "codes_from", "step", "code_step", "test_step")
+#: what names how the models were run, not the evaluation's settings: compared evaluations differ here
+#: (`sampled_with`, the engine, device kind and dtype that sampled, is reported where it differs)
+MODEL_KEYS = ("model", "code_model", "test_model", "codes_from", "step", "code_step", "test_step", SAMPLED_WITH)
 Z_SUM = 1.959963984540054 + 0.8416212335729143  # z_0.975 + z_0.80
 K_MIN = 6  # fewest one-way changes for which the exact two-sided sign test reaches p < 0.05
 LEVEL = 0.05
@@ -372,7 +374,8 @@ def compare(dirs: Sequence[str | Path], resamples: int = 4000, seed: int = 0) ->
         same = None
         if evals[0].kind == "select" and evals[0].code_sha and e.code_sha:
             same = all(evals[0].code_sha.get(p) == e.code_sha.get(p) for p in shared)
-        comparisons.append({"a": "A", "b": lab, "metrics": rows, "same_candidates": same})
+        comparisons.append({"a": "A", "b": lab, "metrics": rows, "same_candidates": same,
+                            "other_sampler": other_sampler(evals[0], e)})
     return {
         "kind": evals[0].kind, "data": evals[0].identity.get("data"), "settings": evals[0].settings,
         "evaluations": [{"label": lab, "dir": str(e.path), "models": e.models} for lab, e in zip(labels, evals)],
@@ -381,6 +384,13 @@ def compare(dirs: Sequence[str | Path], resamples: int = 4000, seed: int = 0) ->
         "per_problem": {p: {lab: {k: (None if math.isnan(v) else v) for k, v in e.rows[p].items()}
                             for lab, e in zip(labels, evals)} for p in shared},
     }
+
+
+def other_sampler(a: Evaluation, b: Evaluation) -> dict[str, list[Any]]:
+    """Per role both recorded: the engine, device kind and dtype of A's and B's samples,
+    where they differ (part of such a difference in the figures is the sampler's)."""
+    sa, sb = (x if isinstance(x := e.identity.get(SAMPLED_WITH), dict) else {} for e in (a, b))
+    return {role: [sa[role], sb[role]] for role in sorted(set(sa) & set(sb)) if sa[role] != sb[role]}
 
 
 def finite(value: Any) -> Any:
@@ -406,6 +416,10 @@ def headline(result: dict[str, Any]) -> list[str]:
         lines.append(f"{comp['b']} vs {comp['a']} on {r['metric']}: {r['verdict']} "
                      f"({pts(r['diff'])} points [{pts(r['low'])}, {pts(r['high'])}]{counts}, "
                      f"{r['problems']} problems)")
+        for role, (a, b) in comp.get("other_sampler", {}).items():
+            said = [", ".join(f"{k} {v}" for k, v in x.items()) if isinstance(x, dict) else str(x) for x in (a, b)]
+            lines.append(f"  note: {comp['b']}'s {role} samples were made with {said[1]}, {comp['a']}'s with "
+                         f"{said[0]}: part of the difference may be the sampler's")
     return lines
 
 

@@ -65,12 +65,14 @@ from codea1.eval.store import (
     check_identity,
     check_out_dir,
     check_rows_current,
+    check_sampled_with,
     data_digest,
     iter_jsonl,
     problem_digest,
     read_json_object,
     read_samples,
     repair_tail,
+    sampler_record,
     write_json,
     write_summary,
 )
@@ -342,6 +344,7 @@ def _generate(out_path: Path, problems: Sequence["Problem"], role: str, count: i
     policies = loaded["policies"]
     with ExitStack() as stack:
         engine = setup.start_engine(stack, config, policies)
+        check_sampled_with(out_path.parent, role, sampler_record(policies, engine))
         loaded.setdefault("engines", {})[role] = engine.name
         for start in range(0, len(todo), config.problems_per_batch):
             chunk = todo[start:start + config.problems_per_batch]

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from codea1.configs import MAX_TEMPERATURE, SamplingConfig, check_engine_name
 from codea1.eval import loading
 from codea1.eval.loading import load_eval_problems
-from codea1.eval.store import (MODEL_FILE, check_out_dir, check_rows_current, data_digest, open_eval_dir,
-                               write_json, write_summary)
+from codea1.eval.store import (MODEL_FILE, check_out_dir, check_rows_current, check_sampled_with, data_digest,
+                               open_eval_dir, sampler_record, write_json, write_summary)
 from codea1.models import check_model_name
 from codea1.sandbox import Executor
 
@@ -110,16 +110,18 @@ def load_policies(config: Any, model: str, step: int | None = None) -> tuple[Any
 
 
 def start_model(stack: ExitStack, config: Any, model: str, policies: Any = None,
-                step: int | None = None) -> tuple[Any, Any, dict[str, Any]]:
-    """(policies, engine, meta) for sampling: torch's --threads set, `model` (its checkpoint
-    `step`, for a training run) loaded unless `policies` are given, the engine started
-    (closed with `stack`); `meta` says where the model came from (when loaded here) and
+                step: int | None = None, *, out: Path, role: str) -> tuple[Any, Any, dict[str, Any]]:
+    """(policies, engine, meta) for sampling `role` into OUT: torch's --threads set, `model`
+    (its checkpoint `step`, for a training run) loaded unless `policies` are given, the
+    engine started (closed with `stack`) and checked against the samples on disk
+    (`check_sampled_with`); `meta` says where the model came from (when loaded here) and
     which engine samples (model.json)."""
     loading.set_threads(config.threads)
     meta: dict[str, Any] = {}
     if policies is None:
         policies, meta = load_policies(config, model, step=step)
     engine = start_engine(stack, config, policies)
+    check_sampled_with(out, role, sampler_record(policies, engine))
     return policies, engine, {**meta, "engine": engine.name}
 
 

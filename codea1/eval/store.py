@@ -177,6 +177,40 @@ def check_identity(out: Path, identity: dict[str, Any]) -> None:
         write_json(run_file, identity)
 
 
+#: eval_config.json's record of what made each role's samples beyond the settings
+SAMPLED_WITH = "sampled_with"
+
+
+def sampler_record(policies: Any, engine: Any) -> dict[str, Any]:
+    """What decides a sample beyond the sampling settings: the engine, the device kind and
+    the weights' dtype (`--dtype auto` resolves per machine: bf16 where the CPU has bf16
+    units, float32 elsewhere; llama.cpp samples its GGUF weights, whatever the dtype)."""
+    dtype = None if engine.name == "llamacpp" else str(policies.dtype).removeprefix("torch.")
+    return {"engine": engine.name, "device": str(policies.device).split(":")[0], "dtype": dtype}
+
+
+def check_sampled_with(out: Path, role: str, sampler: dict[str, Any]) -> None:
+    """Before `role`'s new samples are written to OUT: refuse when the ones on disk were
+    made by another engine, device kind or dtype (a resume would mix the two, as a resume
+    with other settings would); the first samples of a role record theirs. A directory
+    written before this record resumes unchecked, and records the sampler from then on."""
+    run_file = out / RUN_FILE
+    record = read_json_object(run_file)
+    kept = record.get(SAMPLED_WITH)
+    kept = kept if isinstance(kept, dict) else {}
+    old = kept.get(role)
+    if old is None:
+        write_json(run_file, {**record, SAMPLED_WITH: {**kept, role: sampler}})
+        return
+    if old != sampler:
+        def said(s: Any) -> str:
+            return ", ".join(f"{k} {v}" for k, v in s.items()) if isinstance(s, dict) else repr(s)
+        raise ValueError(f"{out} holds {role} samples made with {said(old)}; these would be made with "
+                         f"{said(sampler)} (another --engine, --device or --dtype, or `--dtype auto` on a CPU "
+                         "with other bf16 support): resuming would mix the two, so give the same options or "
+                         "use another --out")
+
+
 def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     """Rows at the end of a JSONL file, made durable; a full disk names the file (a torn last
     line it leaves is cut when the output is resumed)."""

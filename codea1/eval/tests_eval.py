@@ -299,7 +299,8 @@ def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config:
             # the header's heavy imports are loaded once per sandbox worker, not per mutant
             preload = ("numpy", "pandas") if with_header else ("numpy",)
             ex = setup.start_executor(stack, config, executor, preload=preload)
-            policies, engine, meta = setup.start_model(stack, config, model or "", policies, ev.step)
+            policies, engine, meta = setup.start_model(stack, config, model or "", policies, ev.step,
+                                                        out=ev.out, role="test")
             finished = len(problems) - len(todo)
             for chunk in setup.batches(todo, config.problems_per_batch):
                 for p, said in zip(chunk, _answers(engine, policies, chunk, config)):

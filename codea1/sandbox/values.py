@@ -18,8 +18,9 @@ own (``EXTRA_TAGS``): ``["counter"|"ordereddict"|"defaultdict", [[key, value], .
 null or ``[days, seconds, us]`` of the UTC offset), ``["npscalar", dtype, value]``,
 ``["ndarray", dtype, [shape], [items in C order]]`` and, for an instance of a class the run's
 program defines (every class of its MRO but ``object`` from ``__main__``),
-``["object", "TypeName", [[attribute, value], ...]]``. Exact types only: a subclass of any of
-these (a Counter whose ``__eq__`` lies) is ``unsupported``. How two encodings compare is
+``["object", "TypeName", [[attribute, value], ...]]``. A dict's keys or items view is a
+``set`` (of keys, or of ``(key, value)`` tuples), which it equals under ``==``. Exact types
+only: a subclass of any of these (a Counter whose ``__eq__`` lies) is ``unsupported``. How two encodings compare is
 ``values_equal`` (exact types, the project's alternative) or ``codea1.sandbox.decode`` (Python's
 ``==`` on trusted decoded values, the reference's rule).
 """
@@ -172,6 +173,9 @@ EXTRA_TAGS = ("counter", "ordereddict", "defaultdict", "deque", "namedtuple", "d
               "date", "datetime", "time", "timedelta", "npscalar", "ndarray", "object", "enum", "bytearray",
               "digest")
 _DICT_KINDS = {"Counter": "counter", "OrderedDict": "ordereddict", "defaultdict": "defaultdict"}
+#: a dict's keys and items views compare as sets under Python's `==` (`d.keys() == {1, 3}`),
+#: so they cross as sets; a values view equals nothing but itself, and stays unsupported
+_SET_VIEWS = (type({}.keys()), type({}.items()))
 
 
 def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) -> Value:
@@ -198,6 +202,14 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
                 return ["deque", [_encode(x, depth + 1, budget, active) for x in module.deque.__iter__(value)]]
             finally:
                 active.discard(key)
+    if t is _SET_VIEWS[0] or t is _SET_VIEWS[1]:
+        key = _enter(active, value)
+        try:
+            encoded = [_encode(x, depth + 1, budget, active) for x in t.__iter__(value)]
+        finally:
+            active.discard(key)
+        encoded.sort(key=_sort_key)
+        return ["set", encoded]
     if t is range:
         return ["range", int.__repr__(value.start), int.__repr__(value.stop), int.__repr__(value.step)]
     if t is bytearray:

@@ -1,9 +1,9 @@
 """The typed training configuration: YAML file or preset, plus `key=value` overrides.
 
 `load_config(path=..., preset=..., overrides=["grpo.lr=2e-6", ...])` merges, in order,
-the config's defaults (the paper's reference values), a preset or a YAML file, and the
-overrides, then validates everything with pydantic. A wrong key or value is a
-`ConfigError` naming the key, what was expected and, for a typo, the closest key.
+the config's defaults, a preset or a YAML file, and the overrides, then validates
+everything with pydantic. A wrong key or value is a `ConfigError` naming the key, what was
+expected and, for a typo, the closest key.
 """
 
 from __future__ import annotations
@@ -221,7 +221,10 @@ class DistributedConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    """Everything a run needs; the defaults are the paper's reference settings."""
+    """Everything a run needs. The defaults of the algorithm (rewards, Mistake Book, GRPO,
+    optimiser) are the paper's; its budgets (the model, 1,024 new tokens a sample, 100
+    steps) are one machine's start: the `paper-*` presets carry the paper's (4,096 new
+    tokens, 111 steps, its model sizes)."""
 
     mode: Literal["a1", "golden", "selfplay"] = Field(
         "a1", description="a1: two policies; golden: code model on golden tests; selfplay: one model"
