@@ -271,8 +271,8 @@ def test_the_problem_s_own_limits_and_checker():
 def test_the_reader_at_its_edges():
     """A fence on the first line is read; a blank line inside a block stays in it (only a
     fence line closes one); each unpaired input is reported with its own fence's text,
-    before a json block, before an unclosed block and at the end; a test's source is its
-    two blocks as written."""
+    before a json block and at the end; an output cut off by the end is one test with its
+    input; a test's source is its two blocks as written."""
     tests = parse_io_tests("```input\n1\n\n2\n```\n```output\n3\n```")
     assert [(t.input, t.output, t.source) for t in tests] == [
         ("1\n\n2\n", "3\n", "```input\n1\n\n2\n```\n```output\n3\n```")]
@@ -281,8 +281,7 @@ def test_the_reader_at_its_edges():
     got = [(t.source, t.input, t.reason) for t in parse_io_tests(text)]
     assert got == [("```input\n5\n```", None, "an input without its output"),
                    (json.dumps({"input": "1", "output": "2"}), "1\n", None),
-                   ("```input\n6\n```", None, "an input without its output"),
-                   ("```output\n7", None, "an unclosed output block")]
+                   ("```input\n6\n```\n```output\n7", None, "an unclosed output block")]  # one test cut off
     assert [(t.source, t.reason) for t in parse_io_tests("x\n```input\n9\n```\n")] == [
         ("```input\n9\n```", "an input without its output")]
     items = [{"input": 1, "output": "x"}, {"stdin": "é", "expected_output": "ü"}]   # a bad one does not end the list

@@ -23,7 +23,12 @@ one such pair per test. Also read, because small models write them: `in`/`stdin`
 before it (`Input:`, `**Output**`, `### Test 2 input`); and a ```` ```json ```` block
 holding a list of `{"input": ..., "output": ...}` objects. Anything else that looks like a
 test (an input without its output, an output without its input, an unclosed block, a
-malformed JSON test) is an unparsable test, which counts invalid.
+malformed JSON test) is an unparsable test, which counts invalid; an output block cut off
+by the end of the completion is one with its input, as a cut-off assert is one. A fence
+indented (in a list) loses that indentation from its lines, as in Markdown. An input is
+run as written, blank lines and spaces included (a problem may read an empty line), with
+a final newline added where it lacks one (`input_as_run`); `normalize_input` is only a
+key, for duplicate inputs.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ __all__ = [
     "STDIN",
     "checker_of",
     "golden_io_tests",
+    "input_as_run",
     "io_test",
     "normalize_input",
     "outputs_match",
@@ -74,13 +80,18 @@ TEST_SYSTEM = "You are a helpful test-generation assistant."
 
 @dataclass(frozen=True)
 class ParsedIOTest:
-    """One test as the test model wrote it: `input`/`output` normalized, or `reason` why
-    it is unparsable (then `input` is None)."""
+    """One test as the test model wrote it: `input` as it is run (`input_as_run`) and
+    `output`, or `reason` why it is unparsable (then `input` is None)."""
 
     source: str
     input: str | None
     output: str | None
     reason: str | None = None
+
+    @property
+    def key(self) -> str | None:
+        """The input normalized: two tests of a suite with the same key are duplicates."""
+        return None if self.input is None else normalize_input(self.input)
 
 
 def normalize_input(text: str) -> str:
@@ -89,6 +100,12 @@ def normalize_input(text: str) -> str:
     lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
     body = "\n".join(lines).strip("\n")
     return body + "\n" if body else ""
+
+
+def input_as_run(text: str) -> str:
+    """`text` as a program reads it: unchanged but for a final newline added where a
+    non-empty text lacks one. Not normalized: blank lines and spaces may be the input."""
+    return text if not text or text.endswith("\n") else text + "\n"
 
 
 def io_test(input_text: str, output_text: str) -> str:
@@ -189,8 +206,9 @@ def _label(info: str, before: str) -> str | None:
     return None
 
 
-def _blocks(text: str) -> list[tuple[str | None, str, str, bool]]:
-    """The fenced blocks of `text`: (label, body, source, closed)."""
+def _blocks(text: str) -> list[tuple[str | None, list[str], str, bool]]:
+    """The fenced blocks of `text`: (label, body lines, source, closed). As in Markdown, a body
+    line loses up to as much leading whitespace as its fence line has (a fence in a list)."""
     lines = text.replace("\r\n", "\n").split("\n")
     blocks = []
     i, before = 0, ""
@@ -202,13 +220,15 @@ def _blocks(text: str) -> list[tuple[str | None, str, str, bool]]:
             i += 1
             continue
         fence, info = m.group(1), m.group(2)
+        indent = len(lines[i]) - len(lines[i].lstrip(" \t"))
         body, j = [], i + 1
         while j < len(lines) and not (lines[j].strip().startswith(fence[0] * len(fence))
                                       and not lines[j].strip().strip(fence[0])):
-            body.append(lines[j])
+            line = lines[j]
+            body.append(line[min(indent, len(line) - len(line.lstrip(" \t"))):])
             j += 1
         closed = j < len(lines)
-        blocks.append((_label(info, before), "\n".join(body), "\n".join(lines[i:j + 1]), closed))
+        blocks.append((_label(info, before), body, "\n".join(lines[i:j + 1]), closed))
         i, before = j + 1, ""
     return blocks
 
@@ -233,18 +253,23 @@ def _json_tests(body: str, source: str) -> list[ParsedIOTest]:
         if not isinstance(inp, str) or not isinstance(outp, str):
             out.append(ParsedIOTest(text, None, None, f"json test {k} lacks string `input` and `output`"))
             continue
-        out.append(ParsedIOTest(text, normalize_input(inp), outp))
+        out.append(ParsedIOTest(text, input_as_run(inp), outp))
     return out
 
 
 def parse_io_tests(text: str) -> list[ParsedIOTest]:
     """The tests of one test-model completion, in order (see the module docstring)."""
     tests: list[ParsedIOTest] = []
-    pending: tuple[str, str] | None = None  # an input block waiting for its output: (body, source)
-    for label, body, source, closed in _blocks(text):
+    pending: tuple[str, str] | None = None  # an input block waiting for its output: (input, source)
+    for label, lines, source, closed in _blocks(text):
+        body = "\n".join(lines)
         if label is None:
             continue
         if not closed:
+            if pending is not None and label == "output":  # one test cut off: one unparsable
+                tests.append(ParsedIOTest(pending[1] + "\n" + source, None, None, "an unclosed output block"))
+                pending = None
+                continue
             if pending is not None:
                 tests.append(ParsedIOTest(pending[1], None, None, "an input without its output"))
                 pending = None
@@ -258,11 +283,11 @@ def parse_io_tests(text: str) -> list[ParsedIOTest]:
         elif label == "input":
             if pending is not None:
                 tests.append(ParsedIOTest(pending[1], None, None, "an input without its output"))
-            pending = (body, source)
+            pending = ("".join(line + "\n" for line in lines), source)  # each line as written
         elif pending is None:
             tests.append(ParsedIOTest(source, None, None, "an output without its input"))
         else:
-            tests.append(ParsedIOTest(pending[1] + "\n" + source, normalize_input(pending[0]), body + "\n"))
+            tests.append(ParsedIOTest(pending[1] + "\n" + source, pending[0], body + "\n"))
             pending = None
     if pending is not None:
         tests.append(ParsedIOTest(pending[1], None, None, "an input without its output"))

@@ -14,7 +14,8 @@ Line coverage is not measured for programs (`statements` 0).
 
 `codea1 eval select` reads the generated suites' distinct input/output pairs
 (`stdin_generated_tests`) and runs each candidate program on their inputs
-(`run_stdin_generated_tests`): a candidate passes a test when it prints the test's output.
+(`run_stdin_generated_tests`): a candidate passes a test when it prints the test's output
+(tokens; the float tolerance; the problem's checker where it has one, as in training).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def select_stdin_tests(completion: str, k: int) -> list[str]:
 
 
 def _right(executor, problem: Problem, pairs: list[tuple[str, str, str]], limits: Limits) -> list[bool]:
-    """Whether each (input, expected, printed) is a right answer: the checker (one run) or tokens."""
+    """Whether each (input, expected, printed) is a right answer, by the training judge's rule
+    (`StdinJudge._matches`): the checker (one run of `checker_job`) or tokens."""
     checker = checker_of(problem)
     if checker is None:
         return [outputs_match(out, exp, tolerance_of(problem)) for _, exp, out in pairs]
@@ -110,7 +112,7 @@ class StdinGeneratedTest:
 
 @dataclass
 class StdinCandidateResult:
-    passes: list[bool]   # per generated test: printed its output (tokens, the problem's tolerance)
+    passes: list[bool]   # per generated test: printed a right output (`_right`: tokens or the checker)
     behaviour: tuple     # what it printed on every input (tokens), or how its run failed
     error: str | None = None
 
@@ -122,7 +124,7 @@ def stdin_generated_tests(suites: Sequence[str]) -> list[StdinGeneratedTest]:
         for t in parse_io_tests(raw):
             if t.input is None:
                 continue
-            key = (t.input, tuple((t.output or "").split()))
+            key = (t.key, tuple((t.output or "").split()))  # (the first one's input is run, as written)
             seen.setdefault(key, StdinGeneratedTest(io_test(t.input, t.output or ""), t.input, t.output or ""))
     return list(seen.values())
 
@@ -130,20 +132,24 @@ def stdin_generated_tests(suites: Sequence[str]) -> list[StdinGeneratedTest]:
 def run_stdin_generated_tests(executor, problem: Problem, codes: Sequence[str],
                               tests: Sequence[StdinGeneratedTest], limits: Limits) -> list[StdinCandidateResult]:
     """Each candidate (a raw completion) on every generated input; its output compared with
-    the test's (no reference is involved: the tests are the model's). Identical programs
-    share one run."""
+    the test's (no reference is involved: the tests are the model's), with the problem's
+    checker where it has one (one run for all candidates). Identical programs share one run."""
     programs = [extract_code(c) for c in codes]
     distinct = list(dict.fromkeys(programs))
     inputs = list(dict.fromkeys(t.input for t in tests))
     limits = replace(limits, call_timeout_s=min(limits.timeout_s, time_limit_of(problem, limits.call_timeout_s)))
     runs = executor.run_many([stdin_job(p, inputs, limits) for p in distinct]) if distinct and inputs else []
-    by_program = {}
-    for program, run in zip(distinct, runs):
+    printed_by = []
+    for run in runs:
         if run.status == "infra":
             raise RuntimeError(f"sandbox failure: {run.infra_error}")
-        printed = dict(zip(inputs, program_outputs(run, len(inputs))))
-        passes = [printed[t.input].ok and outputs_match(printed[t.input].stdout, t.output, tolerance_of(problem))
-                  for t in tests]
+        printed_by.append(dict(zip(inputs, program_outputs(run, len(inputs)))))
+    triples = list(dict.fromkeys((t.input, t.output, printed[t.input].stdout) for printed in printed_by
+                                 for t in tests if printed[t.input].ok))
+    right = dict(zip(triples, _right(executor, problem, triples, limits)))
+    by_program = {}
+    for program, run, printed in zip(distinct, runs, printed_by):
+        passes = [printed[t.input].ok and right[(t.input, t.output, printed[t.input].stdout)] for t in tests]
         behaviour = tuple(tuple(o.stdout.split()) if o.ok else ("!" + o.status,) for o in printed.values())
         by_program[program] = StdinCandidateResult(passes, behaviour, None if run.program_ok else run.program_error)
     empty = StdinCandidateResult([], ())

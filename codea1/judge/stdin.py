@@ -5,7 +5,8 @@ a program instead of a function and input/output pairs instead of asserts:
 
 1. **Tests.** Each suite is read by `codea1.data.stdin_io.parse_io_tests`; a test the
    reader cannot take is `unparsable`; a test whose input (normalized) repeats an earlier
-   one of its suite is a `duplicate`.
+   one of its suite is a `duplicate`. An input runs as written (blank lines kept: a
+   problem may read an empty line), and so enters the Mistake Book.
 2. **References** - one run per problem: the reference program on every distinct input
    of every suite and of the Mistake Book. An input on which it fails (error, time,
    memory, output limit) makes its tests `reference raised`. Otherwise its output is the
@@ -35,8 +36,8 @@ from codea1.data.problem import read_io_test
 from codea1.data.stdin_io import (
     ParsedIOTest,
     checker_of,
+    input_as_run,
     io_test,
-    normalize_input,
     outputs_match,
     parse_io_tests,
     tolerance_of,
@@ -100,10 +101,10 @@ class StdinJudge:
                 tests = parse_io_tests(raw)
                 seen: set[str] = set()
                 duplicate = []
-                for t in tests:
-                    duplicate.append(t.input is not None and t.input in seen)
-                    if t.input is not None:
-                        seen.add(t.input)
+                for t in tests:  # the normalized input is the key; the input is run as written
+                    duplicate.append(t.key is not None and t.key in seen)
+                    if t.key is not None:
+                        seen.add(t.key)
                 parsed_row.append((raw, tests, duplicate))
             suites.append(parsed_row)
         mb, skipped = [], []
@@ -113,7 +114,7 @@ class StdinJudge:
                 skipped.append((k, f"beyond the first {g} tests: a step replays at most G of a problem's book"))
                 continue
             try:
-                mb.append((k, text, normalize_input(read_io_test(text).input)))
+                mb.append((k, text, input_as_run(read_io_test(text).input)))  # replayed as it was run
             except ValueError as err:
                 skipped.append((k, f"not a stdin test ({err})"))
         ordered: list[str] = []
