@@ -454,7 +454,14 @@ def _output_cases() -> list[Case]:
 
 def _value_cases() -> list[Case]:
     """39.4: values the reference compares cross, whatever their size, depth or type."""
+    keys = "def keys(d):\n    return d.keys()\n"
     return [
+        one("values/dict-keys-view", "defect", keys, "keys",
+            [py(keys), py("def keys(d):\n    return set(d)"), py("def keys(d):\n    return list(d)")],
+            [py("assert keys({1: 2, 3: 4}) == {1, 3}\nassert keys({}) == set()\nassert keys({5: 0}) == [5]")],
+            defect="the verdicts agree (a keys view equals the set of its keys); the reference's Mistake Book text "
+                   "`keys({5: 0}) == dict_keys([5])` names a type no program defines, so replayed it raises "
+                   "NameError and every candidate fails it: codea1 stores the set the view equals, `{5}`"),
         one("values/100k-stress-input", "39.4", SORT, "sort_list", [SORT_OK, SORT_BAD], [py(
             "assert sort_list(list(range(100000, 0, -1))) == list(range(1, 100001))\nassert sort_list([2, 1]) == [1, 2]")]),
         one("values/2mb-string", "39.4", "def rep(s, n):\n    return s * n\n", "rep",
@@ -574,6 +581,11 @@ def _defect_cases() -> list[Case]:
         one("defect/returned-generator", "defect", "def evens(n):\n    return (x for x in range(0, n, 2))\n", "evens",
             [py("def evens(n):\n    return (x for x in range(0, n, 2))")], [py("assert evens(4) == [0, 2]")],
             defect="a returned generator equals nothing but itself in the reference (codea1: a value it cannot compare)"),
+        one("defect/returned-object-grows-later", "defect", "_s = []\ndef push(x):\n    _s.append(x)\n    return _s\n",
+            "push", [py("_s = []\ndef push(x):\n    _s.append(x)\n    return _s"), py("def push(x):\n    return [x]")],
+            [py("assert push(1) == [1]\nassert push(2) == [1, 2]\nassert push(3) == [1, 2, 3]")],
+            defect="the reference keeps the object a call returned and compares the candidate with it after all its "
+                   "calls: a returned list grown by later calls fails a candidate identical to the reference"),
         one("defect/bookkeeping-name", "defect", "seen = 0\ndef add(a, b):\n    return a + b + seen\n", "add",
             [ADD_OK], [ADD_SUITE], defect="a reference global named like the reference's own bookkeeping (`seen`)"),
     ]

@@ -372,6 +372,38 @@ def test_reference_defects_of_issue_39_are_not_copied(judge):
     assert r.suites[0][0].tests[0].kind == WRONG_EXPECTATION and r.code_rewards == [0.0]
 
 
+def test_a_returned_object_is_the_value_it_had_when_returned(judge):
+    """A reference that returns its own list and grows it on the next call: the reference
+    keeps the object and compares the candidate with it after all its calls, so a candidate
+    identical to the reference fails every test but the last (code reward 1/3, two tests
+    into the Mistake Book). Each value is the one the call returned, when it returned: the
+    reference's own code passes every test. (docs/ARCHITECTURE.md, fidelity table.)"""
+    push = Problem(id="t/push", question="", entry_point="push",
+                   reference="_s = []\ndef push(x):\n    _s.append(x)\n    return _s\n")
+    suite = py("assert push(1) == [1]\nassert push(2) == [1, 2]\nassert push(3) == [1, 2, 3]")
+    (r,) = judge.judge_step([ProblemRollout(push, [py(push.reference), py("def push(x):\n    return [x]")],
+                                            [[suite]] * 2)])
+    assert [s[0].valid for s in r.suites] == [3, 3]
+    assert r.code_rewards == pytest.approx([1.0, 1 / 3])
+    # the book holds the tests the wrong candidate failed, as the reference's values read them
+    assert sorted(dict(r.mistake_update().failed)) == ["assert push(2) == [1, 2]", "assert push(3) == [1, 2, 3]"]
+
+
+def test_an_instance_compares_by_its_attributes_not_its_eq(judge):
+    """An instance of a class the program defines crosses as its type name and attributes
+    (the judge never runs the class's `__eq__`, which a candidate may define too): a `Bag`
+    whose `__eq__` ignores order equals another only with its items in the same order. The
+    reference, running plain Python, calls `__eq__`. (docs/ARCHITECTURE.md, fidelity table.)"""
+    bag = ("class Bag:\n    def __init__(self, items):\n        self.items = list(items)\n"
+           "    def __eq__(self, other):\n        return sorted(self.items) == sorted(other.items)\n")
+    problem = Problem(id="t/bag", question="", entry_point="pack", reference=bag + "def pack(x):\n    return Bag(x)\n")
+    reversed_bag = py(bag + "def pack(x):\n    return Bag(reversed(x))")
+    suite = py("assert pack([1, 2]) == Bag([1, 2])\nassert pack([3]) == Bag([3])")
+    (r,) = judge.judge_step([ProblemRollout(problem, [py(problem.reference), reversed_bag], [[suite]] * 2)])
+    assert [s[0].valid for s in r.suites] == [2, 2]
+    assert r.code_rewards == [1.0, 0.5]   # Python's `==` (the reference) passes both of the second's
+
+
 NODE = Problem(id="t/node", question="", entry_point="make", reference=(
     "class Node:\n    def __init__(self, val):\n        self.val = val\n        self.children = []\n"
     "def make(v):\n    n = Node(v)\n    if v > 1:\n        n.children.append(Node(v - 1))\n    return n\n"))
