@@ -7,8 +7,12 @@ each call `_codea1_stdin(INPUT)` is evaluated in a fork of its own (`Job.isolate
 puts INPUT on file descriptor 0 (an in-memory file: `input()`, `sys.stdin`,
 `sys.stdin.buffer` and `open(0)` all read it), points descriptors 1 and 2 at in-memory
 files, runs the program as `__main__` (ending as Python's exit does: it waits for the
-threads that are not daemons, flushes standard output, then clears the program's globals,
-so a file it opened on descriptor 1 flushes too), and returns `[status, stdout, error]`.
+threads that are not daemons, runs the `atexit` handlers the program registered, flushes
+standard output, then clears the program's globals, so a file it opened on descriptor 1
+flushes too), and returns `[status, stdout, error]`. The handlers registered before the
+program (the worker's own) are dropped first: only the program's run, in the reverse order
+of registration, within the input's time limit; one that raises is reported on standard
+error and ignored, and the exit status stays the program's, as in CPython.
 So the warm interpreter is reused, every input gets a fresh copy of the same state, and
 nothing one input's run does (globals, files, `sys.exit`) is seen by another's.
 
@@ -21,6 +25,9 @@ outputs never enter the sandbox: the caller compares in its own process.
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -35,7 +42,9 @@ DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 RUN_NAME = "_codea1_stdin"
 
 _HARNESS = '''\
-import builtins as _codea1_builtins, io as _codea1_io, os as _codea1_os, sys as _codea1_sys
+import atexit as _codea1_atexit, builtins as _codea1_builtins, io as _codea1_io, os as _codea1_os, sys as _codea1_sys
+# taken before any program runs: Python's exit calls its own, not what a program puts in the module
+_codea1_exitfuncs = (_codea1_atexit._clear, _codea1_atexit._run_exitfuncs)
 _codea1_code = compile({source!r}, "program.py", "exec", dont_inherit=True)
 _codea1_cap = {cap!r}
 # the frames between the call and the program's code that a plain `python program.py` does not
@@ -89,6 +98,8 @@ def _codea1_stdin(data):
     sys.stdout = sys.__stdout__ = stdout
     sys.stderr = sys.__stderr__ = io.open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
     status, error = "ok", None
+    clear_exitfuncs, run_exitfuncs = _codea1_exitfuncs
+    clear_exitfuncs()  # what was registered before the program (the worker's) is not the program's to run
     sys.setrecursionlimit(sys.getrecursionlimit() + _CODEA1_FRAMES)
     program_globals = {{"__name__": "__main__", "__builtins__": _codea1_builtins}}
     try:
@@ -104,16 +115,30 @@ def _codea1_stdin(data):
         os._exit(0)
     threading = sys.modules.get("threading")
     if status == "ok" and threading is not None:
-        try:  # as Python's exit does: wait for the threads that are not daemons (what they print counts)
-            me = threading.current_thread()
+        # as Python's exit does (threading._shutdown): the threading module's exit calls first (an
+        # executor of concurrent.futures ends its idle workers there: else the wait below never ends)
+        for call in reversed(list(getattr(threading, "_threading_atexits", ()))):
+            try:
+                call()
+            except BaseException:
+                pass
+        try:  # then wait for the threads that are not daemons (what they print counts)
+            current = threading.current_thread()
             while True:
-                waiting = [t for t in threading.enumerate() if t is not me and not t.daemon]
+                waiting = [t for t in threading.enumerate() if t is not current and not t.daemon]
                 if not waiting:
                     break
                 for t in waiting:
                     t.join()
         except BaseException:
             pass
+    try:  # then, as Python's exit does whatever the program's status: its atexit handlers, last first
+        # (one that raises is printed on stderr and ignored: the status stays the program's)
+        run_exitfuncs()
+    except BaseException:
+        pass
+    if os.getpid() != me:  # a fork made by an exit call or handler: it too leaves the output to the original
+        os._exit(0)
     for stream in (sys.stdout, stdout):
         try:
             stream.flush()
@@ -178,6 +203,48 @@ class ProgramOutput:
         return self.status == "ok"
 
 
+#: The executor's error for an isolated call whose process ended without handing back a result
+#: (`codea1.sandbox._child`): here the process that ran the program on one input.
+_ENDED = re.compile(r"IsolatedCallFailed: the call's process ended without a result \(wait status (\d{1,10})\)")
+
+#: What the signals a program's process dies of mean, in words.
+_SIGNAL_MEANINGS = {
+    signal.SIGSEGV: "a crash, e.g. a stack overflow from deep recursion",
+    signal.SIGABRT: "an abort, e.g. os.abort() or a fatal error of the interpreter",
+    signal.SIGBUS: "a crash on a bad memory access",
+    signal.SIGFPE: "an arithmetic fault",
+    signal.SIGILL: "a crash on an illegal instruction",
+    signal.SIGKILL: "the memory limit's OOM killer",
+    signal.SIGXCPU: "a CPU time limit",
+    signal.SIGXFSZ: "the file size limit",
+    signal.SIGPIPE: "a write to a closed pipe",
+}
+
+
+def _ended(status: int) -> ProgramOutput:
+    """The output of an input whose process ended with wait status `status` before the harness
+    collected what it printed (which is lost): killed by a signal, or ended by `os._exit`
+    (or a C-level exit) that skips the harness. SIGKILL is the memory cgroup's OOM killer
+    (time limits end the whole run and read as `timeout`): `memory`; the rest `error`."""
+    why = f"(wait status {status})"
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        meaning = _SIGNAL_MEANINGS.get(number)
+        text = f"{name}: {meaning}" if meaning else name
+        return ProgramOutput("memory" if number == signal.SIGKILL else "error",
+                             error=f"the program was killed by signal {number} ({text}) {why}")
+    if os.WIFEXITED(status):
+        code = os.WEXITSTATUS(status)
+        return ProgramOutput("error", error=f"the program ended with os._exit({code}) (or another exit that skips "
+                                            "Python's) before the harness collected its output, which is lost: "
+                                            f"end it with sys.exit, or let it end {why}")
+    return ProgramOutput("error", error=f"the program's process ended before the harness collected its output {why}")
+
+
 def _one(call: CallResult | None, run: RunResult) -> ProgramOutput:
     if run.status == "infra":
         return ProgramOutput("infra", error=run.infra_error)
@@ -188,11 +255,10 @@ def _one(call: CallResult | None, run: RunResult) -> ProgramOutput:
         return ProgramOutput("timeout", error="timed out")
     if call.status == "error":
         error = call.error or "error"
-        # a fork killed by SIGKILL inside its call: the run's memory cgroup's OOM killer (time
-        # limits end the whole run and read as `timeout`)
-        killed = error.startswith("IsolatedCallFailed") and error.endswith("(wait status 9)")
-        status = "memory" if "MemoryError" in error or killed else "error"
-        return ProgramOutput(status, error=error)
+        ended = _ENDED.fullmatch(error)
+        if ended is not None:  # the input's process ended inside its call, without the harness's answer
+            return _ended(int(ended.group(1)))
+        return ProgramOutput("memory" if "MemoryError" in error else "error", error=error)
     value = call.value
     # ["list", [["str", S], ["str", OUT], ["str", ERR] | ["NoneType"]]]: anything else is forged
     try:

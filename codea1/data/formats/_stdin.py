@@ -8,7 +8,9 @@ import io
 import json
 import math
 import pickle
+import re
 import zlib
+from collections.abc import Iterable
 from typing import Any
 
 from codea1.data.problem import ProblemFormatError
@@ -126,3 +128,14 @@ def call_target(starter: str, fn: str) -> tuple[str, str]:
     if "class Solution" in starter:
         return "Solution", f"Solution().{fn}"
     return fn, fn
+
+
+# a whitespace-separated token that is a number written with a point or an exponent
+_DECIMAL = re.compile(r"(?<!\S)[+-]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][+-]?\d+)?(?!\S)")
+
+
+def prints_decimals(outputs: Iterable[str]) -> bool:
+    """Whether any of the golden `outputs` holds a number that is not written as an integer
+    (`1.5`, `2.`, `.5`, `1e-9`): a problem whose answers are real numbers. The contest
+    loaders give those problems the float tolerance their dataset's harness applies."""
+    return any(_DECIMAL.search(text) is not None for text in outputs)

@@ -9,20 +9,37 @@ tests, in that order, `meta.test_counts` says how many of each), `solutions`
 `meta.no_reference`: it can be evaluated, not trained on), `time_limit`
 (`{"seconds", "nanos"}` -> `meta.time_limit_s`), `memory_limit_bytes`, and `difficulty`,
 `source`, `cf_rating` into `meta`.
+
+Output comparison (`meta.float_tolerance`). The dataset's own harness, DeepMind's
+`execution/tester_sandboxer.cc` (`OutputsMatch`, `ValuesMatch`; github.com/google-deepmind/
+code_contests), splits both outputs on whitespace, lowercases them, and compares token by
+token: two tokens that both parse as numbers match when they differ by less than 1e-5
+(absolutely: every number parses as a double there, so its integer branch is never
+reached), any other pair only when equal. (The official per-problem checkers of the
+contests are not in the dataset.) The project's rule (`stdin_io.outputs_match`) allows a
+difference of `tolerance * max(1, |expected|)`: absolute up to 1, relative above. So a problem whose
+golden outputs hold a non-integer number (`1.5`, `2.`, `1e-9`: `prints_decimals`) gets
+`float_tolerance` 1e-5: the harness's bound for values up to 1, and above it the
+"absolute or relative error" rule of the contests' own float checkers. A problem whose
+outputs are integers only keeps exact tokens: there the harness is exact (integers below
+2**53 differ by 1 or more), and a relative tolerance would pass a wrong integer (off by
+one from 10**5 up). Not reproduced: the harness's lowercasing (`YES` for `yes`) and its
+acceptance of `5.0` for `5`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from codea1.data.formats._stdin import io_tests
+from codea1.data.formats._stdin import as_text, io_tests, prints_decimals
 from codea1.data.problem import Problem, ProblemFormatError, require_str
 
 NAME = "codecontests"
 DESCRIPTION = "CodeContests rows (name, description, public/private/generated_tests, solutions), parquet or JSON"
 KEYS = frozenset({"name", "description", "public_tests", "solutions"})  # what detection looks for in a first row
 PYTHON3 = (3, "3", "PYTHON3", "python3")
-
+#: `meta.float_tolerance` of a problem that prints non-integer numbers (the harness's 1e-5).
+FLOAT_TOLERANCE = 1e-5
 
 def matches(row: dict[str, Any]) -> bool:
     return KEYS <= row.keys()
@@ -73,6 +90,16 @@ def _time_limit(row: dict[str, Any], where: str) -> float | None:
     return float(seconds) if seconds > 0 else None
 
 
+def _outputs(row: dict[str, Any], where: str) -> list[str]:
+    """The golden outputs of every split (already checked by `_tests`), as text."""
+    texts = []
+    for split in ("public_tests", "private_tests", "generated_tests"):
+        value = _plain(row.get(split))
+        outputs = [] if value is None or value.get("output") is None else value["output"]
+        texts.extend(as_text(o, where, f"{split}.outputs[{k}]") for k, o in enumerate(outputs))
+    return texts
+
+
 def convert(row: dict[str, Any], where: str) -> Problem:
     name = require_str(row, "name", where)
     counts, tests = {}, []
@@ -82,6 +109,8 @@ def convert(row: dict[str, Any], where: str) -> Problem:
         tests.extend(found)
     reference = _reference(row, where)
     meta: dict[str, Any] = {"test_counts": counts}
+    if prints_decimals(_outputs(row, where)):
+        meta["float_tolerance"] = FLOAT_TOLERANCE
     if not reference:
         meta["no_reference"] = True
     limit = _time_limit(row, where)

@@ -13,6 +13,17 @@ JSON value, as `assert Solution().FUNC(ARGS) == VALUE` golden tests (entry point
 the problem's `imports`. LiveCodeBench ships no solutions: every problem has an empty reference and
 `meta.no_reference`, for `codea1 eval code`, not for training. Public tests come first
 (`meta.test_counts`).
+
+Output comparison of stdin problems: exact tokens (no `meta.float_tolerance`), on purpose.
+LiveCodeBench's harness (`lcb_runner/evaluation/testing_util.py`, `grade_stdio`;
+github.com/LiveCodeBench/LiveCodeBench) compares the stripped output line by line: a line
+passes when it equals the expected one, or when both lines split into numbers that are
+equal as `decimal.Decimal` values, with no tolerance (its comment: floats would call
+50000000000000000 and 50000000000000001 equal). Exact tokens match that, except for one
+value written two ways (`1.5` and `1.50`, `5` and `5.0`), which Decimal accepts and exact
+tokens do not; any float tolerance would instead pass the wrong large integers the Decimal
+comparison is there to reject, and wrong decimals within it. (Its line structure is not
+reproduced: tokens are compared across line breaks.)
 """
 
 from __future__ import annotations

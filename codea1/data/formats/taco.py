@@ -14,7 +14,26 @@ program (`HARNESS_IMPORTS`: LeetCode code uses `List[int]` or `Counter` unimport
 are its `imports`, and the reference gets those it lacks.
 The first solution is the reference (`codea1 data check` says when it fails its tests); a
 row with none loads with an empty reference and `meta.no_reference` (evaluation only).
-`meta`: `difficulty`, `time_limit_s` (TACO's `time_limit`, e.g. "2 seconds"), `url`.
+`meta`: `difficulty`, `time_limit_s` (TACO's `time_limit`, e.g. "2 seconds"), `url`, and
+`float_tolerance` for a standard-input problem whose golden outputs hold a non-integer
+number (`_stdin.prints_decimals`).
+
+Output comparison of standard-input problems. APPS's harness (`eval/testing_util.py`,
+github.com/hendrycks/apps) reads the program's output as a list of lines and accepts, after
+its exact and whitespace-stripped comparisons, outputs whose lines are each one number
+within `np.allclose` (rtol 1e-5, atol 1e-8) of the expected lines, or whose numbers agree
+rounded to 3 decimals (per line, as sets). TACO's harness (`metrics/testing_util.py`,
+github.com/FlagOpen/TACO) is APPS's: its first release (December 2023) compared as
+above; since June 2024 it hands the comparison the output as one string, whose float
+branches then iterate characters and never fire, so it is exact in practice (`1.5` fails
+`1.500000` there). The loader follows the comparison both were written to make: a problem
+that prints non-integer numbers gets `float_tolerance` 1e-5, which is `np.allclose`'s
+bound for values of 1 and more, and 1e-5 absolutely below 1 (looser than `allclose`, stricter
+than the 3-decimal rounding). A problem whose outputs are integers only keeps exact tokens:
+the rounding rule is exact on integers and the project's relative tolerance would pass a
+wrong integer (off by one from 10**5 up); APPS's `allclose` on one-number lines would too
+(not reproduced, nor its acceptance of `5.0` for `5` and its order-blind set comparisons).
+To reproduce TACO's current harness instead, drop the tolerance for `taco/` rows.
 """
 
 from __future__ import annotations
@@ -23,7 +42,8 @@ import hashlib
 import re
 from typing import Any
 
-from codea1.data.formats._stdin import call_assert, call_target, io_tests, json_column, starter_code
+from codea1.data.formats._stdin import (as_text, call_assert, call_target, io_tests, json_column, prints_decimals,
+                                        starter_code)
 from codea1.data.problem import Problem, ProblemFormatError, check_identifier, require_id, require_str
 
 NAME = "taco"
@@ -41,6 +61,9 @@ HARNESS_IMPORTS = "\n".join([
     "from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2",
     "import fractions", "from typing import List, Tuple", "import random", "import heapq", "from heapq import *",
 ])
+#: `meta.float_tolerance` of a standard-input problem that prints non-integer numbers
+#: (`np.allclose`'s relative 1e-5 in APPS's harness).
+FLOAT_TOLERANCE = 1e-5
 
 
 def matches(row: dict[str, Any]) -> bool:
@@ -100,6 +123,9 @@ def convert(row: dict[str, Any], where: str) -> Problem:
     fn = io.get("fn_name")
     if fn is None:
         tests = io_tests(io.get("inputs"), io.get("outputs"), where, "input_output")
+        outputs = [as_text(o, where, f"input_output.outputs[{k}]") for k, o in enumerate(io["outputs"])]
+        if prints_decimals(outputs):
+            meta["float_tolerance"] = FLOAT_TOLERANCE
         return Problem(id=pid, question=question, entry_point="", reference=reference, tests=tests, source=source,
                        meta=meta, kind="stdin")
     if not isinstance(fn, str):
