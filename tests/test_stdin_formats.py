@@ -73,6 +73,8 @@ def test_codecontests_jsonl_and_parquet(tmp_path):
     ({"public_tests": {"input": ["1 2\n"]}}, "public_tests"),
     ({"private_tests": {"input": ["1\n", "2\n"], "output": ["1\n"]}}, "private_tests"),
     ({"solutions": {"language": [3, 3], "solution": [ADD_PROGRAM]}}, "solutions"),
+    ({"solutions": {"language": [3], "solution": [5]}}, "solutions.solution[0]"),   # before: no reference, silently
+    ({"solutions": {"language": 3, "solution": [ADD_PROGRAM]}}, "solutions.language"),   # before: a TypeError
     ({"time_limit": 2}, "time_limit"),
     ({"generated_tests": {"input": [3], "output": ["3\n"]}}, "generated_tests.inputs[0]"),
 ])
@@ -81,6 +83,14 @@ def test_codecontests_malformed_rows_name_file_row_and_field(tmp_path, change, f
     with pytest.raises(ProblemFormatError) as err:
         load_problems(path)
     assert "bad.jsonl" in str(err.value) and "row 2" in str(err.value) and field in str(err.value)
+
+
+def test_taco_time_limits_in_their_units():
+    """TACO's `time_limit` is text; "500 ms" is half a second (before: 500 seconds)."""
+    from codea1.data.formats.taco import _time_limit
+
+    assert [_time_limit(t) for t in ("2 seconds", "1.5 sec", "500 ms", "250 milliseconds", "3", "None", 4)] == [
+        2.0, 1.5, 0.5, 0.25, 3.0, None, 4.0]
 
 
 def taco_stdin_row():

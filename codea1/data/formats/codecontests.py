@@ -70,11 +70,18 @@ def _reference(row: dict[str, Any], where: str) -> str:
         return ""
     if not isinstance(value, dict) or "language" not in value or "solution" not in value:
         raise ProblemFormatError(where, "solutions", 'an object {"language": [...], "solution": [...]}', value)
-    languages, solutions = list(value["language"] or []), list(value["solution"] or [])
+    languages, solutions = value["language"], value["solution"]
+    for key, items in (("language", languages), ("solution", solutions)):
+        if items is not None and not isinstance(items, (list, tuple)):
+            raise ProblemFormatError(where, f"solutions.{key}", "a list", items)
+    languages, solutions = list(languages or []), list(solutions or [])
     if len(languages) != len(solutions):
         raise ProblemFormatError(where, "solutions", f"as many languages as solutions ({len(solutions)})",
                                  len(languages))
-    return next((s for lang, s in zip(languages, solutions) if lang in PYTHON3 and isinstance(s, str)), "")
+    for k, (lang, text) in enumerate(zip(languages, solutions)):
+        if lang in PYTHON3 and not isinstance(text, str):  # a Python 3 solution that is not a program
+            raise ProblemFormatError(where, f"solutions.solution[{k}]", "the Python 3 solution's source text", text)
+    return next((s for lang, s in zip(languages, solutions) if lang in PYTHON3), "")
 
 
 def _time_limit(row: dict[str, Any], where: str) -> float | None:

@@ -80,11 +80,18 @@ def _id(row: dict[str, Any], question: str, where: str) -> str:
     return "taco/" + hashlib.sha256(question.encode()).hexdigest()[:12]
 
 
+#: TACO's `time_limit` text: "2 seconds", "1.5 sec", "500 ms" (milliseconds when so marked)
+_TIME = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(?:(ms|msec|millisecond|milliseconds)|s|sec|secs|second|seconds)?\b",
+                   re.IGNORECASE)
+
+
 def _time_limit(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value)
-    m = re.match(r"\s*([0-9]*\.?[0-9]+)\s*(?:s|sec|second|seconds)?\b", value or "") if isinstance(value, str) else None
-    return float(m.group(1)) if m and float(m.group(1)) > 0 else None
+    m = _TIME.match(value or "") if isinstance(value, str) else None
+    if m is None or float(m.group(1)) <= 0:
+        return None
+    return float(m.group(1)) / (1000.0 if m.group(2) else 1.0)
 
 
 def _call_tests(io: dict[str, Any], target: str, where: str) -> list[str]:
