@@ -290,7 +290,12 @@ def context_length(model) -> int | None:
 
 
 class PromptTooLong(ValueError):
-    """A prompt is longer than its limit; prompts are never cut from the left by default."""
+    """A prompt is longer than its limit; prompts are never cut from the left by default.
+    `index` is the prompt's place in the batch, `tokens` its length, `limit` the limit."""
+
+    def __init__(self, message: str, index: int = -1, tokens: int = 0, limit: int = 0):
+        super().__init__(message)
+        self.index, self.tokens, self.limit = index, tokens, limit
 
 
 def prompt_limit(cfg: SamplingConfig, context: int | None) -> int | None:
@@ -321,7 +326,7 @@ def fit_prompts(encoded: Sequence[list[int]], cfg: SamplingConfig, context: int 
                     f"prompt {i}: {len(ids)} tokens, over the limit of {limit} (max_prompt_tokens="
                     f"{cfg.max_prompt_tokens}, model context {context} minus max_new_tokens="
                     f"{cfg.max_new_tokens}); a prompt is never cut from the left: shorten it or drop "
-                    "it from the data (or set cut_prompts_left=true)")
+                    "it from the data (or set cut_prompts_left=true)", i, len(ids), limit)
             stats.prompt_tokens_dropped += len(ids) - limit
             ids = ids[len(ids) - limit:]
             cut.append(True)

@@ -161,6 +161,29 @@ def test_samples_made_by_another_sampler_are_not_resumed(tmp_path, data, executo
     assert json.loads((out / "eval_config.json").read_text())["sampled_with"]["code"]["dtype"] == "bfloat16"
 
 
+def test_a_prompt_longer_than_the_model_reads_skips_its_problem(tmp_path, data, executor, monkeypatch):
+    """An engine refuses a prompt over the model's context (before sampling anything):
+    that problem is skipped and listed, as training drops it, and the others in its batch
+    are evaluated. Before: the whole evaluation ended on "prompt 1: ... tokens"."""
+    from codea1.rollout import PromptTooLong
+
+    inner = canned([])
+
+    def generate(policies, role, prompts, n=1, sampling=None, **kw):
+        for i, prompt in enumerate(prompts):
+            if "def square" in prompt_text(prompt, policies):
+                raise PromptTooLong(f"prompt {i}: 900 tokens, over the limit of 500", i, 900, 500)
+        return inner(policies, role, prompts, n, sampling, **kw)
+
+    monkeypatch.setattr(hf_engine, "generate", generate)
+    summary = evaluate_code("fake", data, tmp_path / "out", CodeEvalConfig(n=2), policies=ScriptedPolicies(),
+                            executor=executor)
+    reasons = {s["id"]: s["reason"] for s in summary["skipped"]}
+    assert reasons["p/square"] == ("its code prompt is 900 tokens, over the 500 the model may read "
+                                   "(its context less --max-new-tokens)")
+    assert summary["sources"]["all"]["problems"] == 1 and summary["sources"]["setA"]["pass@1"] == 50.0
+
+
 def test_a_problem_changed_since_its_rows_were_scored_is_not_resumed(tmp_path, executor, monkeypatch):
     """The data file changed under the same path (a golden test edited, or a loader that
     now writes it otherwise): resuming would mix rows scored on the old problem with new

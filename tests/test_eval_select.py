@@ -175,6 +175,30 @@ def scripted(monkeypatch):
     return seen
 
 
+def test_a_test_prompt_the_model_cannot_read_skips_its_problem(tmp_path, scripted, executor, monkeypatch):
+    """The test model's prompt of one problem is over its context: that problem is skipped
+    and listed (its codes kept on disk), the other is judged. Before: the selection ended."""
+    import codea1.eval.loading as loading
+    from codea1.data import save_problems
+    from codea1.rollout import PromptTooLong
+
+    inner = loading.sample_problems
+
+    def sample_problems(engine, policies, role, prompts, problem_ids, n, sampling, seed):
+        if role == "test" and "P/even" in problem_ids:
+            raise PromptTooLong("prompt: too long", problem_ids.index("P/even"), 700, 600)
+        return inner(engine, policies, role, prompts, problem_ids, n, sampling, seed)
+
+    monkeypatch.setattr(loading, "sample_problems", sample_problems)
+    data = tmp_path / "p.jsonl"
+    save_problems([ADD, EVEN], data)
+    summary = evaluate_selection(ModelSpec("m"), ModelSpec("m"), data, tmp_path / "out",
+                                 SelectConfig(n_code=4, n_test=2, bootstrap=200), executor=executor)
+    assert summary["skipped"] == [{"id": "P/even", "reason": "its test prompt is 700 tokens, over the 600 the "
+                                   "model may read (its context less --max-new-tokens)"}]
+    assert summary["pending"] == [] and summary["sources"]["all"]["problems"] == 1
+
+
 def test_selection_end_to_end(tmp_path, scripted, executor):
     from codea1.data import save_problems
 

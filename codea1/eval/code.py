@@ -196,9 +196,11 @@ def evaluate_code(model: str | None, data: str | Path, out: str | Path, config: 
                 policies, engine, meta = setup.start_model(stack, config, model or "", policies, ev.step,
                                                             out=ev.out, role="code")
             finished = len(problems) - len(todo)
-            for chunk in setup.batches(todo, config.problems_per_batch):
-                samples = sample_problems(engine, policies, "code", [code_messages(p) for p in chunk],
-                                          [p.id for p in chunk], n, config.sampling, config.seed)
+            for batch in setup.batches(todo, config.problems_per_batch):
+                chunk, samples = setup.sample_fitting(
+                    batch, lambda ps: sample_problems(engine, policies, "code", [code_messages(p) for p in ps],
+                                                      [p.id for p in ps], n, config.sampling, config.seed),
+                    skipped, "code")
                 rows_by_problem = _golden_rows(ex, chunk, samples, ref, config)
                 for p in chunk:
                     rows = rows_by_problem[p.id]
@@ -206,7 +208,7 @@ def evaluate_code(model: str | None, data: str | Path, out: str | Path, config: 
                         continue  # a sandbox failure is no verdict: left pending for a rerun
                     append_rows(samples_path, rows)
                     done[p.id] = {r["sample"]: r for r in rows}
-                finished += len(chunk)
+                finished += len(batch)
                 if on_progress is not None:
                     on_progress(finished, len(problems), summarize(problems, done, n, skipped))
 

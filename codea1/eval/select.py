@@ -329,8 +329,10 @@ class ModelSpec:
 
 
 def _generate(out_path: Path, problems: Sequence["Problem"], role: str, count: int, prompts, spec: ModelSpec,
-              config: SelectConfig, loaded: dict, on_message: Callable[[str], None]) -> dict[str, dict[int, Any]]:
-    """`count` samples of `role` per problem, those not yet on disk generated and appended."""
+              config: SelectConfig, loaded: dict, on_message: Callable[[str], None],
+              skipped: dict[str, str]) -> dict[str, dict[int, Any]]:
+    """`count` samples of `role` per problem, those not yet on disk generated and appended
+    (a problem whose prompt is longer than the model reads is added to `skipped`)."""
 
     repair_tail(out_path)
     done = read_samples(out_path)
@@ -347,15 +349,17 @@ def _generate(out_path: Path, problems: Sequence["Problem"], role: str, count: i
         check_sampled_with(out_path.parent, role, sampler_record(policies, engine))
         loaded.setdefault("engines", {})[role] = engine.name
         for start in range(0, len(todo), config.problems_per_batch):
-            chunk = todo[start:start + config.problems_per_batch]
-            samples = loading.sample_problems(engine, policies, role, [prompts(p) for p in chunk],
-                                              [p.id for p in chunk], count, config.sampling, config.seed)
+            chunk, samples = setup.sample_fitting(
+                todo[start:start + config.problems_per_batch],
+                lambda ps: loading.sample_problems(engine, policies, role, [prompts(p) for p in ps],
+                                                   [p.id for p in ps], count, config.sampling, config.seed),
+                skipped, role)
             for p, group in zip(chunk, samples):
                 rows = [{"problem_id": p.id, "sample": i, "completion": s.text, "truncated": s.truncated}
                         for i, s in enumerate(group)]
                 append_rows(out_path, rows)
                 done[p.id] = {r["sample"]: r for r in rows}
-            on_message(f"{role}: {min(start + len(chunk), len(todo))}/{len(todo)} problems sampled")
+            on_message(f"{role}: {min(start + config.problems_per_batch, len(todo))}/{len(todo)} problems sampled")
     return done
 
 
@@ -494,10 +498,12 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
             if source_codes:
                 _copy_codes(out / CODES_FILE, todo, source_codes, config.n_code)
             codes = _generate(out / CODES_FILE, todo, "code", config.n_code, code_messages,
-                              pinned.get("code", code), config, loaded, on_message)
+                              pinned.get("code", code), config, loaded, on_message, skipped)
+            todo = [p for p in todo if p.id not in skipped]
             suites = _generate(out / TESTS_FILE, todo, "test", config.n_test,
                                lambda p: test_messages(p, None, white_box=False, n_tests=config.tests_per_suite),
-                               pinned["test"], config, loaded, on_message)
+                               pinned["test"], config, loaded, on_message, skipped)
+            todo = [p for p in todo if p.id not in skipped]
             meta = {"code": code.describe(), "test": test.describe(), "engines": loaded.get("engines", {}),
                     "codes_from": None if codes_from is None else str(codes_from)}
             loaded.clear()

@@ -26,6 +26,7 @@ from codea1.eval.loading import load_eval_problems
 from codea1.eval.store import (MODEL_FILE, check_out_dir, check_rows_current, check_sampled_with, data_digest,
                                open_eval_dir, sampler_record, write_json, write_summary)
 from codea1.models import check_model_name
+from codea1.rollout import PromptTooLong
 from codea1.sandbox import Executor
 
 if TYPE_CHECKING:
@@ -129,6 +130,28 @@ def batches(problems: Sequence[Problem], size: int) -> Iterator[list[Problem]]:
     """The problems `size` at a time (generated together, then written to disk)."""
     for start in range(0, len(problems), size):
         yield list(problems[start:start + size])
+
+
+def sample_fitting(chunk: Sequence[Problem], sample: Callable[[list[Problem]], list[Any]],
+                   skipped: dict[str, str], role: str) -> tuple[list[Problem], list[Any]]:
+    """(the problems sampled, their samples): `sample(chunk)`, or, when a prompt is longer
+    than the model may read (`PromptTooLong`, raised before anything is sampled), the
+    problems one at a time, each over-long one skipped with why (as training drops them)
+    instead of ending the whole evaluation."""
+    try:
+        return list(chunk), list(sample(list(chunk)))
+    except PromptTooLong as exc:
+        if len(chunk) == 1:
+            skipped[chunk[0].id] = (f"its {role} prompt is {exc.tokens} tokens, over the {exc.limit} the model may "
+                                    "read (its context less --max-new-tokens)")
+            return [], []
+    kept: list[Problem] = []
+    results: list[Any] = []
+    for p in chunk:
+        done, out = sample_fitting([p], sample, skipped, role)
+        kept += done
+        results += out
+    return kept, results
 
 
 def start_engine(stack: ExitStack, config: Any, policies: Any) -> Any:

@@ -302,8 +302,10 @@ def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config:
             policies, engine, meta = setup.start_model(stack, config, model or "", policies, ev.step,
                                                         out=ev.out, role="test")
             finished = len(problems) - len(todo)
-            for chunk in setup.batches(todo, config.problems_per_batch):
-                for p, said in zip(chunk, _answers(engine, policies, chunk, config)):
+            for batch in setup.batches(todo, config.problems_per_batch):
+                chunk, answers = setup.sample_fitting(batch, lambda ps: _answers(engine, policies, ps, config),
+                                                      skipped, "test")
+                for p, said in zip(chunk, answers):
                     if p.kind == "stdin":  # input/output tests on a program (codea1.eval.stdin_tests)
                         tests = select_stdin_tests(said[0], config.k)
                         score = FunctionScore(**score_stdin_tests(
@@ -322,7 +324,7 @@ def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config:
                            "mut_at_k": score.mut_at_k, "mut_at_k_all": score.mut_at_k_all}
                     append_rows(samples_path, [row])
                     done[p.id] = {0: row}
-                finished += len(chunk)
+                finished += len(batch)
                 if on_progress is not None:
                     on_progress(finished, len(problems), summarize(problems, done, config.k, skipped))
 
