@@ -10,6 +10,11 @@ import platform
 import pytest
 from typer.testing import CliRunner
 
+# imported before `platform.system` is faked below: torch's import (on "Darwin": a .dylib) and the
+# hub client's (truststore: the macOS version) ask it too, so run alone this file failed where the
+# whole suite, having imported them earlier, passed
+import codea1.models  # noqa: F401
+
 from codea1.cli import app
 from codea1.sandbox import support
 

@@ -108,6 +108,7 @@ def test_json_encoding_is_the_encoding_in_json():
         text = encode_json(value)
         assert text.isascii() and "\n" not in text
         assert json.loads(text) == encode(value), value
+        assert json.loads(encode_json(value, canonical=True)) == encode(value, canonical=True), value
     for big in ([0] * 50, {i: [i] for i in range(20)}):
         assert json.loads(encode_json(big)) == encode(big)
 

@@ -18,9 +18,7 @@ import sys
 import types
 
 import json.scanner
-from hashlib import sha256
-
-from codea1.sandbox.values import EncodingError, check_value, encode_json, plain_json
+from codea1.sandbox.values import EncodingError, check_value, encode_to_send, plain_json
 
 # The builtins pinned in values.py: patching ``builtins`` in the run changes nothing here.
 from codea1.sandbox.values import (  # noqa: E402
@@ -365,7 +363,8 @@ def _evaluator(calls: list, g: dict, max_value: int, _dumps, flush, statements: 
     After the call, the limit a value is encoded under is set by builtin calls alone (a
     frame of the harness's own could fail under a limit the call left barely above its
     depth), and the limit the call left is handed to ``noted_encoding`` (`_recursion_limits`)."""
-    _sha, _pid, _quit = sha256, _getpid, os._exit
+    _pid, _quit, _send = _getpid, os._exit, encode_to_send
+    keep = last is not None
     _get, _set, _encoding = _getrecursionlimit, _setrecursionlimit, _ENCODING_RECURSION_LIMIT
 
     def evaluate(i: int, index: str) -> str:
@@ -381,12 +380,11 @@ def _evaluator(calls: list, g: dict, max_value: int, _dumps, flush, statements: 
             left = _get()
             _set(_encoding)  # (trusted code: its own depth bound)
             noted_encoding(left)
-            text = encode_json(value)
-            if last is not None:
+            # (a value encoded longer than `max_value` is sent as the digest of its canonical encoding)
+            text, sent = _send(value, max_value, keep)
+            if keep:
                 last[0] = text
-            if str.__len__(text) > max_value:  # sent as the digest of its encoding
-                text = '["digest","' + _sha(text.encode("ascii")).hexdigest() + '",' + _int_text(str.__len__(text)) + "]"
-            text = '["R",' + index + ',"ok",' + text + "]"
+            text = '["R",' + index + ',"ok",' + sent + "]"
         except EncodingError as e:
             text = _dumps(["R", i, "error", f"ValueTooLarge: {e}"])
         except BaseException as e:
@@ -406,7 +404,6 @@ def _evaluator(calls: list, g: dict, max_value: int, _dumps, flush, statements: 
 
 #: The recursion limit while the harness encodes a value (it bounds the depth itself).
 _ENCODING_RECURSION_LIMIT = 6000
-_int_text = int.__repr__
 
 
 def _exit_status(e: BaseException) -> int:

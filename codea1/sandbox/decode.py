@@ -67,20 +67,29 @@ class Instance:
 
 
 class Member:
-    """A member of an `enum.Enum` class: equal to the member of the same name of the same
-    class object of the run (enum members are singletons, compared by identity in Python)."""
+    """A member of an `enum.Enum` class. A member of a plain Enum is equal to the member of
+    the same name of the same class object of the run only (enum members are singletons,
+    compared by identity in Python). A member of a class that mixes in a data type
+    (IntEnum, StrEnum, `class Dir(str, Enum)`) has that ``data`` (its decoded value) and
+    compares, and hashes, as it, as in Python: `Level.HIGH == 2`, and equal to a member of
+    another class with equal data (a candidate's own `Level`), never to a plain member."""
 
-    __slots__ = ("type_name", "name", "cls")
+    __slots__ = ("type_name", "name", "cls", "data")
 
-    def __init__(self, type_name: str, name: str, cls: str) -> None:
-        self.type_name, self.name, self.cls = type_name, name, cls
+    def __init__(self, type_name: str, name: str, cls: str, data: Any = None) -> None:
+        self.type_name, self.name, self.cls, self.data = type_name, name, cls, data
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is Member and (self.type_name, self.name, self.cls) == (  # type: ignore[union-attr]
-            other.type_name, other.name, other.cls)  # type: ignore[union-attr]
+        data = self.data
+        if type(other) is Member:
+            if data is None or other.data is None:  # type: ignore[union-attr]
+                return data is None and other.data is None and (  # type: ignore[union-attr]
+                    self.type_name, self.name, self.cls) == (other.type_name, other.name, other.cls)  # type: ignore[union-attr]
+            return bool(data == other.data)  # type: ignore[union-attr]
+        return data is not None and bool(data == other)
 
     def __hash__(self) -> int:
-        return hash((self.type_name, self.name))
+        return hash((self.type_name, self.name)) if self.data is None else hash(self.data)
 
     def __repr__(self) -> str:
         return f"{self.type_name}.{self.name}"
@@ -175,7 +184,7 @@ def _decode(v: Value) -> Any:
     if tag == "object":
         return Instance(v[1], {name: _decode(x) for name, x in v[2]})
     if tag == "enum":
-        return Member(v[1], v[2], v[4])
+        return Member(v[1], v[2], v[4], None if v[5] is None else _decode(v[5]))
     if tag == "bytearray":
         return bytearray.fromhex(v[1])
     if tag == "digest":
@@ -211,6 +220,10 @@ _SEQUENCES = (list, tuple, collections.deque)
 
 
 def _close(x: Any, y: Any, rel_tol: float, abs_tol: float) -> bool:
+    if type(x) is Member and x.data is not None:  # (a member of an IntEnum... compares as its data)
+        x = x.data
+    if type(y) is Member and y.data is not None:
+        y = y.data
     tx, ty = type(x), type(y)
     if tx in _NUMBERS and ty in _NUMBERS:
         if math.isinf(x) or math.isinf(y) or math.isnan(x) or math.isnan(y):

@@ -18,7 +18,14 @@ own (``EXTRA_TAGS``): ``["counter"|"ordereddict"|"defaultdict", [[key, value], .
 null or ``[days, seconds, us]`` of the UTC offset), ``["npscalar", dtype, value]``,
 ``["ndarray", dtype, [shape], [items in C order]]`` and, for an instance of a class the run's
 program defines (every class of its MRO but ``object`` from ``__main__``),
-``["object", "TypeName", [[attribute, value], ...]]``. A dict's keys or items view is a
+``["object", "TypeName", [[attribute, value], ...]]``; an enum member is
+``["enum", "TypeName", "MEMBER", value, class, data]`` (``data``: null for a plain Enum,
+whose members compare by identity, or the member's own int/float/str/bytes/complex/tuple
+where its class mixes that type in, IntEnum or ``class Dir(str, Enum)``: Python compares
+such a member as its data); a value whose encoding is longer than the run's bound crosses
+as ``["digest", sha256, size]`` (``encode_to_send``). A set's items are in the order of
+their JSON texts; dict items in insertion order, or sorted by their texts in the
+``canonical`` encoding a digest is taken of. A dict's keys or items view is a
 ``set`` (of keys, or of ``(key, value)`` tuples), which it equals under ``==``. Exact types
 only: a subclass of any of these (a Counter whose ``__eq__`` lies) is ``unsupported``. How two encodings compare is
 ``values_equal`` (exact types, the project's alternative) or ``codea1.sandbox.decode`` (Python's
@@ -30,6 +37,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from hashlib import sha256 as _sha256
 from typing import Any
 
 # Pin the builtins this module uses: a candidate that patches ``builtins`` in the run's
@@ -81,15 +89,20 @@ class EncodingError(ValueError):
     """A value could not be encoded (too deep, too large)."""
 
 
-def encode(value: Any, max_items: int = MAX_ITEMS) -> Value:
+def encode(value: Any, max_items: int = MAX_ITEMS, canonical: bool = False) -> Value:
     """Encode ``value`` into plain data, never calling methods of user-defined types.
 
     Only exact built-in types are encoded (``type(x) is int``, not ``isinstance``); anything
     else, including subclasses, becomes ``["unsupported", name]``. Container iteration of
     exact built-in types is done by C code that calls no user method. ``max_items`` bounds
     the total number of encoded nodes (a cyclic or gigantic value raises ``EncodingError``).
+    A set's items are in the order of their JSON texts (`encode_json`); a dict's, Counter's
+    and defaultdict's items and an object's attributes are in insertion order, or with
+    ``canonical`` in the order of their JSON texts too (what a digest is taken of: two
+    values equal whatever their insertion order encode alike; an OrderedDict, whose ``==``
+    with another OrderedDict depends on order, keeps its own).
     """
-    budget = [max_items]
+    budget = _budget(max_items, canonical)
     try:
         return _encode(value, 0, budget, set())
     except RecursionError:  # (this interpreter's limit is below `allow_deep_values`)
@@ -119,6 +132,33 @@ def _enter(active: set, value: Any) -> int:
     return key
 
 
+def _budget(max_items: int, canonical: bool) -> list:
+    """An encoding's state: ``[nodes left, canonical, kept an insertion order]`` (the last
+    is set when a dict-like with two or more items was encoded in insertion order: only
+    then can a canonical encoding differ)."""
+    return [max_items, canonical is True, False]
+
+
+def _in_order(items: list, budget: list, key: Any = None) -> list:
+    """A dict-like's items (or an object's attributes), sorted by their JSON texts (``key``
+    gives the text of an encoded item; None: the items are texts) when the encoding is
+    canonical."""
+    if len(items) > 1:
+        if budget[1]:
+            items.sort(key=key)
+        else:
+            budget[2] = True
+    return items
+
+
+def _sorted_items(encoded: list) -> list:
+    """A set's encoded items in the order of their JSON texts (the order `_encode_json`
+    writes them in; a text is built once per item, by C code mostly)."""
+    if len(encoded) > 1:
+        encoded.sort(key=plain_json)
+    return encoded
+
+
 def _refuse(budget: list) -> None:
     raise EncodingError("value too large to encode" if budget[0] < 0 else "value nested too deeply to encode")
 
@@ -142,7 +182,7 @@ def _encode(value: Any, depth: int, budget: list, active: set) -> Value:
         return ["str", value]
     if t is bytes:
         return ["bytes", bytes.hex(value)]
-    if t in (list, tuple, set, frozenset, dict):
+    if t is list or t is tuple or t is set or t is frozenset or t is dict:  # (`in` would call a metaclass's __eq__)
         key = _enter(active, value)
         try:
             if t is dict:
@@ -150,7 +190,7 @@ def _encode(value: Any, depth: int, budget: list, active: set) -> Value:
                     [_encode(k, depth + 1, budget, active), _encode(v, depth + 1, budget, active)]
                     for k, v in dict.items(value)
                 ]
-                return ["dict", items]
+                return ["dict", _in_order(items, budget, plain_json)]
             if t is list:
                 it = list.__iter__(value)
             elif t is tuple:
@@ -160,8 +200,8 @@ def _encode(value: Any, depth: int, budget: list, active: set) -> Value:
             else:
                 it = frozenset.__iter__(value)
             encoded = [_encode(x, depth + 1, budget, active) for x in it]
-            if t in (set, frozenset):
-                encoded.sort(key=_sort_key)
+            if t is set or t is frozenset:
+                _sorted_items(encoded)
             return [t.__name__, encoded]
         finally:
             active.discard(key)
@@ -192,10 +232,12 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
             if t is getattr(module, name, None):
                 key = _enter(active, value)
                 try:
-                    return [tag, [[_encode(k, depth + 1, budget, active), _encode(v, depth + 1, budget, active)]
-                                  for k, v in dict.items(value)]]
+                    items = [[_encode(k, depth + 1, budget, active), _encode(v, depth + 1, budget, active)]
+                             for k, v in dict.items(value)]
                 finally:
                     active.discard(key)
+                # (two OrderedDicts are equal only in the same order: theirs is kept)
+                return [tag, items if tag == "ordereddict" else _in_order(items, budget, plain_json)]
         if t is getattr(module, "deque", None):
             key = _enter(active, value)
             try:
@@ -208,8 +250,7 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
             encoded = [_encode(x, depth + 1, budget, active) for x in t.__iter__(value)]
         finally:
             active.discard(key)
-        encoded.sort(key=_sort_key)
-        return ["set", encoded]
+        return ["set", _sorted_items(encoded)]
     if t is range:
         return ["range", int.__repr__(value.start), int.__repr__(value.stop), int.__repr__(value.step)]
     if t is bytearray:
@@ -250,31 +291,74 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
     if attributes is not None:
         key = _enter(active, value)
         try:
-            return ["object", _type_name(value), [[name, _encode(v, depth + 1, budget, active)] for name, v in attributes]]
+            return ["object", _type_name(value),
+                    _in_order([[name, _encode(v, depth + 1, budget, active)] for name, v in attributes], budget, plain_json)]
         finally:
             active.discard(key)
     return ["unsupported", _type_name(value)]
 
 
+#: The data types an enum class may mix in (`class Level(IntEnum)`, `class Dir(str, Enum)`)
+#: whose data is read here (by the type's own C accessors); a member of such a class
+#: compares as that data under Python's `==` (`Level.HIGH == 2`).
+_ENUM_DATA_TAGS = ("int", "float", "str", "bytes", "complex", "tuple")
+
+
 def _encode_enum(value: Any, t: type, depth: int, budget: list, active: set) -> Value | None:
-    """``["enum", "TypeName", "MEMBER", value, class]`` for a member of an `enum.Enum` class
-    (read through `object`'s own accessors: no method of the class runs), else None. `class`
-    names the class object within the run (members compare by identity in Python: a
-    candidate's own `Color` is not the reference's, whatever its members)."""
+    """``["enum", "TypeName", "MEMBER", value, class, data]`` for a member of an `enum.Enum`
+    class (read through `object`'s and `type`'s own accessors: no method of the class
+    runs), else None. `class` names the class object within the run (a member of a plain
+    Enum compares by identity in Python: a candidate's own `Color` is not the reference's,
+    whatever its members). `data` is the member's own data, exactly typed, where its class
+    mixes in one of the `_ENUM_DATA_TAGS` types (IntEnum, IntFlag, StrEnum, `(str, Enum)`:
+    Python compares such a member as that data, `Level.HIGH == 2`), else null."""
     module = _modules.get("enum")
     if module is None:
         return None
     try:
+        enum = module.Enum
         mro = type.__dict__["__mro__"].__get__(t)
-        if module.Enum not in mro:
+        if not any(c is enum for c in mro):  # (by identity: `in` would call a metaclass's __eq__)
             return None
-        name = object.__getattribute__(value, "_name_")
-        inner = object.__getattribute__(value, "_value_")
+        state = _instance_dict(value, mro)  # (the member's own `_name_` and `_value_`)
+        data_type = type.__dict__["__dict__"].__get__(t).get("_member_type_")
     except Exception:
         return None
-    if type(name) is not str:
+    if state is None:
         return None
-    return ["enum", _type_name(value), name, _encode(inner, depth + 1, budget, active), int.__repr__(id(t))]
+    name, inner = dict.get(state, "_name_"), dict.get(state, "_value_", _ABSENT)
+    if type(name) is not str or inner is _ABSENT:
+        return None
+    data = None
+    if data_type is not object and any(c is data_type for c in mro):
+        data = _enum_data(value, data_type, depth, budget, active)
+    return ["enum", _type_name(value), name, _encode(inner, depth + 1, budget, active), int.__repr__(id(t)), data]
+
+
+def _enum_data(value: Any, data_type: type, depth: int, budget: list, active: set) -> Value | None:
+    """The data of a member whose enum class mixes in ``data_type``, as a value of that
+    exact type, read by the type's own C methods (a subclass's overrides never run); None
+    for a data type not read here (such a member compares by identity, as a plain one)."""
+    if data_type is int:
+        return ["int", int.__repr__(value)]
+    if data_type is str:
+        return ["str", str.__str__(value)]  # (an exact copy of a subclass's text)
+    if data_type is float:
+        return ["float", float.hex(value)]
+    if data_type is bytes:
+        return ["bytes", bytes.hex(value)]
+    if data_type is complex:
+        return ["complex", float.hex(complex.real.__get__(value)), float.hex(complex.imag.__get__(value))]
+    if data_type is tuple:
+        budget[0] -= 1
+        if budget[0] < 0 or depth + 1 > _MAX_DEPTH:
+            _refuse(budget)
+        key = _enter(active, value)
+        try:
+            return ["tuple", [_encode(x, depth + 2, budget, active) for x in tuple.__iter__(value)]]
+        finally:
+            active.discard(key)
+    return None
 
 
 def _encode_datetime(module: Any, value: Any, t: type) -> Value | None:
@@ -330,6 +414,31 @@ class _SlotProbe:
 _MemberDescriptor = type(_SlotProbe.__dict__["x"])  # (types.MemberDescriptorType)
 
 
+_GetSetDescriptor = type(type.__dict__["__dict__"])  # (types.GetSetDescriptorType)
+_ABSENT = object()
+
+
+def _instance_dict(value: Any, mro: tuple) -> dict | None:
+    """An instance's own attribute dict, read by the descriptor Python made for it (the
+    first ``__dict__`` of the class's MRO; `object.__getattribute__` would call a property
+    the class defined under that name), {} for an instance without one, None where a class
+    defines ``__dict__`` itself. (An enum member's `_name_` and `_value_` are read here; a
+    program object's attributes still through `object.__getattribute__`, whose `__dict__`
+    property may run and report data only: tests/test_sandbox_attacks.py, DictTrick.)"""
+    for c in mro:
+        descriptor = type.__dict__["__dict__"].__get__(c).get("__dict__", _ABSENT)
+        if descriptor is _ABSENT:
+            continue
+        if type(descriptor) is not _GetSetDescriptor:
+            return None
+        try:
+            state = _GetSetDescriptor.__get__(descriptor, value, c)
+        except Exception:
+            return None
+        return state if type(state) is dict else None
+    return {}
+
+
 def _program_attributes(value: Any, t: type) -> list | None:
     """`(name, value)` of the attributes of an instance of a class the program defined
     (every class of its MRO but `object` from `__main__`), or None for any other value."""
@@ -353,7 +462,7 @@ def _program_attributes(value: Any, t: type) -> list | None:
     for c in mro[:-1]:  # attributes kept in __slots__
         own = type.__dict__["__dict__"].__get__(c)
         slots = own.get("__slots__", ())
-        for name in ([slots] if type(slots) is str else slots if type(slots) in (tuple, list) else ()):
+        for name in ([slots] if type(slots) is str else slots if type(slots) is tuple or type(slots) is list else ()):
             if type(name) is not str or name in ("__dict__", "__weakref__"):
                 continue
             if name.startswith("__") and not name.endswith("__"):
@@ -368,10 +477,6 @@ def _program_attributes(value: Any, t: type) -> list | None:
     return attributes
 
 
-def _sort_key(v: Value) -> str:
-    return repr(v)
-
-
 try:
     from _json import encode_basestring_ascii as _quote
 except ImportError:  # pragma: no cover - CPython always has _json
@@ -379,18 +484,44 @@ except ImportError:  # pragma: no cover - CPython always has _json
 _join = ",".join
 
 
-def encode_json(value: Any, max_items: int = MAX_ITEMS) -> str:
-    """The JSON text (ASCII, no spaces) of ``encode(value)``, built in one pass.
+def encode_json(value: Any, max_items: int = MAX_ITEMS, canonical: bool = False) -> str:
+    """The JSON text (ASCII, no spaces) of ``encode(value, canonical=canonical)``, built in
+    one pass.
 
     The child sends every call's value as JSON; building the lists first and then their
-    text took about twice as long. Same rules, budget and errors as ``encode``; sets are
-    ordered as ``encode`` orders them.
+    text took about twice as long. Same rules, budget and errors as ``encode``; a set's
+    items are written in the order of their texts (``encode`` orders them alike).
     """
-    budget = [max_items]
     try:
-        return _encode_json(value, 0, budget, set())
+        return _encode_json(value, 0, _budget(max_items, canonical), set())
     except RecursionError:  # (this interpreter's limit is below `allow_deep_values`)
         raise EncodingError("value nested too deeply to encode") from None
+
+
+def encode_to_send(value: Any, max_bytes: int, keep_text: bool = True) -> tuple:
+    """``(text, sent)``: ``encode_json(value)`` and what crosses to the parent for it: the
+    text itself, or, when it is longer than ``max_bytes``, ``["digest", sha256, size]`` of
+    the value's canonical encoding (``encode_json(value, canonical=True)``, as long as the
+    text: dict items in a canonical order, so that two equal dicts built in different
+    orders have one digest). The canonical text is built only where the text kept an
+    insertion order of two or more items; ``keep_text=False`` gives None for ``text`` and
+    drops it before that second pass."""
+    budget = _budget(MAX_ITEMS, False)
+    try:
+        text = _encode_json(value, 0, budget, set())
+        size = str.__len__(text)
+        if size <= max_bytes:
+            return text, text
+        if budget[2]:  # (a dict-like's insertion order is in the text: encode it again, canonically)
+            if not keep_text:
+                text = None
+            canonical = _encode_json(value, 0, _budget(MAX_ITEMS, True), set())
+        else:
+            canonical = text
+    except RecursionError:  # (this interpreter's limit is below `allow_deep_values`)
+        raise EncodingError("value nested too deeply to encode") from None
+    sent = '["digest","' + _sha256(str.encode(canonical, "ascii")).hexdigest() + '",' + int.__repr__(size) + "]"
+    return (text if keep_text else None), sent
 
 
 def _encode_json(value: Any, depth: int, budget: list, active: set) -> str:
@@ -413,7 +544,7 @@ def _encode_json(value: Any, depth: int, budget: list, active: set) -> str:
         return '["str",' + _quote(value) + "]"
     if t is bytes:
         return '["bytes","' + bytes.hex(value) + '"]'
-    if t in (list, tuple, set, frozenset, dict):
+    if t is list or t is tuple or t is set or t is frozenset or t is dict:  # (`in` would call a metaclass's __eq__)
         key = _enter(active, value)
         try:
             if t is list or t is tuple:
@@ -421,14 +552,14 @@ def _encode_json(value: Any, depth: int, budget: list, active: set) -> str:
                 return ('["' + t.__name__ + '",['
                         + _join([_encode_json(x, depth + 1, budget, active) for x in it]) + "]]")
             if t is dict:
-                return '["dict",[' + _join([
+                return '["dict",[' + _join(_in_order([
                     "[" + _encode_json(k, depth + 1, budget, active) + "," + _encode_json(v, depth + 1, budget, active) + "]"
                     for k, v in dict.items(value)
-                ]) + "]]"
+                ], budget)) + "]]"
             it = set.__iter__(value) if t is set else frozenset.__iter__(value)
-            encoded = [_encode(x, depth + 1, budget, active) for x in it]
-            encoded.sort(key=_sort_key)
-            return '["' + t.__name__ + '",' + plain_json(encoded) + "]"
+            texts = [_encode_json(x, depth + 1, budget, active) for x in it]
+            texts.sort()  # (the canonical order: by text, compared by C code)
+            return '["' + t.__name__ + '",[' + _join(texts) + "]]"
         finally:
             active.discard(key)
     return plain_json(_encode_extra(value, t, depth, budget, active))
@@ -636,11 +767,16 @@ def _check_ndarray(v: list, n: int, depth: int) -> None:
 
 
 def _check_enum(v: list, n: int, depth: int) -> None:
-    if n != 4:
-        _wrong_fields("enum", 4, n)
+    if n != 5:
+        _wrong_fields("enum", 5, n)
     if type(v[1]) is not str or type(v[2]) is not str or type(v[4]) is not str:
         raise ValueError("enum value must name its type, member and class")
     _check_value(v[3], depth + 1)
+    data = v[5]
+    if data is not None:
+        if type(data) is not list or not data or data[0] not in _ENUM_DATA_TAGS:
+            raise ValueError("enum data must be null or a value of " + "/".join(_ENUM_DATA_TAGS))
+        _check_value(data, depth + 1)
 
 
 def _check_bytearray(v: list, n: int, depth: int) -> None:
@@ -765,8 +901,12 @@ def _extra_equal(a: Value, b: Value, depth: int, tol: tuple) -> bool:
     _check_value(a, depth)
     _check_value(b, depth)
     tag = a[0]
-    if tag in ("enum", "digest", "bytearray"):  # (a member by its type and name; a digest by its text)
-        return a[1:3] == b[1:3] and a[4:] == b[4:] if tag == "enum" else a[1:] == b[1:]
+    if tag == "enum":  # a member by its type and name, and its class object (plain) or its data (mixed in)
+        if a[5] is None or b[5] is None:
+            return a[5] is None and b[5] is None and a[1:3] == b[1:3] and a[4] == b[4]
+        return a[1:3] == b[1:3] and _equal(a[5], b[5], depth + 1, tol)
+    if tag in ("digest", "bytearray"):  # (a digest by its text)
+        return a[1:] == b[1:]
     if tag in ("counter", "defaultdict"):
         return _match_unordered(a[1], b[1], lambda p, q: _pair_equal(p, q, depth + 1, tol))
     if tag in ("ordereddict", "deque"):  # (two OrderedDicts compare in order)
@@ -903,7 +1043,10 @@ def _extra_source(v: Value, build: bool) -> str:
     if tag == "enum":
         module, _, qualname = v[1].rpartition(".") if not v[1].startswith("__main__.") else ("", "", v[1][9:])
         if module:  # (an enum class of the standard library, e.g. http.HTTPStatus)
-            return f"__import__({module!r}, fromlist=['_']).{qualname}.{v[2]}"
+            qualname = f"__import__({module!r}, fromlist=['_']).{qualname}"
+        names = v[2].split("|")  # (a combination of flags is named `A|B`)
+        if len(names) > 1:
+            return "(" + " | ".join(f"{qualname}.{name}" for name in names) + ")"
         return f"{qualname}.{v[2]}"
     if tag == "bytearray":
         return f"bytearray({bytes.fromhex(v[1])!r})"
