@@ -12,6 +12,10 @@
   leave a stray `.NAME.tmp-*`, which `remove_stray_temps(path)` clears.
 - `in_run_checkpoints(out)`: the training run whose `checkpoints/` folder OUT lies in:
   training prunes and replaces what is there, so no command writes into it.
+- `refuse_output_in_run(out, is_run_config)`: a ValueError naming the training run
+  directory OUT lies in (any run, not only the command's own input). `data convert` and
+  `mistakes export` refuse such an OUT, so no command's output replaces a run's
+  metrics.jsonl, config.yaml, Mistake Book or checkpoint.
 - `fsync_path(path)`: fsync a file or a folder (the checkpoints' durability).
 - `DiskFull`: the error of a write that found the file system full, naming the file
   (`disk_full(exc, path)` tells one from another error; the command line gives it its own
@@ -26,7 +30,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 _FULL_ERRNOS = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 # a training run directory holds these (`codea1.train.checkpoint`'s CONFIG_FILE, BOOK_FILE, CheckpointManager)
@@ -92,8 +96,11 @@ def input_named_as_output(out: str | os.PathLike[str],
                           files: Iterable[str | os.PathLike[str]] = (),
                           directories: Iterable[str | os.PathLike[str]] = ()) -> Path | None:
     """The input `out` would overwrite: one of `files` (existing or not: a SQLite book's
-    `-wal` file counts before it exists), or an existing file inside one of `directories`
-    (a run directory, a model directory). None when `out` is safe to write."""
+    `-wal` file counts before it exists), or `out` itself when it is or lies inside one of
+    `directories` (a run directory, a model directory), existing yet or not: a path let
+    through while it is new would be refused once the command has created it, so the same
+    command could not be run again (an evaluation not resumed). None when `out` is safe to
+    write."""
     out = Path(out)
     for f in files:
         if _same(out, Path(f)):
@@ -101,7 +108,7 @@ def input_named_as_output(out: str | os.PathLike[str],
     resolved = out.resolve()
     for d in directories:
         root = Path(d).resolve()
-        if root.is_dir() and (resolved == root or resolved.is_relative_to(root)) and out.exists():
+        if root.is_dir() and (resolved == root or resolved.is_relative_to(root)):
             return out
     return None
 
@@ -116,6 +123,39 @@ def in_run_checkpoints(out: str | os.PathLike[str]) -> Path | None:
         if folder.name == CHECKPOINTS_DIR and (run / RUN_CONFIG_FILE).is_file() and (run / RUN_BOOK_FILE).exists():
             return run
     return None
+
+
+def in_run_directory(out: str | os.PathLike[str], is_run_config: Callable[[Path], bool]) -> Path | None:
+    """The training run directory that `out` is or lies in, at any depth, or None. Both the
+    path `out` resolves to and the directory entry a rename over `out` replaces (`out`
+    itself a symlink) count. `is_run_config(path)` decides whether a `config.yaml` is a
+    run's: the caller passes `codea1.train.cli.is_run_config`, which this module (the
+    lowest layer) cannot import; a folder with no config.yaml is never asked about."""
+    out = Path(out)
+    for where in (out.resolve(), out.parent.resolve() / out.name):
+        for folder in (where, *where.parents):
+            config = folder / RUN_CONFIG_FILE
+            if config.is_file() and is_run_config(config):
+                return folder
+    return None
+
+
+def refuse_output_in_run(out: str | os.PathLike[str], is_run_config: Callable[[Path], bool]) -> None:
+    """Raise a ValueError naming the run when `out`, a file a command is about to write, is
+    or lies in a training run directory (`in_run_directory`).
+
+    Every path in a run directory is refused, new or not, and not only the run's own files
+    (config.yaml, metrics.jsonl, samples.jsonl, mistakes.sqlite and its -wal/-shm,
+    checkpoints/, tb/, train.lock): a new name let through once would be refused when the
+    same command is run again (it is then an existing file of the run), a name that is new
+    today may be one the run writes later (samples.jsonl, tb/), and `train --resume`,
+    `plot` and `mistakes` read the directory as the run's. One rule, always the same
+    answer: a command's output goes outside the run directory."""
+    run = in_run_directory(out, is_run_config)
+    if run is not None:
+        raise ValueError(f"{out} lies in the training run directory {run}, whose files (config.yaml, "
+                         "metrics.jsonl, mistakes.sqlite, checkpoints/...) training, `train --resume` and `plot` "
+                         "read; no command writes into a run's directory: give a path outside it")
 
 
 def fsync_path(path: str | os.PathLike[str]) -> None:

@@ -150,7 +150,8 @@ def test_an_out_that_would_overwrite_an_input_is_refused(tmp_path):
     model.mkdir()
     with pytest.raises(ValueError, match=r"lies in the model directory"):
         check_out_dir(model, str(model), "d.jsonl")
-    check_out_dir(model / "eval", str(model), "d.jsonl")       # a new directory inside it overwrites nothing
+    with pytest.raises(ValueError, match=r"lies in the model directory .*put --out elsewhere"):
+        check_out_dir(model / "eval", str(model), "d.jsonl")   # new or not: else its resume would be refused
     with pytest.raises(ValueError, match=rf"holds {SAMPLES_FILE} that no evaluation wrote"):
         check_out_dir(tmp_path / "out", None, "d.jsonl")
     (tmp_path / "out" / RUN_FILE).write_text("{}")

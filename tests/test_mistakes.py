@@ -253,7 +253,7 @@ def test_cli_stats_list_show_export(tmp_path):
     r = runner.invoke(app, ["mistakes", "show", "MBPP/2", "--book", str(run / "mistakes.sqlite")])
     assert r.exit_code == 0 and "assert f(1) == 2" in r.output
     r = runner.invoke(app, ["mistakes", "show", "MBPP/9", "--book", str(run)])
-    assert r.exit_code == 1
+    assert r.exit_code == 2 and "'MBPP/9': no such problem in the Mistake Book" in r.stderr  # bad input
     r = runner.invoke(app, ["mistakes", "export", str(tmp_path / "e.jsonl"), "--book", str(run)])
     assert r.exit_code == 0 and "wrote 3 tests" in r.output
     r = runner.invoke(app, ["mistakes", "stats", "--book", str(tmp_path / "nothing")])

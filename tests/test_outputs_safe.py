@@ -82,7 +82,9 @@ def test_an_output_naming_an_input_is_found_through_links_and_dots(tmp_path):
     assert input_named_as_output(tmp_path / "run" / "mistakes.sqlite-wal", [book.with_name("mistakes.sqlite-wal")])
     (tmp_path / "run" / "metrics.jsonl").write_text("{}\n")
     assert input_named_as_output(tmp_path / "run" / "metrics.jsonl", directories=[tmp_path / "run"])
-    assert input_named_as_output(tmp_path / "run" / "new.jsonl", directories=[tmp_path / "run"]) is None
+    # a new path inside counts too: let through once, it would be refused when run again
+    assert input_named_as_output(tmp_path / "run" / "new.jsonl", directories=[tmp_path / "run"])
+    assert input_named_as_output(tmp_path / "new.jsonl", directories=[tmp_path / "run"]) is None
 
 
 # --- mistakes export --------------------------------------------------------------------------
@@ -124,9 +126,11 @@ def test_mistakes_export_writes_through_a_temporary_file(tmp_path, monkeypatch):
     assert result.exit_code == 3 and f"{out}: no space left on device (the disk is full)" in result.stderr
     assert out.read_text() == "an older export\n" and _no_temps(tmp_path)
     monkeypatch.setattr(MistakeBook, "export_jsonl", real)
-    result = runner.invoke(app, ["mistakes", "export", str(run), str(run / "mistakes.jsonl")])  # a new file: fine
+    result = runner.invoke(app, ["mistakes", "export", str(run), str(run / "mistakes.jsonl")])  # in the run: no
+    assert result.exit_code == 2 and "run directory" in result.stderr and not (run / "mistakes.jsonl").exists()
+    result = runner.invoke(app, ["mistakes", "export", str(run), str(out)])
     assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in (run / "mistakes.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["test"] for r in rows] == ["assert f(1) == 2", "assert f(0) == 0"] and _no_temps(tmp_path)
 
 

@@ -23,16 +23,19 @@ from codea1.cli_options import (
     check_output_file,
 )
 from codea1.data.formats import FORMATS  # light: the format modules import only ast/json/re
-from codea1.output_files import input_named_as_output
+from codea1.output_files import input_named_as_output, refuse_output_in_run
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 FORMAT_HELP = "Input format (default: detected from the first row): " + ", ".join(FORMATS)
 
 
-def _load(path: str, fmt: Optional[str]):
+def _load(path: str, fmt: Optional[str], hint: str):
     from codea1.data import bundled_problems, bundled_split, load_problems
 
+    if Path(path).is_dir():
+        raise typer.BadParameter(f"{path} is a directory; expected a problem file (.jsonl, .jsonl.gz, .json, "
+                                 ".json.gz or .parquet) or a bundled set such as 'bundled:demo'", param_hint=hint)
     split = None if Path(path).exists() else bundled_split(path)
     if split is not None:
         return bundled_problems(split)
@@ -58,7 +61,7 @@ def check_command(
     from codea1.sandbox import Limits
 
     limits = Limits(timeout_s=timeout, call_timeout_s=call_timeout, memory_mb=memory_mb)
-    problems = _load(file, fmt)
+    problems = _load(file, fmt, "FILE")
     if limit is not None:
         problems = problems[:limit]
     start = time.perf_counter()
@@ -91,12 +94,18 @@ def convert_command(
     out: Path = typer.Argument(..., help="Output file, the project's JSONL (a name ending in .jsonl)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
 ) -> None:
-    """Convert a problem set to the project's JSONL (written whole, or not at all)."""
+    """Convert a problem set to the project's JSONL (written whole, or not at all; never into
+    a training run's directory)."""
     from codea1.data import save_problems
+    from codea1.train.cli import is_run_config
 
     check_output_file(out, "OUT", (".jsonl",))
     if input_named_as_output(out, [source]) is not None:
         raise typer.BadParameter(f"{out} is the SOURCE file being converted; give a new file name", param_hint="OUT")
-    problems = _load(source, fmt)
+    try:
+        refuse_output_in_run(out, is_run_config)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="OUT") from None
+    problems = _load(source, fmt, "SOURCE")
     count = save_problems(problems, out)
     typer.echo(f"wrote {count} problems to {out}")

@@ -47,7 +47,7 @@ import numpy as np
 
 from codea1.passk import pass_at_k
 from codea1.eval.store import (LATER_SETTINGS, RUN_FILE, SAMPLED_WITH, SAMPLES_FILE, SUMMARY_FILE, iter_jsonl,
-                               read_json_object, read_samples)
+                               kind_of, read_json_object, read_samples)
 
 KINDS = ("code", "tests", "select")
 PROBLEMS_FILE = "problems.jsonl"  # eval select's per-problem rows (codea1.eval.select.PROBLEMS_FILE)
@@ -225,17 +225,6 @@ class Evaluation:
         if self.kind == "tests":
             return tests_metrics(int(self.identity["k"]))
         return select_metrics(int(self.identity["n_code"]))
-
-
-def kind_of(identity: dict[str, Any]) -> str | None:
-    """Which command wrote an eval_config.json (each stores its own settings)."""
-    if "n_code" in identity:
-        return "select"
-    if "k" in identity and "mutation_style" in identity:
-        return "tests"
-    if "n" in identity and "model" in identity:
-        return "code"
-    return None
 
 
 def read_evaluation(path: str | Path) -> Evaluation:

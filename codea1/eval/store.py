@@ -28,21 +28,25 @@ WRITTEN = (SAMPLES_FILE, SUMMARY_FILE, RUN_FILE, MODEL_FILE)  # every file an ev
 def check_out_dir(out: Path, model: str | Sequence[str] | None, data: str, written: Sequence[str] = WRITTEN,
                   codes_from: str | os.PathLike[str] | None = None) -> None:
     """Refuse an --out whose files would overwrite an input, before anything is created: the
-    --data file under one of the names the evaluation writes (`written`), the directory of
-    a model (a training run holds a samples.jsonl too) or of `eval select --codes-from`, or
-    a directory holding those names that no evaluation wrote (no eval_config.json beside
-    them)."""
+    --data file under one of the names the evaluation writes (`written`), a path in the
+    directory of a model (a training run holds a samples.jsonl too) or of `eval select
+    --codes-from`, existing yet or not (a new one let through would be refused as soon as
+    the evaluation had created it, so it could never be resumed), or a directory holding
+    those names that no evaluation wrote (no eval_config.json beside them)."""
     out = Path(out)
     if any(input_named_as_output(out / name, [data]) for name in written):
         raise ValueError(f"--out {out}: the evaluation would write over the --data file {data}; use another --out")
     models = [] if model is None else [model] if isinstance(model, str) else list(model)
+    # a --codes-from holding none of an evaluation's files is refused by `eval select` itself, in its own words
+    source = None if codes_from is None else Path(codes_from).expanduser()
     inputs = [(f"the model directory {m}", m) for m in models] + \
-        ([] if codes_from is None else [(f"the --codes-from directory {codes_from}", str(codes_from))])
+        ([] if source is None or not any((source / name).is_file() for name in written)
+         else [(f"the --codes-from directory {codes_from}", str(codes_from))])
     for what, given in inputs:
         if Path(given).expanduser().is_dir() and \
                 input_named_as_output(out, directories=[Path(given).expanduser()]) is not None:
-            raise ValueError(f"--out {out} lies in {what}, whose files the evaluation would overwrite; "
-                             "use another --out")
+            raise ValueError(f"--out {out} lies in {what}, an input of the evaluation, which writes nothing "
+                             f"into what it reads: put --out elsewhere, outside {given}")
     if out.is_dir() and not (out / RUN_FILE).is_file():
         found = [name for name in written if (out / name).exists()]
         if found:
@@ -153,10 +157,28 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return value
 
 
+def kind_of(identity: dict[str, Any]) -> str | None:
+    """Which command wrote an eval_config.json (each stores its own settings): "code",
+    "tests" or "select" (`eval code|tests|select`), or None."""
+    if "n_code" in identity:
+        return "select"
+    if "k" in identity and "mutation_style" in identity:
+        return "tests"
+    if "n" in identity and "model" in identity:
+        return "code"
+    return None
+
+
 def check_identity(out: Path, identity: dict[str, Any]) -> None:
+    """Record `identity` (the settings an evaluation's rows depend on) in a new OUT, or refuse
+    to resume an OUT written by another command (`kind_of`), or with other settings."""
     run_file = out / RUN_FILE
     if run_file.is_file():
         old = read_json_object(run_file)
+        on_disk, now = kind_of(old), kind_of(identity)
+        if on_disk is not None and now is not None and on_disk != now:
+            raise ValueError(f"{out} is an `eval {on_disk}` directory; `eval {now}` writes its own: "
+                             "use another --out")
         diff = {k: (old.get(k), v) for k, v in identity.items()
                 if old.get(k) != v and (k in old or k not in LATER_SETTINGS)}
         diff.update({k: (old[k], None) for k in OPTIONAL_SETTINGS if k in old and k not in identity})

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from codea1.cli_options import JSON_OPTION, RUN_DIR_HELP, check_output_file
 from codea1.mistakes.book import BOOK_FILENAME, MistakeBook, resolve_book_path
-from codea1.output_files import atomic_output, input_named_as_output
+from codea1.output_files import atomic_output, input_named_as_output, refuse_output_in_run
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -138,9 +138,11 @@ def show_command(
     named, problem_id = _with_book(run_dir, problem, book, "PROBLEM")
     with _open(named) as mb:
         entries = mb.entries(problem_id)
-    if not entries:
-        typer.echo(f"error: {problem_id}: no tests in {named[0]}", err=True)
-        raise typer.Exit(1)
+        known = len(mb.problems()) if not entries else 0
+    if not entries:  # an id the book does not hold: bad input (exit 2), as any unknown name
+        raise typer.BadParameter(f"{problem_id!r}: no such problem in the Mistake Book {named[0]} (it holds tests "
+                                 f"of {known} problem{'' if known == 1 else 's'}; `codea1 mistakes list "
+                                 f"{named[0]}` shows their ids)", param_hint="PROBLEM")
     if limit > 0:
         entries = entries[:limit]
     if as_json:
@@ -161,7 +163,8 @@ def export_command(
         metavar="OUT", help="JSONL file to write (one test a line).", show_default=False)] = None,
     book: BookOption = None,
 ) -> None:
-    """Export the whole book as JSONL (`problem_id`, `rank`, `test`, `frequency`, steps)."""
+    """Export the whole book as JSONL (`problem_id`, `rank`, `test`, `frequency`, steps) to OUT,
+    a file outside any training run's directory."""
     named, target = _with_book(run_dir, out, book, "OUT")
     check_output_file(Path(target), "OUT")
     _check_export_target(named[0], Path(target))
@@ -171,12 +174,20 @@ def export_command(
 
 
 def _check_export_target(named: Path, out: Path) -> None:
-    """OUT must not be the book (or its SQLite side files) nor any file of the run directory:
-    the export is written beside OUT and renamed over it, which would replace the book."""
+    """OUT must not be the book (or its SQLite side files), nor lie in the book's run
+    directory (the folder of a mistakes.sqlite, even one that is not a whole run), nor in
+    any other training run's directory (`refuse_output_in_run`): the export is written
+    beside OUT and renamed over it, which would replace the book or a run's file."""
+    from codea1.train.cli import is_run_config
+
     book = resolve_book_path(named)
     run_dir = book.parent if named.is_dir() or book.name == BOOK_FILENAME else None
     sidecars = [book.with_name(book.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
     hit = input_named_as_output(out, [book, *sidecars], [run_dir] if run_dir is not None else [])
     if hit is not None:
-        what = "the Mistake Book being exported" if hit in (book, *sidecars) else f"a file of the run directory {run_dir}"
-        raise typer.BadParameter(f"{out} is {what}; give a new file name outside it", param_hint="OUT")
+        what = "the Mistake Book being exported" if hit in (book, *sidecars) else f"in the run directory {run_dir}"
+        raise typer.BadParameter(f"{out} is {what}; give a file name outside it", param_hint="OUT")
+    try:
+        refuse_output_in_run(out, is_run_config)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="OUT") from None
