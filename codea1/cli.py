@@ -118,7 +118,9 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
         return 2, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
     yaml = sys.modules.get("yaml")
     if yaml is not None and isinstance(exc, yaml.YAMLError):
-        return 2, f"not valid YAML: {one_line(exc)}"
+        from codea1.train.config import yaml_error_text  # (torch-free)
+
+        return 2, yaml_error_text(exc)  # "line L, column C: ...", not PyYAML's caret display
     arrow = sys.modules.get("pyarrow")
     if arrow is not None and isinstance(exc, arrow.ArrowException):
         return 2, f"not a readable parquet/arrow file: {one_line(exc)}"

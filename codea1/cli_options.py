@@ -7,6 +7,7 @@ that a command refused for a bad path leaves the disk as it found it.
 
 from __future__ import annotations
 
+import math
 import re
 import typing
 from pathlib import Path
@@ -21,14 +22,18 @@ from codea1.sandbox.types import GOLDEN_MEMORY_MB, GOLDEN_TIMEOUT_S  # the golde
 # --- the sandbox ---------------------------------------------------------------------------
 
 def _positive(value: float) -> float:
-    if value <= 0:
-        raise typer.BadParameter(f"{value:g} is not a positive number of seconds")
+    """A number of seconds: positive and finite (nan and inf are refused here, naming the option,
+    not by the sandbox's `Limits` under its own field names)."""
+    if not (value > 0 and math.isfinite(value)):
+        raise typer.BadParameter(f"{value:g} is not a positive, finite number of seconds")
     return value
 
 
 TIMEOUT_OPTION = typer.Option(
     GOLDEN_TIMEOUT_S, "--timeout", callback=_positive,
     help="Wall-clock seconds one sandbox run may take (a golden program of a real data set can take a minute).")
+CALL_TIMEOUT_OPTION = typer.Option(
+    3.0, "--call-timeout", callback=_positive, help="Seconds one golden test call may take.")
 MEMORY_MB_OPTION = typer.Option(
     GOLDEN_MEMORY_MB, "--memory-mb", min=64,
     help="Memory cap of one sandbox run, in MiB (real golden programs need up to 4 GiB).")
@@ -38,7 +43,8 @@ WORKERS_OPTION = typer.Option(
 # --- problem sets ----------------------------------------------------------------------------
 
 PROBLEMS_HELP = ("Problem file in any supported format, or 'bundled' for the problems shipped with codea1 "
-                 "('bundled:train', 'bundled:heldout', 'bundled:demo', 'bundled:all').")
+                 "('bundled:train', 'bundled:heldout', 'bundled:demo', 'bundled:all'), or 'bundled-stdin' for "
+                 "its stdin/stdout problems (with the same ':train', ':heldout', ':demo', ':all').")
 LIMIT_OPTION = typer.Option(None, "--limit", min=1, help="Use only the first N problems.")
 
 # --- output ----------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 `SamplingConfig` (how completions are sampled; `codea1.rollout`), `VLLMConfig` (the vLLM
 rollout engine; `codea1.engines`) and `GRPOConfig` (the update's hyperparameters;
 `codea1.grpo`), with the constants and checks their users validate settings with (the
-role names, the engine names, vLLM's temperature cap and LoRA limits).
+role names, the engine names, vLLM's temperature cap and LoRA limits). Each derives from
+`ConfigModel`, whose one rule every config model shares: a bool is no number.
 
 This module imports only pydantic and the standard library, never torch or transformers,
 so that `codea1.train.config` and the command-line modules can validate a config without
@@ -15,23 +16,93 @@ loading the compute stack. Each class is re-exported from its old home, so
 from __future__ import annotations
 
 import re
-from typing import Literal, Sequence
+import types
+import typing
+from typing import Any, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 __all__ = [
-    "ROLES", "ENGINE_NAMES", "VLLM_EXTRA_HINT", "MAX_TEMPERATURE", "VLLM_UNSUPPORTED_LORA_MODULES",
-    "ModelConfig", "SamplingConfig", "VLLMConfig", "GRPOConfig", "check_engine_name",
+    "ConfigModel", "no_bool_rule", "ROLES", "ENGINE_NAMES", "VLLM_EXTRA_HINT", "MAX_TEMPERATURE",
+    "VLLM_UNSUPPORTED_LORA_MODULES", "ModelConfig", "SamplingConfig", "VLLMConfig", "GRPOConfig", "check_engine_name",
     "check_vllm_lora_targets",
 ]
 
 ROLES: tuple[str, ...] = ("code", "test")
 
 
+# --- the rule every config model shares -----------------------------------------------------
+
+
+def _number_expected(annotation: Any, value: Any) -> str | None:
+    """What a field of type `annotation` expects when `value` is (or holds, in a tuple or
+    list of numbers) a bool where it takes a number, else None. pydantic's lax mode takes
+    True as 1 (`--set grpo.lr=true` would run at lr 1.0): a bool is never a number here."""
+    if annotation is bool or annotation is Any:
+        return None
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if isinstance(value, bool):
+        if annotation is int:
+            return "an integer"
+        if annotation is float:
+            return "a number"
+        if origin is Literal:
+            if any(isinstance(a, bool) for a in args) or not any(isinstance(a, int) for a in args):
+                return None
+            return "one of " + ", ".join(repr(a) if isinstance(a, str) else str(a) for a in args)
+        if origin in (typing.Union, types.UnionType) and bool not in args:
+            return next((e for e in (_number_expected(a, value) for a in args) if e), None)
+        return None
+    if origin in (tuple, list) and isinstance(value, (list, tuple)):
+        items = [a for a in args if a is not Ellipsis]
+        for i, item in enumerate(value):
+            if items and isinstance(item, bool):
+                expected = _number_expected(items[min(i, len(items) - 1)], item)
+                if expected:
+                    return f"{expected} in each item"
+    if origin in (typing.Union, types.UnionType):
+        return next((e for e in (_number_expected(a, value) for a in args if a is not type(None)) if e), None)
+    return None
+
+
+def _refuse_bool(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    field = cls.model_fields.get(info.field_name or "")
+    expected = None if field is None else _number_expected(field.annotation, value)
+    if expected is not None:
+        raise PydanticCustomError(
+            "bool_for_number", "expected {expected}, not a boolean such as true, false, yes, no, on or off",
+            {"expected": expected})
+    return value
+
+
+def no_bool_rule() -> Any:
+    """The validator of `ConfigModel` refusing a bool for a number, for a class body:
+    `_no_bool = no_bool_rule()` (a model that cannot derive from `ConfigModel`)."""
+    return field_validator("*", mode="before")(classmethod(_refuse_bool))
+
+
+class ConfigModel(BaseModel):
+    """The base of every config model: a bool is no number. Every int and float field
+    (alone, optional, in a tuple, or an int Literal such as vllm.sleep_level) refuses true
+    and false, which pydantic would take as 1 and 0; an int where a float goes (`lr: 1`)
+    is still a number."""
+
+    _no_bool = no_bool_rule()
+
+
 # --- model (codea1.models) ------------------------------------------------------------------
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(ConfigModel):
     """Which model, how the two roles hold their weights, and how it runs."""
 
     model_config = ConfigDict(extra="forbid")
@@ -77,7 +148,7 @@ class ModelConfig(BaseModel):
 # --- sampling (codea1.rollout) --------------------------------------------------------------
 
 
-class SamplingConfig(BaseModel):
+class SamplingConfig(ConfigModel):
     """How completions are sampled; the paper's rollout defaults (temperature 1, top_p 1)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -151,7 +222,7 @@ def check_vllm_lora_targets(targets: "str | Sequence[str]", setting: str) -> Non
                          "or use rollout.engine=hf")
 
 
-class VLLMConfig(BaseModel):
+class VLLMConfig(ConfigModel):
     """Settings of the vLLM rollout engine (used when `rollout.engine` resolves to vllm)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -188,7 +259,7 @@ def check_engine_name(name: str, setting: str = "rollout.engine") -> str:
 # --- GRPO (codea1.grpo) --------------------------------------------------------------------
 
 
-class GRPOConfig(BaseModel):
+class GRPOConfig(ConfigModel):
     """Hyperparameters of the update; the defaults are the paper's reference values."""
 
     model_config = ConfigDict(extra="forbid")

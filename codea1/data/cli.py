@@ -14,6 +14,7 @@ from typing import Optional
 import typer
 
 from codea1.cli_options import (
+    CALL_TIMEOUT_OPTION,
     JSON_OPTION,
     LIMIT_OPTION,
     MEMORY_MB_OPTION,
@@ -47,7 +48,7 @@ def check_command(
     file: str = typer.Argument(..., help=PROBLEMS_HELP),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
     timeout: float = TIMEOUT_OPTION,
-    call_timeout: float = typer.Option(3.0, "--call-timeout", min=0.001, help="Seconds one golden test call may take."),
+    call_timeout: float = CALL_TIMEOUT_OPTION,
     memory_mb: int = MEMORY_MB_OPTION,
     workers: Optional[int] = WORKERS_OPTION,
     limit: Optional[int] = LIMIT_OPTION,

@@ -92,8 +92,28 @@ def _written(console, out: Path) -> None:
     console.print("wrote " + " and ".join(files), markup=False)
 
 
+def check_greedy(ctx: typer.Context, greedy: bool, n: int, temperature: float) -> None:
+    """Refuse --greedy with an --n or --temperature given that it would override (it samples
+    once a problem at temperature 0); one given at that same value is taken."""
+    if not greedy:
+        return
+
+    def given(name: str) -> bool:
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    clashes = [f"--{name} {value:g}" for name, value, implied in (("n", n, 1), ("temperature", temperature, 0.0))
+               if given(name) and value != implied]
+    if clashes:
+        verb = "contradicts" if len(clashes) == 1 else "contradict"
+        raise typer.BadParameter(f"{' and '.join(clashes)} {verb} --greedy, which takes one sample a problem at "
+                                 "temperature 0 (--n 1 --temperature 0); drop one or the other",
+                                 param_hint="--greedy")
+
+
 @app.command("code")
 def code_command(
+    ctx: typer.Context,
     model: str = MODEL_OPTION,
     data: str = typer.Option(..., "--data", help=PROBLEMS_HELP),
     out: Path = typer.Option(..., "--out", help=OUT_HELP),
@@ -115,6 +135,7 @@ def code_command(
     engine: str = ENGINE_OPTION,
 ) -> None:
     """Unbiased pass@k and avg@n of a code model on the problems' golden tests."""
+    check_greedy(ctx, greedy, n, temperature)
     require_sandbox("codea1 eval code")
     from rich.console import Console
 
@@ -252,7 +273,7 @@ def select_command(
     code_step: Optional[int] = typer.Option(None, "--code-step", min=0, help="Checkpoint step when --code-model is a run (default: the latest)."),
     test_step: Optional[int] = typer.Option(None, "--test-step", min=0, help="Checkpoint step when --test-model is a run (default: the latest)."),
     tests_per_suite: int = typer.Option(8, "--tests-per-suite", min=1, help="Tests the test model is asked for per suite."),
-    temperature: float = typer.Option(0.7, "--temperature", min=0.0, help=TEMPERATURE_HELP),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0, max=MAX_TEMPERATURE, help=TEMPERATURE_HELP),
     top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
     max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
     seed: int = SEED_OPTION,

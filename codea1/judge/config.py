@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, InstanceOf, field_validator
+from pydantic import ConfigDict, Field, InstanceOf
 
+from codea1.configs import ConfigModel
 from codea1.interpreter import HANDOFF_INTERVAL_S
 from codea1.judge.extract import extract_code
 from codea1.sandbox.types import GOLDEN_MEMORY_MB, Limits
@@ -34,7 +35,7 @@ def _golden_limits() -> Limits:
     return Limits(timeout_s=60.0, call_timeout_s=10.0, memory_mb=GOLDEN_MEMORY_MB)
 
 
-class JudgeConfig(BaseModel):
+class JudgeConfig(ConfigModel):
     """The judge's knobs, with the reference implementation's defaults.
 
     Each switch (`REFERENCE_SWITCHES`) turns on one of the project's stricter or older
@@ -93,15 +94,6 @@ class JudgeConfig(BaseModel):
         HANDOFF_INTERVAL_S, gt=0.0, le=1.0, exclude=True,
         description="Python's thread switch interval while a step runs, so the executor's threads feed the "
         "workers while the judge parses (`codea1.interpreter`); None leaves it alone")
-
-    @field_validator("alpha", "suite_size", "float_rtol", "float_atol", "resume_rounds", "switch_interval_s",
-                     mode="before")
-    @classmethod
-    def _no_bool(cls, value: Any) -> Any:
-        """A number, not a bool (`True` would pass as 1)."""
-        if isinstance(value, bool):
-            raise ValueError(f"expected a number, got {value!r}")
-        return value
 
     @property
     def one_program(self) -> bool:

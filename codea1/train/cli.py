@@ -37,8 +37,8 @@ def check_new_run(cfg, run_dir: Path) -> None:
     def check(what: str, action) -> None:
         try:
             action()
-        except typer.BadParameter as exc:
-            problems.append(f"{what}: {exc.format_message()}")
+        except typer.BadParameter as exc:  # its own message: format_message() would add "Invalid value for ..."
+            problems.append(f"{what}: {exc.message}")
         except (ValueError, OSError) as exc:
             problems.append(str(exc))
 
@@ -47,9 +47,16 @@ def check_new_run(cfg, run_dir: Path) -> None:
         check("rollout.engine", lambda: resolve_engine(cfg.rollout.engine, resolve_device(cfg.model.device)))
     missing = missing_data(cfg)
     problems += missing
-    if cfg.data.train not in (None, REQUIRED):  # the files given are read whole, row by row
-        given = cfg.data.model_copy(update={"heldout": None}) if cfg.data.heldout == REQUIRED else cfg.data
-        check("data", lambda: load_training_data(cfg.model_copy(update={"data": given})))
+    # the files given are read whole, row by row, each on its own so that a bad training file
+    # does not hide a bad held-out one
+    if cfg.data.train not in (None, REQUIRED):
+        train_only = cfg.data.model_copy(update={"heldout": None})
+        check("data.train", lambda: load_training_data(cfg.model_copy(update={"data": train_only})))
+    if cfg.data.heldout not in (None, REQUIRED):
+        # the held-out set as the run reads it (`load_training_data`'s rules for data.heldout),
+        # beside a training set that is always there: the bundled demo problems
+        heldout_only = cfg.data.model_copy(update={"train": "bundled:demo", "include": None})
+        check("data.heldout", lambda: load_training_data(cfg.model_copy(update={"data": heldout_only})))
     model = model_unavailable(cfg.model.name, cfg.model.hub_probe_timeout_s)
     if model is None and Path(str(cfg.model.name)).expanduser().exists():
         try:  # a local folder or file: that it is a model, found without loading it

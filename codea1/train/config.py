@@ -18,7 +18,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from codea1.configs import GRPOConfig, ModelConfig, SamplingConfig, VLLMConfig, check_vllm_lora_targets
+from codea1.configs import (
+    ConfigModel,
+    GRPOConfig,
+    ModelConfig,
+    SamplingConfig,
+    VLLMConfig,
+    check_vllm_lora_targets,
+)
 from codea1.judge.config import JudgeConfig
 from codea1.sandbox.types import Limits
 from codea1.train.key_hints import key_hint
@@ -30,7 +37,7 @@ class ConfigError(ValueError):
     """A config file, preset or override is wrong; the message says where and why."""
 
 
-class _Strict(BaseModel):
+class _Strict(ConfigModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
@@ -201,7 +208,8 @@ class LoggingConfig(_Strict):
     tensorboard: bool = Field(True, description="write TensorBoard events under RUN_DIR/tb")
     wandb: WandbConfig = WandbConfig()
     progress: Literal["auto", "rich", "plain", "none"] = Field(
-        "auto", description="progress display: rich (live), plain (a line a step), none; auto: rich on a terminal")
+        "auto", description="progress display: rich (live), plain (a line per phase and one per step, for "
+        "a log file), none; auto: rich on a terminal, else plain")
 
 
 class DistributedConfig(_Strict):
@@ -319,6 +327,24 @@ def preset_path(name: str) -> Path:
     return Path(str(resources.files("codea1.train") / "presets" / f"{name}.yaml"))
 
 
+def yaml_error_text(exc: yaml.YAMLError, where: str | None = None) -> str:
+    """A YAML syntax error as one line: "FILE, line L, column C: <problem> (not valid YAML)",
+    not PyYAML's display of the line with a caret under the column."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        text = "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+        return f"{where}: not valid YAML: {text}" if where else f"not valid YAML: {text}"
+    place = f"line {mark.line + 1}, column {mark.column + 1}"
+    context = getattr(exc, "context", None)
+    if context:
+        start = getattr(exc, "context_mark", None)
+        if start is not None and (start.line, start.column) != (mark.line, mark.column):
+            context += f" from line {start.line + 1}, column {start.column + 1}"
+        context += "; "
+    return f"{where + ', ' if where else ''}{place}: {problem} ({context or ''}not valid YAML)"
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -329,7 +355,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not a YAML config (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(yaml_error_text(exc, str(path))) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
