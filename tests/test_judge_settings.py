@@ -90,5 +90,9 @@ def test_a_run_directory_written_before_loads_and_resumes(tmp_path):
     path.write_text(yaml.safe_dump(saved, sort_keys=False))
     cfg = load_config(path)
     assert cfg.judge.suite_size == 4 and cfg.judge.exact_types and cfg.judge.sandbox_limits().memory_mb == 512
-    check_run_config(saved, path, None)  # no checkpoint yet: every key present
+    check_run_config(saved, path, None)  # no checkpoint yet: every key present but those added since
+    assert cfg.judge.stdin_max_output_mb == 4.0   # (a key added later: its default)
+    cut = dict(saved, judge={k: v for k, v in saved["judge"].items() if k != "suite_size"})
+    with pytest.raises(ConfigError, match="incomplete, judge.suite_size missing"):
+        check_run_config(cut, path, None)   # an older key missing: a file cut short
     check_run_config(cfg.model_dump(mode="json"), path, {"config": saved})  # resumed: nothing changed

@@ -368,7 +368,7 @@ def test_limits_fail_the_input_alone(ex):
     than the time limit on a loaded machine, and then reads as a time-out.)"""
     source = ("n = int(input())\n"
               "if n == 1:\n    while True: pass\n"
-              "if n == 2:\n    print('x' * 3_000_000)\n"
+              "if n == 2:\n    print('x' * 5_000_000)\n"
               "if n == 3:\n    b = bytearray(2 ** 62)\n"
               "print(n)")
     run = ex.run(stdin_job(source, ["1\n", "2\n", "3\n", "4\n"], Limits(call_timeout_s=2.5, memory_mb=256)))
@@ -526,3 +526,21 @@ def test_an_exit_is_a_failure_exactly_when_plain_python_exits_non_zero(ex, tmp_p
         plain = subprocess.run([sys.executable, str(tmp_path / "p.py")], capture_output=True).returncode
         [out] = program_outputs(ex.run(stdin_job(source, [""], Limits(call_timeout_s=2))), 1)
         assert out.ok == (plain == 0), (code, plain, out.status)
+
+
+def test_the_output_cap_is_a_judge_key_and_its_default_holds_a_contest_output(ex):
+    """Printing 0..199999 a line each (1.29 MB, a usual contest output) passed no test
+    under the old fixed 1 MiB cap: the reference's run was `output-limit`, so every test
+    was invalid. The default is 4 MiB; `judge.stdin_max_output_mb` sets it (a smaller cap
+    makes the same run output-limit again), as `judge.stdin_time_scale` sets the time."""
+    count = "n = int(input())\nprint('\\n'.join(map(str, range(n))))\n"
+    problem = Problem(id="S/count", question="Print 0..n-1.", entry_point="", reference=count, kind="stdin",
+                      meta={"time_limit_s": 5.0})
+    expected = "".join(f"{i}\n" for i in range(200000))
+    suite = f"```input\n200000\n```\n```output\n{expected}```"
+    code = f"```python\n{count}```"
+    [r] = Judge(ex, JudgeConfig(suite_size=1)).judge_step([ProblemRollout(problem, [code], [[suite]])])
+    assert r.suites[0][0].valid == 1 and r.code_rewards == [1.0]
+    [r] = Judge(ex, JudgeConfig(suite_size=1, stdin_max_output_mb=1.0)).judge_step(
+        [ProblemRollout(problem, [code], [[suite]])])
+    assert r.suites[0][0].valid == 0   # the reference's run is past the cap: its test is invalid

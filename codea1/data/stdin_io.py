@@ -150,9 +150,6 @@ def checker_of(problem: Problem) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-_INTEGER = re.compile(r"[+-]?\d+")
-
-
 def _tokens_equal(a: str, b: str, tolerance: float | None) -> bool:
     if a == b:
         return True
@@ -166,16 +163,13 @@ def _tokens_equal(a: str, b: str, tolerance: float | None) -> bool:
         return False
     if math.isinf(x) or math.isinf(y):  # (the relative bound of an infinity is infinite: any number is within it)
         return x == y
-    if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):  # two integers: exact (a relative bound would pass
-        return int(a) == int(b)                          # 100001 for 100000; contest checkers compare them so)
     return abs(x - y) <= tolerance * max(1.0, abs(y))
 
 
 def outputs_match(output: str, expected: str, tolerance: float | None = None) -> bool:
     """Whether `output` is `expected` as contest judges compare: the same tokens (split on
     any whitespace, so line breaks and spacing do not matter); with `tolerance`, tokens
-    that are both numbers, not both integers, may differ by `tolerance` absolutely or
-    relatively (two integers stay exact)."""
+    that are both numbers may differ by `tolerance` absolutely or relatively."""
     got, want = output.split(), expected.split()
     return len(got) == len(want) and all(_tokens_equal(a, b, tolerance) for a, b in zip(got, want))
 

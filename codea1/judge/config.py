@@ -20,6 +20,7 @@ from pydantic import ConfigDict, Field, InstanceOf
 from codea1.configs import ConfigModel
 from codea1.interpreter import HANDOFF_INTERVAL_S
 from codea1.judge.extract import extract_code
+from codea1.sandbox.stdio import DEFAULT_MAX_OUTPUT_BYTES
 from codea1.sandbox.types import GOLDEN_MEMORY_MB, Limits
 
 __all__ = ["JudgeConfig", "REFERENCE_SWITCHES"]
@@ -54,6 +55,12 @@ class JudgeConfig(ConfigModel):
     suite_size: int = Field(8, ge=1, description="G, the nominal suite size (also the Mistake Book "
                             "tests replayed per problem)")
     nonprintable_penalty: bool = Field(True, description="lower the test reward by the share of non-printable characters")
+    stdin_time_scale: float = Field(
+        1.0, gt=0.0, description="a stdin problem's time limit per input (meta.time_limit_s, else call_timeout_s) is "
+        "multiplied by this, and capped at timeout_s")
+    stdin_max_output_mb: float = Field(
+        DEFAULT_MAX_OUTPUT_BYTES / 2**20, gt=0.0, le=64.0, description="what one run of a stdin program may print, "
+        "in MiB; past it the run is output-limit (a failed run: a reference's tests invalid, a candidate's failed)")
     strict_validity: bool = _switch(False, "a test whose written expectation was wrong earns no validity")
     strict_lines: bool = _switch(False, "non-test statements of a test block count as invalid tests")
     strict_operator: bool = _switch(False, "an assert comparing with anything but one `==` is invalid")

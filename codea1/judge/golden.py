@@ -66,6 +66,11 @@ class StdinSettings:
     time_scale: float = 1.0
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
 
+    @classmethod
+    def of(cls, config: Any) -> "StdinSettings":
+        """The settings a judge config gives (`judge.stdin_time_scale`, `judge.stdin_max_output_mb`)."""
+        return cls(config.stdin_time_scale, int(config.stdin_max_output_mb * 2**20))
+
 
 def stdin_limits(problem: Problem, limits: Limits, settings: StdinSettings = StdinSettings()) -> Limits:
     """The limits of one run of a program of `problem`: the time limit per input, scaled by

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from codea1.interpreter import gc_paused, quick_handoff
 from codea1.judge.config import JudgeConfig
-from codea1.judge.golden import GoldenResult, golden_item, golden_results, has_golden
+from codea1.judge.golden import GoldenResult, StdinSettings, golden_item, golden_results, has_golden
 from codea1.judge.parse import (ParsedTest, completion_cache, corrected_test, parse_completion, parse_tests,
                                 shown_value)
 from codea1.judge import program_scoring as programs
@@ -683,7 +683,7 @@ class Judge:
             if not has_golden(problem):
                 raise ValueError(f"problem {problem.id!r} has no golden tests (neither `tests` nor `test_program`)")
         programs = [golden_item(p, self.config.code_of(code)) for p, code in items]
-        return golden_results(self.executor, programs, self.config.golden_limits)
+        return golden_results(self.executor, programs, self.config.golden_limits, StdinSettings.of(self.config))
 
     def _by_kind(self, items: Sequence[ProblemRollout], work) -> list:
         """`work(judge, rollouts of one kind)` for each problem kind among `items`, this

@@ -89,7 +89,7 @@ class StdinJudge:
     def __init__(self, executor, config: JudgeConfig | None = None, settings: StdinSettings | None = None) -> None:
         self.executor = executor
         self.config = config or JudgeConfig()
-        self.settings = settings or StdinSettings()
+        self.settings = settings or StdinSettings.of(self.config)
         self.progress = JudgeProgress()
 
     # -- planning -----------------------------------------------------------------------

@@ -37,7 +37,7 @@ __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "ProgramOutput", "checker_job", "checker_
            "program_outputs", "stdin_job"]
 
 #: What one run of a program may print before it counts as `output-limit`.
-DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
+DEFAULT_MAX_OUTPUT_BYTES = 4 << 20
 #: The function each call invokes in the harness.
 RUN_NAME = "_codea1_stdin"
 

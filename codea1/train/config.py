@@ -559,6 +559,11 @@ def read_run_config(path: str | Path) -> tuple[TrainConfig, dict[str, Any]]:
     return load_config(path), raw
 
 
+#: keys added since run directories were first written: a config.yaml of an earlier version
+#: lacks them and stands for their defaults (a file cut short lacks others too, and is refused)
+KEYS_ADDED_LATER = ("judge.stdin_time_scale", "judge.stdin_max_output_mb")
+
+
 def check_run_config(raw: dict[str, Any], path: str | Path, state: dict[str, Any] | None,
                      checkpoint: str | Path | None = None) -> None:
     """Refuse a run config that is not the one its checkpoint was trained with.
@@ -566,13 +571,14 @@ def check_run_config(raw: dict[str, Any], path: str | Path, state: dict[str, Any
     `state` is the checkpoint's state.json (None: no checkpoint yet). It records the
     config (`config`, since crash-safe resumes) or only its digest (`config_sha256`,
     older checkpoints); the keys of `RESUME_OVERRIDES` may differ. With no checkpoint
-    the file must hold every key of the config (a file cut short would silently fill
-    the rest with defaults).
+    the file must hold every key of the config but those added later (a file cut short
+    would silently fill the rest with defaults).
     """
     raw_flat = _flatten(raw)
     if state is None or ("config" not in state and "config_sha256" not in state):
         full = _flatten(TrainConfig().model_dump(mode="json"))
-        missing = [k for k in full if k not in raw_flat and not any(k.startswith(f"{r}.") for r in raw_flat)]
+        missing = [k for k in full if k not in raw_flat and k not in KEYS_ADDED_LATER
+                   and not any(k.startswith(f"{r}.") for r in raw_flat)]
         if missing:
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             raise ConfigError(f"{path}: incomplete, {shown} missing; a run's config.yaml holds its "

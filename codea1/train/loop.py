@@ -46,7 +46,7 @@ from codea1.data.sampler import ProblemSampler
 from codea1.engines import make_engine
 from codea1.grpo import RoleBatch, StepBatches, make_optimizer, make_scheduler, select_batches, warmup_cosine
 from codea1.judge import Judge, ProblemRollout, StepJudge
-from codea1.judge.golden import golden_items, golden_results
+from codea1.judge.golden import StdinSettings, golden_items, golden_results
 from codea1.mistakes import MistakeBook
 from codea1.output_files import atomic_output, remove_stray_temps
 from codea1.rollout import (
@@ -176,6 +176,7 @@ class Trainer:
             self.optimizers[key] = opt
             self.schedulers[key] = make_scheduler(opt, cfg.grpo, cfg.steps)
         self.limits = cfg.judge.sandbox_limits()
+        self.stdin_settings = StdinSettings.of(cfg.judge)  # (golden mode's reward and validation)
         workers = cfg.judge.workers if not self.ranks.enabled else D.local_workers(cfg.judge.workers, self.ranks)
         self._executor_cm = Executor(workers=workers, limits=self.limits)
         self.executor = self._executor_cm.__enter__()
@@ -465,7 +466,7 @@ class Trainer:
 
     def _judge_golden(self, problems, codes) -> StepRewards:
         items = golden_items(problems, codes)
-        results = golden_results(self.executor, items, self.limits)
+        results = golden_results(self.executor, items, self.limits, self.stdin_settings)
         rates = torch.tensor([r.pass_rate for r in results], dtype=torch.float64).view(len(problems),
                                                                                      self.cfg.rollout.n_code)
         return StepRewards(rates, None, [None] * len(problems), golden_judge_metrics(rates, results))
