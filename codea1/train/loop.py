@@ -176,7 +176,6 @@ class Trainer:
             self.optimizers[key] = opt
             self.schedulers[key] = make_scheduler(opt, cfg.grpo, cfg.steps)
         self.limits = cfg.judge.sandbox_limits()
-        self.stdin_settings = StdinSettings.of(cfg.judge)  # (golden mode's reward and validation)
         workers = cfg.judge.workers if not self.ranks.enabled else D.local_workers(cfg.judge.workers, self.ranks)
         self._executor_cm = Executor(workers=workers, limits=self.limits)
         self.executor = self._executor_cm.__enter__()
@@ -466,7 +465,7 @@ class Trainer:
 
     def _judge_golden(self, problems, codes) -> StepRewards:
         items = golden_items(problems, codes)
-        results = golden_results(self.executor, items, self.limits, self.stdin_settings)
+        results = golden_results(self.executor, items, self.limits, StdinSettings.of(self.cfg.judge))
         rates = torch.tensor([r.pass_rate for r in results], dtype=torch.float64).view(len(problems),
                                                                                      self.cfg.rollout.n_code)
         return StepRewards(rates, None, [None] * len(problems), golden_judge_metrics(rates, results))

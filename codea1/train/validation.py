@@ -14,7 +14,7 @@ from typing import Any
 
 from codea1.passk import aggregate, default_ks
 from codea1.judge import ProblemRollout
-from codea1.judge.golden import golden_items, golden_results, has_golden
+from codea1.judge.golden import StdinSettings, golden_items, golden_results, has_golden
 from codea1.rollout import GenerationStats, code_messages, sample_seeds
 from codea1.sandbox import Limits
 from codea1.train.metrics import mean
@@ -47,7 +47,7 @@ def validate(trainer) -> dict[str, Any]:
         code_out = _validation_generate(trainer, "code", [code_messages(p, own) for p in part], v.n_code,
                                         [("validation", i) for i in idx])
         items = golden_items(part, [[trainer.cfg.judge.code_of(s.text) for s in g] for g in code_out])
-        gold = golden_results(trainer.executor, items, limits, trainer.stdin_settings)
+        gold = golden_results(trainer.executor, items, limits, StdinSettings.of(trainer.cfg.judge))
         for k, (i, p) in enumerate(zip(idx, part)):
             results = gold[k * v.n_code:(k + 1) * v.n_code]
             rows.append((i, p.source or "unknown", [float(r.correct) for r in results],
