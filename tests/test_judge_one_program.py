@@ -389,6 +389,16 @@ def test_a_returned_object_is_the_value_it_had_when_returned(judge):
     assert sorted(dict(r.mistake_update().failed)) == ["assert push(2) == [1, 2]", "assert push(3) == [1, 2, 3]"]
 
 
+def test_a_program_sees_the_names_a_script_has(judge):
+    """`python program.py` gives a script `__file__` (the reference runs a program file); a
+    candidate that builds a path from it was invalid ("NameError: name '__file__' is not
+    defined") and scored 0."""
+    code = py("import os\nHERE = os.path.dirname(os.path.abspath(__file__))\nassert __cached__ is None\n"
+              "def add(a, b):\n    return a + b")
+    (r,) = judge.judge_step([ProblemRollout(ADD, [code], [[SUITE]])])
+    assert r.code_valid == [True] and r.code_rewards == [1.0]
+
+
 def test_an_instance_compares_by_its_attributes_not_its_eq(judge):
     """An instance of a class the program defines crosses as its type name and attributes
     (the judge never runs the class's `__eq__`, which a candidate may define too): a `Bag`

@@ -205,3 +205,13 @@ def test_a_fork_made_at_exit_leaves_the_answer_to_the_program(ex):
     out = _one(ex, source, "21\n")
     assert (out.status, out.stdout) == ("ok", "42\n")
 
+
+def test_a_stdin_program_sees_the_names_a_script_has():
+    """As `python program.py` runs it: `__file__` and `__cached__` are set."""
+    from codea1.sandbox import Executor, Limits
+    from codea1.sandbox.stdio import program_outputs, stdin_job
+
+    with Executor(workers=1) as ex:
+        run = ex.run(stdin_job("import os\nprint(os.path.basename(__file__), __cached__)\n", ["\n"],
+                               Limits(call_timeout_s=2.0)))
+    assert program_outputs(run, 1)[0].stdout == "program.py None\n"

@@ -297,6 +297,8 @@ def _enter_run(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> dict:
     sys.argv = ["program.py"]
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
+    # what `python program.py` gives a script (a program may build paths from `__file__`)
+    main.__dict__.update(__file__="program.py", __cached__=None)
     sys.modules["__main__"] = main
     _seed_generators()
     return main.__dict__

@@ -101,7 +101,8 @@ def _codea1_stdin(data):
     clear_exitfuncs, run_exitfuncs = _codea1_exitfuncs
     clear_exitfuncs()  # what was registered before the program (the worker's) is not the program's to run
     sys.setrecursionlimit(sys.getrecursionlimit() + _CODEA1_FRAMES)
-    program_globals = {{"__name__": "__main__", "__builtins__": _codea1_builtins}}
+    program_globals = {{"__name__": "__main__", "__builtins__": _codea1_builtins, "__file__": "program.py",
+                       "__cached__": None}}
     try:
         exec(_codea1_code, program_globals)
     except SystemExit as e:
