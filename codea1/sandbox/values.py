@@ -299,9 +299,14 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
 
 
 #: The data types an enum class may mix in (`class Level(IntEnum)`, `class Dir(str, Enum)`)
-#: whose data is read here (by the type's own C accessors); a member of such a class
-#: compares as that data under Python's `==` (`Level.HIGH == 2`).
-_ENUM_DATA_TAGS = ("int", "float", "str", "bytes", "complex", "tuple")
+#: whose data is read here, each with the type's own C method that copies a member's data
+#: out as a value of exactly that type (a subclass's overrides never run); a member of such
+#: a class compares as that data under Python's `==` (`Level.HIGH == 2`).
+_WHOLE = _builtins.slice(None)
+_ENUM_DATA = ((int, int.__int__), (float, float.__float__), (str, str.__str__),
+              (bytes, lambda v: bytes.__getitem__(v, _WHOLE)), (complex, complex.__pos__),
+              (tuple, lambda v: tuple(tuple.__iter__(v))))
+_ENUM_DATA_TAGS = tuple(kind.__name__ for kind, _ in _ENUM_DATA)
 
 
 def _encode_enum(value: Any, t: type, depth: int, budget: list, active: set) -> Value | None:
@@ -336,28 +341,12 @@ def _encode_enum(value: Any, t: type, depth: int, budget: list, active: set) -> 
 
 
 def _enum_data(value: Any, data_type: type, depth: int, budget: list, active: set) -> Value | None:
-    """The data of a member whose enum class mixes in ``data_type``, as a value of that
-    exact type, read by the type's own C methods (a subclass's overrides never run); None
-    for a data type not read here (such a member compares by identity, as a plain one)."""
-    if data_type is int:
-        return ["int", int.__repr__(value)]
-    if data_type is str:
-        return ["str", str.__str__(value)]  # (an exact copy of a subclass's text)
-    if data_type is float:
-        return ["float", float.hex(value)]
-    if data_type is bytes:
-        return ["bytes", bytes.hex(value)]
-    if data_type is complex:
-        return ["complex", float.hex(complex.real.__get__(value)), float.hex(complex.imag.__get__(value))]
-    if data_type is tuple:
-        budget[0] -= 1
-        if budget[0] < 0 or depth + 1 > _MAX_DEPTH:
-            _refuse(budget)
-        key = _enter(active, value)
-        try:
-            return ["tuple", [_encode(x, depth + 2, budget, active) for x in tuple.__iter__(value)]]
-        finally:
-            active.discard(key)
+    """The data of a member whose enum class mixes in ``data_type``: its exact copy
+    (`_ENUM_DATA`), encoded as any value of that type; None for a data type not read here
+    (such a member compares by identity, as a plain one)."""
+    for kind, copy in _ENUM_DATA:
+        if data_type is kind:
+            return _encode(copy(value), depth + 1, budget, active)
     return None
 
 
