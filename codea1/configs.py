@@ -31,7 +31,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 __all__ = [
-    "ConfigModel", "no_bool_rule", "ROLES", "ENGINE_NAMES", "VLLM_EXTRA_HINT", "MAX_TEMPERATURE",
+    "ConfigModel", "ROLES", "ENGINE_NAMES", "VLLM_EXTRA_HINT", "MAX_TEMPERATURE",
     "VLLM_UNSUPPORTED_LORA_MODULES", "ModelConfig", "SamplingConfig", "VLLMConfig", "GRPOConfig", "check_engine_name",
     "check_vllm_lora_targets",
 ]
@@ -84,19 +84,13 @@ def _refuse_bool(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
     return value
 
 
-def no_bool_rule() -> Any:
-    """The validator of `ConfigModel` refusing a bool for a number, for a class body:
-    `_no_bool = no_bool_rule()` (a model that cannot derive from `ConfigModel`)."""
-    return field_validator("*", mode="before")(classmethod(_refuse_bool))
-
-
 class ConfigModel(BaseModel):
     """The base of every config model: a bool is no number. Every int and float field
     (alone, optional, in a tuple, or an int Literal such as vllm.sleep_level) refuses true
     and false, which pydantic would take as 1 and 0; an int where a float goes (`lr: 1`)
     is still a number."""
 
-    _no_bool = no_bool_rule()
+    _no_bool = field_validator("*", mode="before")(classmethod(_refuse_bool))
 
 
 # --- model (codea1.models) ------------------------------------------------------------------
