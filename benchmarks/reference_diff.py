@@ -485,6 +485,37 @@ def _value_cases() -> list[Case]:
         one("values/tuple-keys-and-frozensets", "39.4", "def group(xs):\n    return {(x % 2, x % 3): frozenset([x]) for x in xs}\n",
             "group", [py("def group(xs):\n    return {(x % 2, x % 3): frozenset({x}) for x in xs}")],
             [py("assert group([1, 2]) == {(1, 1): frozenset({1}), (0, 2): frozenset({2})}")]),
+    ] + _crossing_cases()
+
+
+ROW = "class Row(list):\n    pass\ndef row(n):\n    return Row(range(n))\n"
+PAIR = ("class P(tuple):\n    def __eq__(self, other):\n        return isinstance(other, tuple) and tuple.__eq__(self, other)\n"
+        "    __hash__ = tuple.__hash__\ndef pair(n):\n    return P((n, n + 1))\n")
+BOX = "import types\ndef box(a):\n    return types.SimpleNamespace(a=a, b=2 * a)\n"
+ARR = "import array\ndef arr(n):\n    return array.array('i', range(n))\n"
+LINES = "import inspect\ndef lines(k=0):\n    return k + len(inspect.getsource(lines).splitlines())\n"
+
+
+def _crossing_cases() -> list[Case]:
+    """Values that once crossed as unsupported (every test that used them invalid) and
+    `inspect.getsource` of a program's own function, which raised in the sandbox. (A wrong
+    candidate only where the failed test's stored text is the reference's too: its repr of a
+    namespace, `namespace(a=1)`, or of an array names what no program defines.)"""
+    return [
+        one("values/list-subclass", "39.4", ROW, "row",
+            [py(ROW), py("def row(n):\n    return list(range(n))"), py(ROW.replace("range(n)", "range(n - 1)"))],
+            [py("assert row(2) == [0, 1]\nassert row(3) == Row([0, 1, 2])\nassert row(1) == [1]")]),
+        one("values/tuple-subclass-own-eq", "39.4", PAIR, "pair", [py(PAIR)],
+            [py("assert pair(1) == P((1, 2))\nassert pair(2) == P((2, 4))\nassert pair(3) == P((3, 4))")]),
+        one("values/simple-namespace", "39.4", BOX, "box",
+            [py(BOX), py("from types import SimpleNamespace\ndef box(a):\n    return SimpleNamespace(b=a + a, a=a)")],
+            [py("assert box(1) == types.SimpleNamespace(a=1, b=2)\nassert box(2) == types.SimpleNamespace(a=2, b=4)\n"
+                "assert box(0) == {'a': 0, 'b': 0}")]),
+        one("values/array", "39.4", ARR, "arr", [py(ARR), py("import array\ndef arr(n):\n    return array.array('d', range(n))")],
+            [py("assert arr(2) == array.array('d', [0.0, 1.0])\nassert arr(3) == array.array('i', [0, 1, 2])\n"
+                "assert arr(1) == [0]")]),
+        one("getsource/own-function", "39.x", LINES, "lines", [py(LINES), py("def lines(k=0):\n    return k + 3")],
+            [py("assert lines(0) == 2\nassert lines(1) == 4")]),
     ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import io
+import linecache
 import os
 import random
 import resource
@@ -26,6 +27,9 @@ from codea1.sandbox.values import (  # noqa: E402
 
 #: Exit status of a child whose confinement failed before any candidate code ran.
 SETUP_FAILED_EXIT = 121
+#: The file a run's program and its statement steps are compiled as (its `__file__`, as
+#: `python program.py` gives it): their text is this file's in the run's `linecache`.
+PROGRAM_FILE = "program.py"
 #: Sources longer than this are compiled inside the run (under its limits), not the worker.
 MAX_PRECOMPILE_CHARS = 1 << 20
 
@@ -126,10 +130,36 @@ def _code(obj, filename: str, mode: str):
 
 
 _NO_FLOW = (frozenset(), {}, {}, False)
+#: `linecache`'s own dict, taken before any run's code (a run that rebinds `linecache.cache`
+#: only hides its own source from itself).
+_LINES = linecache.cache
+
+
+def _show_source(sources, k: int) -> None:
+    """Make ``sources[k]`` (a text, or None) the text of `PROGRAM_FILE` in this process's
+    `linecache`, in place of the one before, and drop it from ``sources``.
+
+    Why: `inspect.getsource` of a function the run's program (or one of its statement
+    steps: a one-program job's reference module, then the candidate's) defines reads its
+    file's lines from `linecache`, as it reads the program file in the reference's run; no
+    file holds them here. Registered in the run's own process (the worker's `linecache`
+    never holds a job's text), one unit at a time: a one-program job's candidate module
+    replaces the reference module's text before any of the candidate's code runs. Lines
+    end where the compiler's do (``\n``, ``\r\n``, ``\r``), as its line numbers count."""
+    source = None
+    if sources is not None and k < len(sources):
+        source, sources[k] = sources[k], None
+    if type(source) is not str:
+        _LINES.pop(PROGRAM_FILE, None)
+        return
+    lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    _LINES[PROGRAM_FILE] = (len(source), None, [line + "\n" for line in lines], PROGRAM_FILE)
 
 
 def child_main(plan: dict, program, calls: list, start_at: int, fds: tuple, isolated: frozenset = frozenset(),
-               flow: tuple = _NO_FLOW) -> None:
+               flow: tuple = _NO_FLOW, sources: list | None = None) -> None:
     """Never returns: confine, run the program and calls from ``start_at``, then ``_exit``.
 
     ``program`` and each call are what ``compile_untrusted`` returned. ``calls`` is emptied
@@ -138,7 +168,9 @@ def child_main(plan: dict, program, calls: list, start_at: int, fds: tuple, isol
     can read of the harness"). A call whose index is in ``isolated`` is evaluated in a fork
     of this process (the state the program and the calls before it left), so nothing it
     does is seen by any later call. ``flow`` is the job's ``(statements, requires,
-    distinct, one_process)`` (see ``Job``)."""
+    distinct, one_process)`` (see ``Job``). ``sources`` holds the texts of the program
+    (``sources[0]``) and of the statement calls (``sources[1 + i]``, None for the others),
+    emptied as each is registered in the run's `linecache` (`_show_source`)."""
     if type(calls) is not list:
         calls = list(calls)
     out_fd, err_fd, res_fd = fds
@@ -177,6 +209,8 @@ def child_main(plan: dict, program, calls: list, start_at: int, fds: tuple, isol
     last_keyed = max(distinct, default=-1)
     calls[:start_at] = [None] * min(start_at, len(calls))
     record(["ready"])
+    show = _show_source
+    show(sources, 0)
     headroom()
     program_ok, program_error, exit_code = _run_program(program, g)
     if _pid() != owner[0]:
@@ -187,6 +221,8 @@ def child_main(plan: dict, program, calls: list, start_at: int, fds: tuple, isol
         done = ""  # the last call's result record, written with the next record: one write
         for i in range(start_at, len(calls)):
             index = _int_text(i)
+            if i in statements:  # (this step's text replaces the one before in `linecache`)
+                show(sources, 1 + i)
             deps = requires.get(i)
             if deps is not None and not all(fresh.get(d, False) for d in deps):
                 done += '["K",' + index + "]\n"
@@ -294,11 +330,11 @@ def _enter_run(plan: dict, out_fd: int, err_fd: int, res_fd: int) -> dict:
     _confine(plan, out_fd, err_fd, res_fd)
     sys.stdin, sys.stdout, sys.stderr = _STDIO or make_stdio()
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-    sys.argv = ["program.py"]
+    sys.argv = [PROGRAM_FILE]
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
     # what `python program.py` gives a script (a program may build paths from `__file__`)
-    main.__dict__.update(__file__="program.py", __cached__=None)
+    main.__dict__.update(__file__=PROGRAM_FILE, __cached__=None)
     sys.modules["__main__"] = main
     _seed_generators()
     return main.__dict__
@@ -335,7 +371,7 @@ def _run_program(program, g: dict) -> tuple:
     """Run the program in ``g``: ``(program_ok, program_error, exit_code)``."""
     exit_code = 0
     try:
-        exec(_code(program, "program.py", "exec"), g)
+        exec(_code(program, PROGRAM_FILE, "exec"), g)
         program_ok, program_error = True, None
     except BaseException as e:  # SystemExit included: exiting is not success
         program_ok, program_error = False, _describe(e)
@@ -373,7 +409,7 @@ def _evaluator(calls: list, g: dict, max_value: int, _dumps, flush, statements: 
         """Call ``i``'s result record."""
         try:
             if i in statements:
-                exec(_code(calls[i], f"<statement {i}>", "exec"), g)
+                exec(_code(calls[i], PROGRAM_FILE, "exec"), g)
                 value = None
             else:
                 value = eval(_code(calls[i], f"<call {i}>", "eval"), g)

@@ -31,7 +31,7 @@ import types
 
 from codea1.sandbox import cgroups, isolation
 from codea1.sandbox._child import (
-    SETUP_FAILED_EXIT, child_main, compile_untrusted, cpu_limit_spent, prepare_warm_state,
+    PROGRAM_FILE, SETUP_FAILED_EXIT, child_main, compile_untrusted, cpu_limit_spent, prepare_warm_state,
 )
 from codea1.sandbox.values import allow_deep_values, check_value
 
@@ -520,15 +520,19 @@ class Worker:
                 self.base_vsz = _vsz_bytes()
 
     def run_job(self, job: dict) -> dict:
-        """Run `job`. Its source texts leave it once compiled (the frames above the run's
-        child hold nothing of them), and its calls are a list the child empties as it runs
-        them (see `_child.child_main`)."""
+        """Run `job`. Its source texts leave it once compiled: the frames above the run's
+        child hold only `sources`, the texts of the program and its statement steps, a list
+        the child empties as it registers each in its `linecache`, as its calls are a list
+        the child empties as it runs them (see `_child.child_main`)."""
         if self.lazy:
             self.warm_up(job)
         lim = job["limits"]
-        program = self.codes.get(job.pop("program"), "program.py", "exec")
         statements = frozenset(job.get("statements", ()))
-        calls = [self.codes.get(c, "<call>", "exec" if k in statements else "eval")
+        # the texts of the program and its statement steps, for the run's `linecache`: the child
+        # empties this list as it registers each (`_child._show_source`); the eval calls' texts go
+        sources = [job.pop("program"), *(c if k in statements else None for k, c in enumerate(job["calls"]))]
+        program = self.codes.get(sources[0], PROGRAM_FILE, "exec")
+        calls = [self.codes.get(c, PROGRAM_FILE, "exec") if k in statements else self.codes.get(c, "<call>", "eval")
                  for k, c in enumerate(job.pop("calls"))]
         self.codes.untrack_new()
         self.isolated = frozenset(job.get("isolated", ()))
@@ -544,11 +548,11 @@ class Worker:
         }
         out = _Output(lim["max_output_bytes"], lim.get("stop_on_output", True))
         call_res: list = [None] * len(calls)
-        peak_rss = self.run_segments(program, calls, plan, lim, t0 + lim["timeout_s"], out, res, call_res)
+        peak_rss = self.run_segments(program, calls, plan, lim, t0 + lim["timeout_s"], out, res, call_res, sources)
         return self.finish_job(res, call_res, out, t0, peak_rss)
 
     def run_segments(self, program, calls: list, plan: dict, lim: dict, deadline: float,
-                     out: _Output, res: dict, call_res: list) -> float:
+                     out: _Output, res: dict, call_res: list, sources: list | None = None) -> float:
         """Run the job in segments, each a child of its own: after a call that ended its
         process, the next child runs the program again and the calls after that one.
         Fills `res` and `call_res`; returns the largest peak RSS of a run process."""
@@ -562,7 +566,7 @@ class Worker:
                 res["status"] = "timeout"
                 break
             seg_plan = plan if not start else dict(plan, cpu_s=max(1, min(plan["cpu_s"], math.ceil(left))))
-            seg = self.segment(program, calls, start, seg_plan, lim, deadline, out)
+            seg = self.segment(program, calls, start, seg_plan, lim, deadline, out, sources)
             peak_rss = max(peak_rss, self.last_maxrss_mb)
             res["cpu_s"] += seg["cpu"]
             res["exit_code"] = seg["exit_code"]
@@ -700,7 +704,7 @@ class Worker:
         return "error", f"ProcessExited: exited with code {code} without a result record"
 
     def segment(self, program, calls: list, start: int, plan: dict, lim: dict,
-                deadline: float, out: "_Output") -> dict:
+                deadline: float, out: "_Output", sources: list | None = None) -> dict:
         """Fork one child that runs the program, then calls from ``start``; watch it."""
         if start or self.scratch_dirty:  # a continuation starts from the clean state, files included
             self.fresh_scratch()
@@ -720,7 +724,7 @@ class Worker:
         for fd in pipes[:2]:
             poller.register(fd, select.POLLIN)
         open_fds = set(pipes)
-        pid = self.fork_child(plan, program, calls, start, high)
+        pid = self.fork_child(plan, program, calls, start, high, sources)
         pidfd = os.pidfd_open(pid)
         # Result records are read lazily (on a tick, at exit, before any kill decision), and
         # the parent's next job only once the run is long (see `return_queued`): a short run
@@ -744,7 +748,7 @@ class Worker:
                           else f"signal {os.WTERMSIG(status)}")
         return seg
 
-    def fork_child(self, plan: dict, program, calls: list, start: int, high: list) -> int:
+    def fork_child(self, plan: dict, program, calls: list, start: int, high: list, sources: list | None = None) -> int:
         """Fork the run's child (under the run's malloc settings) and close the write ends
         of its pipes here; returns its pid. The child first forgets the other jobs
         (`forget_other_jobs`): its harness runs below this frame, so the run can reach it."""
@@ -756,7 +760,7 @@ class Worker:
         if pid == 0:
             try:
                 self.forget_other_jobs()
-                child_main(plan, program, calls, start, tuple(high), self.isolated, self.flow)
+                child_main(plan, program, calls, start, tuple(high), self.isolated, self.flow, sources)
             finally:
                 os._exit(SETUP_FAILED_EXIT)
         if mallopt is not None:

@@ -6,19 +6,24 @@ plain data (`codea1.sandbox.values`); `decode` rebuilds them from types this pro
 trusts (built-ins, the standard library's own classes, and the small records below), so
 the `==` that decides is never code a candidate wrote: a Counter subclass with a lying
 `__eq__` was encoded as `unsupported`, and an instance of a program's class comes back as
-an `Instance` record compared by its type name and attributes.
+an `Instance` record compared by its type name and attributes. An instance of a program's
+subclass of a built-in type comes back as its built-in part, which Python's `==` compares
+(`Row([1]) == [1]`), or, where a class of the program defines `__eq__` or `__ne__` (its
+code, never run here), as a `Subclass` record compared by type name, data and attributes.
 """
 
 from __future__ import annotations
 
+import array
 import collections
 import math
+import types
 from typing import Any
 
 from codea1.sandbox._scalars import SCALAR_TAGS, decode_scalar
 from codea1.sandbox.values import Value, check_value
 
-__all__ = ["Array", "Instance", "Named", "Unsupported", "decode", "python_equal"]
+__all__ = ["Array", "Instance", "Named", "Subclass", "Unsupported", "decode", "python_equal"]
 
 
 class Unsupported:
@@ -64,6 +69,31 @@ class Instance:
 
     def __repr__(self) -> str:
         return f"{self.type_name}({', '.join(f'{k}={v!r}' for k, v in self.attributes.items())})"
+
+
+class Subclass:
+    """An instance of a program's class derived from a built-in type whose classes define
+    `__eq__` or `__ne__` (an instance whose classes define neither decodes as its built-in
+    part, as Python's `==` treats it): that code is the program's, never run here, so it
+    is equal to another of the same type name, equal built-in part (`base`) and equal
+    attributes only, as an instance of a program's plain class is (`Instance`); never to a
+    plain value."""
+
+    __slots__ = ("type_name", "base", "attributes")
+
+    def __init__(self, type_name: str, base: Any, attributes: dict) -> None:
+        self.type_name, self.base, self.attributes = type_name, base, attributes
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is Subclass and self.type_name == other.type_name  # type: ignore[union-attr]
+                and self.base == other.base and self.attributes == other.attributes)  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return hash(self.type_name)
+
+    def __repr__(self) -> str:
+        attributes = "".join(f", {k}={v!r}" for k, v in self.attributes.items())
+        return f"{self.type_name}({self.base!r}{attributes})"
 
 
 class Member:
@@ -193,9 +223,21 @@ def _decode(v: Value) -> Any:
         return _decode(v[2])
     if tag == "ndarray":
         return Array(v[1], tuple(v[2]), [_decode(x) for x in v[3]])
+    if tag == "namespace":
+        return types.SimpleNamespace(**{name: _decode(x) for name, x in v[1]})
+    if tag == "array":
+        code = v[1] if v[1] not in "uw" else _TEXT_TYPECODE  # (items of text compare alike in either)
+        return array.array(code, [_decode(x) for x in v[2]])
+    if tag == "subclass":
+        base = _decode(v[2])
+        return Subclass(v[1], base, {name: _decode(x) for name, x in v[3]}) if v[4] else base
     if tag in SCALAR_TAGS:
         return decode_scalar(v)
     raise ValueError(f"unknown value tag {tag!r}")
+
+
+#: The typecode of an array of characters here ('u' is deprecated where 'w' exists, Python 3.13).
+_TEXT_TYPECODE = "w" if "w" in array.typecodes else "u"
 
 
 def python_equal(a: Value, b: Value, rel_tol: float = 0.0, abs_tol: float = 0.0) -> bool:
@@ -216,7 +258,7 @@ def python_equal(a: Value, b: Value, rel_tol: float = 0.0, abs_tol: float = 0.0)
 
 
 _NUMBERS = (int, float)
-_SEQUENCES = (list, tuple, collections.deque)
+_SEQUENCES = (list, tuple, collections.deque, array.array)
 
 
 def _close(x: Any, y: Any, rel_tol: float, abs_tol: float) -> bool:
@@ -241,7 +283,10 @@ def _close(x: Any, y: Any, rel_tol: float, abs_tol: float) -> bool:
         return x.keys() == y.keys() and all(_close(x[k], y[k], rel_tol, abs_tol) for k in x)
     if tx is Array and ty is Array:
         return x.shape == y.shape and all(_close(p, q, rel_tol, abs_tol) for p, q in zip(x.items, y.items))
-    if tx is Instance and ty is Instance:
+    if tx is types.SimpleNamespace and ty is types.SimpleNamespace:
+        return _close(vars(x), vars(y), rel_tol, abs_tol)
+    if (tx is Instance and ty is Instance) or (tx is Subclass and ty is Subclass):
         return (x.type_name == y.type_name and x.attributes.keys() == y.attributes.keys()
+                and (tx is Instance or _close(x.base, y.base, rel_tol, abs_tol))
                 and all(_close(x.attributes[k], y.attributes[k], rel_tol, abs_tol) for k in x.attributes))
     return x == y

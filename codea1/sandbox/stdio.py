@@ -45,7 +45,11 @@ _HARNESS = '''\
 import atexit as _codea1_atexit, builtins as _codea1_builtins, io as _codea1_io, os as _codea1_os, sys as _codea1_sys
 # taken before any program runs: Python's exit calls its own, not what a program puts in the module
 _codea1_exitfuncs = (_codea1_atexit._clear, _codea1_atexit._run_exitfuncs)
-_codea1_code = compile({source!r}, "program.py", "exec", dont_inherit=True)
+_codea1_source = {source!r}
+_codea1_code = compile(_codea1_source, "program.py", "exec", dont_inherit=True)
+# the program's text is program.py's in the run's linecache (inspect.getsource), in place of this harness's
+__import__("codea1.sandbox._child", fromlist=["_show_source"])._show_source([_codea1_source], 0)
+del _codea1_source
 _codea1_cap = {cap!r}
 # the frames between the call and the program's code that a plain `python program.py` does not
 # count (the harness's own; measured: tests/test_stdin_judge.py, the recursion headroom test)

@@ -22,12 +22,19 @@ program defines (every class of its MRO but ``object`` from ``__main__``),
 ``["enum", "TypeName", "MEMBER", value, class, data]`` (``data``: null for a plain Enum,
 whose members compare by identity, or the member's own int/float/str/bytes/complex/tuple
 where its class mixes that type in, IntEnum or ``class Dir(str, Enum)``: Python compares
-such a member as its data); a value whose encoding is longer than the run's bound crosses
+such a member as its data); ``["namespace", [[attribute, value], ...]]`` for a
+``types.SimpleNamespace``; ``["array", typecode, [items]]`` for an ``array.array``; for an
+instance of a program's class derived from a built-in type (``class Row(list)``, from
+int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset,
+SimpleNamespace or array.array: `_encode_subclass`), ``["subclass", "TypeName", data,
+[[attribute, value], ...], own_eq]``, its built-in part encoded as a value of the base
+type; a value whose encoding is longer than the run's bound crosses
 as ``["digest", sha256, size]`` (``encode_to_send``). A set's items are in the order of
-their JSON texts; dict items in insertion order, or sorted by their texts in the
+their JSON texts; dict items (and attributes) in insertion order, or sorted by their texts in the
 ``canonical`` encoding a digest is taken of. A dict's keys or items view is a
 ``set`` (of keys, or of ``(key, value)`` tuples), which it equals under ``==``. Exact types
-only: a subclass of any of these (a Counter whose ``__eq__`` lies) is ``unsupported``. How two encodings compare is
+only, but for the program's subclasses of built-in types: any other subclass (a Counter
+whose ``__eq__`` lies) is ``unsupported``. How two encodings compare is
 ``values_equal`` (exact types, the project's alternative) or ``codea1.sandbox.decode`` (Python's
 ``==`` on trusted decoded values, the reference's rule).
 """
@@ -37,6 +44,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import types as _types
 from hashlib import sha256 as _sha256
 from typing import Any
 
@@ -92,8 +100,9 @@ class EncodingError(ValueError):
 def encode(value: Any, max_items: int = MAX_ITEMS, canonical: bool = False) -> Value:
     """Encode ``value`` into plain data, never calling methods of user-defined types.
 
-    Only exact built-in types are encoded (``type(x) is int``, not ``isinstance``); anything
-    else, including subclasses, becomes ``["unsupported", name]``. Container iteration of
+    Only exact built-in types are encoded (``type(x) is int``, not ``isinstance``), and a
+    program's subclasses of them (as ``subclass``, read by the base type's own C methods);
+    anything else, including other subclasses, becomes ``["unsupported", name]``. Container iteration of
     exact built-in types is done by C code that calls no user method. ``max_items`` bounds
     the total number of encoded nodes (a cyclic or gigantic value raises ``EncodingError``).
     A set's items are in the order of their JSON texts (`encode_json`); a dict's, Counter's
@@ -185,33 +194,39 @@ def _encode(value: Any, depth: int, budget: list, active: set) -> Value:
     if t is list or t is tuple or t is set or t is frozenset or t is dict:  # (`in` would call a metaclass's __eq__)
         key = _enter(active, value)
         try:
-            if t is dict:
-                items = [
-                    [_encode(k, depth + 1, budget, active), _encode(v, depth + 1, budget, active)]
-                    for k, v in dict.items(value)
-                ]
-                return ["dict", _in_order(items, budget, plain_json)]
-            if t is list:
-                it = list.__iter__(value)
-            elif t is tuple:
-                it = tuple.__iter__(value)
-            elif t is set:
-                it = set.__iter__(value)
-            else:
-                it = frozenset.__iter__(value)
-            encoded = [_encode(x, depth + 1, budget, active) for x in it]
-            if t is set or t is frozenset:
-                _sorted_items(encoded)
-            return [t.__name__, encoded]
+            return _encode_items(value, t, depth, budget, active)
         finally:
             active.discard(key)
     return _encode_extra(value, t, depth, budget, active)
 
 
+def _encode_items(value: Any, t: type, depth: int, budget: list, active: set) -> Value:
+    """The encoding of a list, tuple, set, frozenset or dict ``t`` (`value` is one, or an
+    instance of a program's subclass of it), read by ``t``'s own C iteration."""
+    if t is dict:
+        items = [
+            [_encode(k, depth + 1, budget, active), _encode(v, depth + 1, budget, active)]
+            for k, v in dict.items(value)
+        ]
+        return ["dict", _in_order(items, budget, plain_json)]
+    if t is list:
+        it = list.__iter__(value)
+    elif t is tuple:
+        it = tuple.__iter__(value)
+    elif t is set:
+        it = set.__iter__(value)
+    else:
+        it = frozenset.__iter__(value)
+    encoded = [_encode(x, depth + 1, budget, active) for x in it]
+    if t is set or t is frozenset:
+        _sorted_items(encoded)
+    return [t.__name__, encoded]
+
+
 #: The tags of the standard-library, numpy and program-defined types (see the module docstring).
 EXTRA_TAGS = ("counter", "ordereddict", "defaultdict", "deque", "namedtuple", "decimal", "fraction", "range",
               "date", "datetime", "time", "timedelta", "npscalar", "ndarray", "object", "enum", "bytearray",
-              "digest")
+              "digest", "namespace", "array", "subclass")
 _DICT_KINDS = {"Counter": "counter", "OrderedDict": "ordereddict", "defaultdict": "defaultdict"}
 #: a dict's keys and items views compare as sets under Python's `==` (`d.keys() == {1, 3}`),
 #: so they cross as sets; a values view equals nothing but itself, and stays unsupported
@@ -255,6 +270,20 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
         return ["range", int.__repr__(value.start), int.__repr__(value.stop), int.__repr__(value.step)]
     if t is bytearray:
         return ["bytearray", bytearray.hex(value)]
+    if t is _NAMESPACE:
+        key = _enter(active, value)
+        try:
+            encoded = _encode_namespace(value, depth, budget, active)
+        finally:
+            active.discard(key)
+        return encoded if encoded is not None else ["unsupported", _type_name(value)]
+    module = _modules.get("array")
+    if module is not None and t is getattr(module, "array", None):
+        key = _enter(active, value)
+        try:
+            return _encode_array(t, value, depth, budget, active)
+        finally:
+            active.discard(key)
     member = _encode_enum(value, t, depth, budget, active)
     if member is not None:
         return member
@@ -295,13 +324,141 @@ def _encode_extra(value: Any, t: type, depth: int, budget: list, active: set) ->
                     _in_order([[name, _encode(v, depth + 1, budget, active)] for name, v in attributes], budget, plain_json)]
         finally:
             active.discard(key)
-    return ["unsupported", _type_name(value)]
+    encoded = _encode_subclass(value, t, depth, budget, active)
+    return encoded if encoded is not None else ["unsupported", _type_name(value)]
+
+
+_NAMESPACE = _types.SimpleNamespace
+#: a SimpleNamespace's attribute dict, read by the type's own member descriptor (an
+#: instance of a program's subclass too: no `__dict__` property the subclass defines runs)
+_NAMESPACE_DICT = _NAMESPACE.__dict__["__dict__"]
+
+
+def _encode_namespace(value: Any, depth: int, budget: list, active: set) -> Value | None:
+    """``["namespace", [[attribute, value], ...]]`` of a `types.SimpleNamespace` (or of the
+    namespace part of an instance of a program's subclass of it); None where its dict holds
+    a name that is no string. Python compares two namespaces by their dicts."""
+    state = _NAMESPACE_DICT.__get__(value)
+    if type(state) is not dict:
+        return None
+    if any(type(name) is not str for name in dict.keys(state)):
+        return None
+    return ["namespace", _in_order([[name, _encode(item, depth + 1, budget, active)]
+                                    for name, item in dict.items(state)], budget, plain_json)]
+
+
+#: The type of the items of an `array.array` of each typecode (what `tolist` gives).
+ARRAY_ITEM_TAGS = {**{code: "int" for code in "bBhHiIlLqQ"}, "f": "float", "d": "float", "u": "str", "w": "str"}
+
+
+def _encode_array(cls: type, value: Any, depth: int, budget: list, active: set) -> Value:
+    """``["array", typecode, [items]]`` of an `array.array` (``cls``; ``value`` may be an
+    instance of a program's subclass of it), read by the type's own C accessors. Python
+    compares two arrays item by item, whatever their typecodes, and an array with no list."""
+    size = cls.__len__(value)
+    if type(size) is not int or size > budget[0]:
+        raise EncodingError("value too large to encode")
+    typecode = cls.__dict__["typecode"].__get__(value)
+    items = cls.tolist(value)
+    if type(typecode) is not str or type(items) is not list:  # pragma: no cover - the C type's own accessors
+        raise EncodingError("array value could not be read")
+    return ["array", typecode, [_encode(x, depth + 1, budget, active) for x in items]]
+
+
+#: The built-in types a program's class may derive from and still cross (as ``subclass``),
+#: each with the tag its data crosses as; `array.array` too, looked up where it is loaded.
+_SUBCLASS_BASES = ((int, "int"), (float, "float"), (complex, "complex"), (str, "str"), (bytes, "bytes"),
+                   (bytearray, "bytearray"), (list, "list"), (tuple, "tuple"), (dict, "dict"), (set, "set"),
+                   (frozenset, "frozenset"), (_NAMESPACE, "namespace"))
+SUBCLASS_BASE_TAGS = frozenset([tag for _, tag in _SUBCLASS_BASES] + ["array"])
+
+
+def _builtin_base(t: type) -> tuple | None:
+    """``(base, own)`` where ``t`` is a class the program defined on a `_SUBCLASS_BASES`
+    type or `array.array` (its MRO: classes of ``__main__``, ``own``, then exactly the
+    base's own MRO: ``class Row(list)``, ``class Point(Mixin, tuple)``), else None."""
+    try:
+        mro = type.__dict__["__mro__"].__get__(t)
+    except Exception:  # pragma: no cover - exotic metaclass
+        return None
+    k, n = 0, len(mro)
+    while k < n and _module_name(mro[k]) == "__main__":
+        k += 1
+    if k == 0 or k == n:
+        return None
+    base = mro[k]
+    if not any(base is kind for kind, _ in _SUBCLASS_BASES):
+        module = _modules.get("array")
+        if module is None or base is not getattr(module, "array", None):
+            return None
+    rest = type.__dict__["__mro__"].__get__(base)
+    if len(rest) != n - k or any(a is not b for a, b in zip(rest, mro[k:])):
+        return None
+    return base, mro[:k]
+
+
+def _encode_subclass(value: Any, t: type, depth: int, budget: list, active: set) -> Value | None:
+    """``["subclass", "TypeName", data, [[attribute, value], ...], own_eq]`` for an instance
+    of a program's class derived from a built-in type (`_builtin_base`), else None.
+
+    ``data`` is the instance's built-in part, read by the base type's own C methods and
+    encoded as a value of that type (``class Row(list)``: a ``list``); the attributes are
+    its own (dict and slots). ``own_eq``: a class of the program defines ``__eq__`` or
+    ``__ne__``. Python compares an instance whose classes define neither as its built-in
+    part (``Row([1]) == [1]``, and a candidate's own ``Row`` equals the reference's); one
+    whose class defines them runs that code, which is never trusted here: it equals an
+    instance of the same type name with equal data and attributes only (see
+    `codea1.sandbox.decode.Subclass`)."""
+    found = _builtin_base(t)
+    if found is None:
+        return None
+    base, own = found
+    state = _instance_dict(value, own)
+    if state is None:
+        return None
+    attributes = _own_attributes(value, own, state)
+    if attributes is None:
+        return None
+    own_eq = False
+    for c in own:
+        methods = type.__dict__["__dict__"].__get__(c)
+        own_eq = own_eq or "__eq__" in methods or "__ne__" in methods
+    key = _enter(active, value)
+    try:
+        data = _encode_base(value, base, depth + 1, budget, active)
+        if data is None:
+            return None
+        return ["subclass", _type_name(value), data,
+                _in_order([[name, _encode(v, depth + 1, budget, active)] for name, v in attributes], budget, plain_json),
+                own_eq]
+    finally:
+        active.discard(key)
+
+
+def _encode_base(value: Any, base: type, depth: int, budget: list, active: set) -> Value | None:
+    """The built-in part of an instance of a program's subclass of ``base``, encoded as a
+    value of exactly that type: an exact copy (`_ENUM_DATA`, for an immutable base), or
+    read by ``base``'s own C methods (an override never runs)."""
+    for kind, copy in _ENUM_DATA:
+        if base is kind:
+            return _encode(copy(value), depth, budget, active)
+    if base is bytearray:
+        return _encode(bytearray.__getitem__(value, _WHOLE), depth, budget, active)
+    budget[0] -= 1
+    if budget[0] < 0 or depth > _MAX_DEPTH:
+        _refuse(budget)
+    if base is _NAMESPACE:
+        return _encode_namespace(value, depth, budget, active)
+    if base is list or base is set or base is frozenset or base is dict:
+        return _encode_items(value, base, depth, budget, active)
+    return _encode_array(base, value, depth, budget, active)
 
 
 #: The data types an enum class may mix in (`class Level(IntEnum)`, `class Dir(str, Enum)`)
 #: whose data is read here, each with the type's own C method that copies a member's data
 #: out as a value of exactly that type (a subclass's overrides never run); a member of such
-#: a class compares as that data under Python's `==` (`Level.HIGH == 2`).
+#: a class compares as that data under Python's `==` (`Level.HIGH == 2`). (The data of an
+#: instance of a program's subclass of one of them is copied out alike: `_encode_base`.)
 _WHOLE = _builtins.slice(None)
 _ENUM_DATA = ((int, int.__int__), (float, float.__float__), (str, str.__str__),
               (bytes, lambda v: bytes.__getitem__(v, _WHOLE)), (complex, complex.__pos__),
@@ -437,18 +594,25 @@ def _program_attributes(value: Any, t: type) -> list | None:
         return None
     if len(mro) < 2 or mro[-1] is not object or any(_module_name(c) != "__main__" for c in mro[:-1]):
         return None
-    attributes = []
     try:
         state = object.__getattribute__(value, "__dict__")
     except AttributeError:
         state = {}
     if type(state) is not dict:
         return None
+    return _own_attributes(value, mro[:-1], state)
+
+
+def _own_attributes(value: Any, classes: tuple, state: dict) -> list | None:
+    """`(name, value)` of an instance's attributes: those of its dict ``state``, then those
+    kept in the ``__slots__`` of the program's ``classes``; None for a name that is no
+    string."""
+    attributes = []
     for name, item in dict.items(state):
         if type(name) is not str:
             return None
         attributes.append((name, item))
-    for c in mro[:-1]:  # attributes kept in __slots__
+    for c in classes:  # attributes kept in __slots__
         own = type.__dict__["__dict__"].__get__(c)
         slots = own.get("__slots__", ())
         for name in ([slots] if type(slots) is str else slots if type(slots) is tuple or type(slots) is list else ()):
@@ -786,7 +950,36 @@ def _check_digest(v: list, n: int, depth: int) -> None:
         raise ValueError("digest value must be a sha256 hex digest and a size")
 
 
+def _check_namespace(v: list, n: int, depth: int) -> None:
+    _fields(1)(v, n)
+    _check_pairs("namespace", v[1], depth, named=True)
+
+
+def _check_array(v: list, n: int, depth: int) -> None:
+    _fields(2)(v, n)
+    kind = ARRAY_ITEM_TAGS.get(v[1]) if type(v[1]) is str else None
+    if kind is None:
+        raise ValueError("array value must name its typecode, one of " + "".join(ARRAY_ITEM_TAGS))
+    _check_items("array", v[2], depth)
+    for x in v[2]:
+        if x[0] != kind or (kind == "str" and len(x[1]) != 1):
+            raise ValueError(f"an array of typecode {v[1]!r} holds {'characters' if kind == 'str' else kind + 's'} only")
+
+
+def _check_subclass(v: list, n: int, depth: int) -> None:
+    _fields(4)(v, n)
+    if type(v[1]) is not str:
+        raise ValueError("subclass value must name its type")
+    _check_value(v[2], depth + 1)
+    if v[2][0] not in SUBCLASS_BASE_TAGS:
+        raise ValueError("subclass data must be a value of " + "/".join(sorted(SUBCLASS_BASE_TAGS)))
+    _check_pairs("subclass", v[3], depth, named=True)
+    if type(v[4]) is not bool:
+        raise ValueError("subclass value must say whether its class defines __eq__ (true/false)")
+
+
 _EXTRA_CHECKS = {
+    "namespace": _check_namespace, "array": _check_array, "subclass": _check_subclass,
     "enum": _check_enum, "bytearray": _check_bytearray, "digest": _check_digest,
     "counter": _check_dict_like, "ordereddict": _check_dict_like, "defaultdict": _check_dict_like,
     "deque": _check_deque, "namedtuple": _check_named, "object": _check_named, "decimal": _check_decimal,
@@ -904,9 +1097,15 @@ def _extra_equal(a: Value, b: Value, depth: int, tol: tuple) -> bool:
     if tag == "namedtuple":
         return a[1] == b[1] and len(a[2]) == len(b[2]) and all(
             _equal(p, q, depth + 1, tol) for p, q in zip(a[2], b[2]))
+    pairs = lambda p, q: p[0] == q[0] and _equal(p[1], q[1], depth + 1, tol)  # noqa: E731
     if tag == "object":
-        pairs = lambda p, q: p[0] == q[0] and _equal(p[1], q[1], depth + 1, tol)  # noqa: E731
         return a[1] == b[1] and _match_unordered(a[2], b[2], pairs)
+    if tag == "namespace":
+        return _match_unordered(a[1], b[1], pairs)
+    if tag == "subclass":  # (exact types: the same type name, whether or not its class defines __eq__)
+        return a[1] == b[1] and _equal(a[2], b[2], depth + 1, tol) and _match_unordered(a[3], b[3], pairs)
+    if tag == "array":
+        return a[1] == b[1] and len(a[2]) == len(b[2]) and all(_equal(p, q, depth + 1, tol) for p, q in zip(a[2], b[2]))
     if tag == "npscalar":
         return a[1] == b[1] and _equal(a[2], b[2], depth + 1, tol)
     if tag == "ndarray":
@@ -1056,6 +1255,17 @@ def _extra_source(v: Value, build: bool) -> str:
         if build:
             return _built_object(v)
         return v[1].rsplit(".", 1)[-1] + "(" + ", ".join(f"{name}={_source(x, build)}" for name, x in v[2]) + ")"
+    if tag == "namespace":
+        return f"__import__('types').SimpleNamespace({_keywords(v[1], build)})"
+    if tag == "array":
+        return f"__import__('array').array({v[1]!r}, [" + ", ".join(_source(x, build) for x in v[2]) + "])"
+    if tag == "subclass":
+        if not v[4]:  # (equal to its built-in part under `==`)
+            return _source(v[2], build)
+        if build:
+            return _built_subclass(v)
+        attributes = "".join(f", {name}={_source(x, build)}" for name, x in v[3])
+        return v[1].rsplit(".", 1)[-1] + "(" + _source(v[2], build) + attributes + ")"
     if tag == "npscalar":
         return _source(v[2], build)
     if tag == "ndarray":
@@ -1090,9 +1300,48 @@ def _built_object(v: Value) -> str:
     """An expression that builds an instance equal to `v` where its class is defined (the
     reference's program): `object.__new__` (its `__init__` may take other arguments, or
     compute its attributes), then each attribute set as it was, `__setattr__` bypassed."""
-    qualname = v[1][9:] if v[1].startswith("__main__.") else ""
+    return _with_attributes(f"object.__new__({_main_qualname(v[1])})", v[2])
+
+
+def _built_subclass(v: Value) -> str:
+    """`_built_object` for an instance of a program's subclass of a built-in type: the
+    base's own `__new__` (and `__init__`, for a mutable base) on its data, then its
+    attributes; no method of the class runs."""
+    qualname, data, tag = _main_qualname(v[1]), v[2], v[2][0]
+    if tag == "namespace":
+        kind = "__import__('types').SimpleNamespace"
+        new = f"(lambda o: ({kind}.__init__(o, {_keywords(data[1], True)}), o)[1])({kind}.__new__({qualname}))"
+    elif tag == "array":
+        items = ", ".join(_source(x, True) for x in data[2])
+        new = f"__import__('array').array.__new__({qualname}, {data[1]!r}, [{items}])"
+    elif tag in ("list", "dict", "set", "bytearray"):
+        new = f"(lambda o: ({tag}.__init__(o, {_source(data, True)}), o)[1])({tag}.__new__({qualname}))"
+    else:
+        new = f"{tag}.__new__({qualname}, {_source(data, True)})"
+    return _with_attributes(new, v[3]) if v[3] else new
+
+
+def _main_qualname(type_name: str) -> str:
+    """The name a class of the program is reached by at the top of the program; ValueError
+    for a class defined in a function."""
+    qualname = type_name[9:] if type_name.startswith("__main__.") else ""
     if not all(part.isidentifier() for part in qualname.split(".")):  # (a class defined in a function)
-        raise ValueError(f"cannot write an instance of {v[1]} as an expression that builds it")
-    attributes = ", ".join(f"({name!r}, {_source(x, True)})" for name, x in v[2])
-    return (f"(lambda o, attributes: ([object.__setattr__(o, k, x) for k, x in attributes], o)[1])"
-            f"(object.__new__({qualname}), [{attributes}])")
+        raise ValueError(f"cannot write an instance of {type_name} as an expression that builds it")
+    return qualname
+
+
+def _with_attributes(new: str, attributes: list) -> str:
+    """An expression that evaluates `new` and sets each of `attributes` (`[name, value]`
+    encodings) on it, `__setattr__` bypassed."""
+    pairs = ", ".join(f"({name!r}, {_source(x, True)})" for name, x in attributes)
+    return f"(lambda o, attributes: ([object.__setattr__(o, k, x) for k, x in attributes], o)[1])({new}, [{pairs}])"
+
+
+def _keywords(pairs: list, build: bool) -> str:
+    """The keyword arguments `name=value` of `[name, value]` encodings, or `**{...}` where a
+    name is no identifier (a namespace's attribute may be any string)."""
+    from keyword import iskeyword
+
+    if all(name.isidentifier() and not iskeyword(name) for name, _ in pairs):
+        return ", ".join(f"{name}={_source(x, build)}" for name, x in pairs)
+    return "**{" + ", ".join(f"{name!r}: {_source(x, build)}" for name, x in pairs) + "}"
