@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from codea1.configs import ModelConfig, check_engine_name  # torch-free: --dtype, --device, --engine
 from codea1.output_files import in_run_checkpoints
+from codea1.sandbox.stdio import DEFAULT_MAX_OUTPUT_BYTES  # the stdin judge's output cap
 from codea1.sandbox.types import GOLDEN_MEMORY_MB, GOLDEN_TIMEOUT_S  # the golden-run defaults
 
 # --- the sandbox ---------------------------------------------------------------------------
@@ -39,6 +40,35 @@ MEMORY_MB_OPTION = typer.Option(
     help="Memory cap of one sandbox run, in MiB (real golden programs need up to 4 GiB).")
 WORKERS_OPTION = typer.Option(
     None, "--workers", min=1, help="Sandbox worker processes (default: the CPU count).")
+
+
+def _judge_key(key: str):
+    """A callback checking a value by the training judge's own rule for `judge.KEY`
+    (`JudgeConfig`: positive, the output cap at most 64 MiB), and finite, so that an
+    evaluation and training judge stdin programs under values either can be given."""
+
+    def check(value: float) -> float:
+        from codea1.judge.config import JudgeConfig  # (here: `codea1 --help` stays light)
+
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"{value:g} is not a finite number")
+        try:
+            JudgeConfig(**{key: value})
+        except ValidationError as exc:
+            raise typer.BadParameter(f"{value:g}: {exc.errors()[0]['msg']}") from None
+        return value
+
+    return check
+
+
+STDIN_TIME_SCALE_OPTION = typer.Option(
+    1.0, "--stdin-time-scale", callback=_judge_key("stdin_time_scale"),
+    help="Stdin (contest) problems: multiply each problem's time limit per input by this, as training's "
+         "judge.stdin_time_scale does (give a run's value to judge as it does).")
+STDIN_MAX_OUTPUT_MB_OPTION = typer.Option(
+    DEFAULT_MAX_OUTPUT_BYTES / 2**20, "--stdin-max-output-mb", callback=_judge_key("stdin_max_output_mb"),
+    help="Stdin (contest) problems: MiB one run of a program may print (past it: a failed run), as training's "
+         "judge.stdin_max_output_mb (at most 64).")
 
 # --- problem sets ----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from codea1.data.problem import Problem
 from codea1.sandbox import Executor, Job, Limits, encode, values_equal
+from codea1.sandbox.stdio import DEFAULT_MAX_OUTPUT_BYTES
 from codea1.sandbox.types import GOLDEN_MEMORY_MB, GOLDEN_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -85,17 +86,18 @@ def _checker_reason(run: RunResult, calls: int) -> str | None:
     return None
 
 
-def _check_stdin(problems: Sequence[Problem], ex: Executor, limits: Limits) -> list[RowCheck]:
+def _check_stdin(problems: Sequence[Problem], ex: Executor, limits: Limits, time_scale: float,
+                 max_output_bytes: int) -> list[RowCheck]:
     """Stdin problems: the reference on every golden input, each output compared here (the
     problem's tolerance; its checker, run apart, where it has one), each run under the
-    limits the training judge gives it (`stdin_io.run_limits`), the checker as the judge
-    runs it (`checker_job`)."""
+    limits the training judge gives it (`stdin_io.run_limits`, its `time_scale`) and its
+    output cap, the checker as the judge runs it (`checker_job`)."""
     from codea1.data.stdin_io import checker_of, golden_io_tests, outputs_match, run_limits, tolerance_of
     from codea1.sandbox.stdio import checker_job, checker_verdicts, program_outputs, stdin_job
 
     tests = [golden_io_tests(p) for p in problems]
-    each = [run_limits(p, limits) for p in problems]
-    runs = ex.run_many([stdin_job(p.program(p.reference), [t.input for t in golden], lim)
+    each = [run_limits(p, limits, time_scale) for p in problems]
+    runs = ex.run_many([stdin_job(p.program(p.reference), [t.input for t in golden], lim, max_output_bytes)
                         for p, golden, lim in zip(problems, tests, each)])
     outs = [program_outputs(run, len(golden)) for run, golden in zip(runs, tests)]
     checked = [k for k, p in enumerate(problems) if checker_of(p) is not None and runs[k].program_ok]
@@ -144,8 +146,13 @@ def check_problems(
     executor: Executor | None = None,
     limits: Limits | None = None,
     workers: int | None = None,
+    *,
+    stdin_time_scale: float = 1.0,
+    stdin_max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
 ) -> list[RowCheck]:
-    """Check every problem in the sandbox; one `RowCheck` per problem, in order."""
+    """Check every problem in the sandbox; one `RowCheck` per problem, in order. A stdin
+    problem's runs: the training judge's `judge.stdin_time_scale` and output cap (here in
+    bytes), as `codea1.judge.golden.StdinSettings` holds them."""
 
     if limits is None:
         limits = Limits(timeout_s=GOLDEN_TIMEOUT_S, memory_mb=GOLDEN_MEMORY_MB)
@@ -153,7 +160,8 @@ def check_problems(
         ex = executor if executor is not None else stack.enter_context(Executor(workers=workers, limits=limits))
         stdin = [k for k, p in enumerate(problems) if p.kind == "stdin"]
         if stdin:  # (a stdin problem runs on its inputs: `_check_stdin`)
-            found = dict(zip(stdin, _check_stdin([problems[k] for k in stdin], ex, limits)))
+            found = dict(zip(stdin, _check_stdin([problems[k] for k in stdin], ex, limits, stdin_time_scale,
+                                                 stdin_max_output_bytes)))
             rest = [p for p in problems if p.kind != "stdin"]
             others = iter(check_problems(rest, ex, limits) if rest else [])
             return [found[k] if k in found else next(others) for k in range(len(problems))]

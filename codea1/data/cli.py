@@ -19,6 +19,8 @@ from codea1.cli_options import (
     LIMIT_OPTION,
     MEMORY_MB_OPTION,
     PROBLEMS_HELP,
+    STDIN_MAX_OUTPUT_MB_OPTION,
+    STDIN_TIME_SCALE_OPTION,
     TIMEOUT_OPTION,
     WORKERS_OPTION,
     check_output_file,
@@ -50,6 +52,8 @@ def check_command(
     timeout: float = TIMEOUT_OPTION,
     call_timeout: float = CALL_TIMEOUT_OPTION,
     memory_mb: int = MEMORY_MB_OPTION,
+    stdin_time_scale: float = STDIN_TIME_SCALE_OPTION,
+    stdin_max_output_mb: float = STDIN_MAX_OUTPUT_MB_OPTION,
     workers: Optional[int] = WORKERS_OPTION,
     limit: Optional[int] = LIMIT_OPTION,
     as_json: bool = JSON_OPTION,
@@ -66,7 +70,8 @@ def check_command(
     if limit is not None:
         problems = problems[:limit]
     start = time.perf_counter()
-    results = check_problems(problems, limits=limits, workers=workers)
+    results = check_problems(problems, limits=limits, workers=workers, stdin_time_scale=stdin_time_scale,
+                             stdin_max_output_bytes=int(stdin_max_output_mb * 2**20))
     elapsed = time.perf_counter() - start
     bad = [r for r in results if not r.ok]
     untested = [r.id for r in results if r.ok and not r.golden_tests]

@@ -20,6 +20,8 @@ from codea1.cli_options import (
     PROBLEMS_HELP,
     PROBLEMS_PER_BATCH_OPTION,
     SEED_OPTION,
+    STDIN_MAX_OUTPUT_MB_OPTION,
+    STDIN_TIME_SCALE_OPTION,
     STOP_OPTION,
     TEMPERATURE_HELP,
     THREADS_OPTION,
@@ -46,13 +48,14 @@ def check_engine_here(engine: str, device: str) -> None:
         resolve_engine(engine, resolve_device(device), setting="--engine {}")
 
 
-def _table(title: str, sources: dict, columns: list[str]):
+def _table(title: str, sources: dict, columns: list[str], headers: dict[str, str] | None = None):
+    """A table of `sources`' rows (`headers`: a column's title where it is not its key)."""
     from rich.table import Table
 
     table = Table(title=title)
     table.add_column("source")
     for col in columns:
-        table.add_column(col, justify="right")
+        table.add_column((headers or {}).get(col, col), justify="right")
     for source, row in sources.items():
         if source in PAPER_NAMES:
             source = f"{PAPER_NAMES[source]} ({source})"
@@ -129,6 +132,8 @@ def code_command(
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Sequences decoded together."),
     workers: Optional[int] = WORKERS_OPTION,
     memory_mb: int = MEMORY_MB_OPTION,
+    stdin_time_scale: float = STDIN_TIME_SCALE_OPTION,
+    stdin_max_output_mb: float = STDIN_MAX_OUTPUT_MB_OPTION,
     device: str = DEVICE_OPTION,
     dtype: str = DTYPE_OPTION,
     threads: Optional[int] = THREADS_OPTION,
@@ -148,7 +153,8 @@ def code_command(
     config = CodeEvalConfig(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                             stop=stop or [], greedy=greedy, limit=limit, problems_per_batch=problems_per_batch, seed=seed,
                             batch_size=batch_size, workers=workers, memory_mb=memory_mb, device=device, dtype=dtype,
-                            threads=threads, engine=engine)
+                            threads=threads, engine=engine, stdin_time_scale=stdin_time_scale,
+                            stdin_max_output_mb=stdin_max_output_mb)
 
     def progress(done: int, total: int, summary: dict) -> None:
         row = summary["sources"].get("all", {})
@@ -168,7 +174,7 @@ def tests_command(
     model: str = MODEL_OPTION,
     data: str = typer.Option(..., "--data", help=PROBLEMS_HELP),
     out: Path = typer.Option(..., "--out", help=OUT_HELP),
-    k: int = typer.Option(5, "--k", min=1, help="Tests per function (pass@k, mut@k)."),
+    k: int = typer.Option(5, "--k", min=1, help="Tests per function or stdin program (pass@k, mut@k)."),
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=MAX_TEMPERATURE, help=TEMPERATURE_HELP),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help=TOP_P_HELP),
     max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
@@ -177,6 +183,8 @@ def tests_command(
     black_box: bool = typer.Option(False, "--black-box", help="Do not show the function's code to the model."),
     problems_per_batch: int = PROBLEMS_PER_BATCH_OPTION,
     workers: Optional[int] = WORKERS_OPTION,
+    stdin_time_scale: float = STDIN_TIME_SCALE_OPTION,
+    stdin_max_output_mb: float = STDIN_MAX_OUTPUT_MB_OPTION,
     device: str = DEVICE_OPTION,
     dtype: str = DTYPE_OPTION,
     threads: Optional[int] = THREADS_OPTION,
@@ -206,22 +214,24 @@ def tests_command(
                             limit=limit, white_box=not black_box, problems_per_batch=problems_per_batch,
                             workers=workers, device=device, dtype=dtype, threads=threads, engine=engine,
                             mutation_style=mutation_style, dedupe_mutants=dedupe_mutants, header=header,
-                            protocol=protocol)
+                            protocol=protocol, stdin_time_scale=stdin_time_scale,
+                            stdin_max_output_mb=stdin_max_output_mb)
 
     def progress(done: int, total: int, summary: dict) -> None:
         row = summary["sources"].get("all", {})
         mut = row.get(f"mut@{k}")
         console.print(f"[{done}/{total}] pass@{k} {row.get(f'pass@{k}', 0.0):.2f}  "
-                      f"mut@{k} {'-' if mut is None else f'{mut:.2f}'} over {row.get(f'mut@{k}_tasks', 0)} functions  "
-                      f"mut@{k}_all {row.get(f'mut@{k}_all', 0.0):.2f}")
+                      f"mut@{k} {'-' if mut is None else f'{mut:.2f}'} over {row.get(f'mut@{k}_tasks', 0)} "
+                      f"{summary['scored']}  mut@{k}_all {row.get(f'mut@{k}_all', 0.0):.2f}")
 
     with removed_if_failed(out):
         summary = evaluate_tests(model, data, out, config, on_progress=progress)
+    scored = summary["scored"]   # functions, programs (stdin problems), or problems (both)
     columns = ["functions", f"pass@{k}", f"mut@{k}", f"mut@{k}_tasks", "Mul", f"LineCov@{k}", f"mut@{k}_all",
                "Mul_all", "mutants", "killed", "equivalent_looking"]
-    console.print(_table(f"eval tests: {model} on {data}", summary["sources"], columns))
-    console.print(f"mut@{k}, Mul: UnLeakedTestBench's (functions whose {k} tests all pass, counted in "
-                  f"mut@{k}_tasks); mut@{k}_all, Mul_all: every function, scored by its passing tests",
+    console.print(_table(f"eval tests: {model} on {data}", summary["sources"], columns, {"functions": scored}))
+    console.print(f"mut@{k}, Mul: UnLeakedTestBench's ({scored} whose {k} tests all pass, counted in "
+                  f"mut@{k}_tasks); mut@{k}_all, Mul_all: every {scored[:-1]}, scored by its passing tests",
                   markup=False)
     _report_skips(console, summary)
     _written(console, out)
@@ -281,6 +291,8 @@ def select_command(
     problems_per_batch: int = PROBLEMS_PER_BATCH_OPTION,
     workers: Optional[int] = WORKERS_OPTION,
     memory_mb: int = MEMORY_MB_OPTION,
+    stdin_time_scale: float = STDIN_TIME_SCALE_OPTION,
+    stdin_max_output_mb: float = STDIN_MAX_OUTPUT_MB_OPTION,
     device: str = DEVICE_OPTION,
     dtype: str = DTYPE_OPTION,
     threads: Optional[int] = THREADS_OPTION,
@@ -305,7 +317,8 @@ def select_command(
     config = SelectConfig(n_code=n_code, n_test=n_test, tests_per_suite=tests_per_suite, temperature=temperature,
                           top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, limit=limit,
                           problems_per_batch=problems_per_batch, workers=workers, memory_mb=memory_mb,
-                          device=device, dtype=dtype, threads=threads, engine=engine)
+                          device=device, dtype=dtype, threads=threads, engine=engine,
+                          stdin_time_scale=stdin_time_scale, stdin_max_output_mb=stdin_max_output_mb)
     with removed_if_failed(out):
         summary = evaluate_selection(None if code_model is None else ModelSpec(code_model, code_step),
                                      ModelSpec(test_model, test_step), data, out, config,

@@ -27,10 +27,10 @@ from codea1.configs import SamplingConfig
 from codea1.eval.loading import eval_engine, load_eval_policies  # noqa: F401  (names tests replace here too)
 from codea1.eval.loading import missing_libraries, sample_problems
 from codea1.eval import setup  # the set-up the eval commands share
-from codea1.eval.store import append_rows, problem_digest
+from codea1.eval.store import STDIN_DEFAULTS, append_rows, problem_digest
 from codea1.passk import aggregate, default_ks
 from codea1.judge import extract_code
-from codea1.judge.golden import golden_item, golden_results, has_golden
+from codea1.judge.golden import StdinSettings, golden_item, golden_results, has_golden
 from codea1.judge.golden import golden_job, verdict_of  # noqa: F401  (re-exported: their old home)
 from codea1.rollout import code_messages
 from codea1.sandbox import Limits
@@ -67,6 +67,10 @@ class CodeEvalConfig:
     # several times faster than 2 that wait on each other.
     threads: int | None = None
     engine: str = "auto"  # auto | hf | vllm | llamacpp (codea1.eval.loading.eval_engine)
+    # stdin programs' time limit per input x this, and what one run may print (MiB): the
+    # training judge's `judge.stdin_time_scale` and `judge.stdin_max_output_mb`
+    stdin_time_scale: float = STDIN_DEFAULTS["stdin_time_scale"]
+    stdin_max_output_mb: float = STDIN_DEFAULTS["stdin_max_output_mb"]
 
     def __post_init__(self) -> None:
         setup.check_runtime(self)
@@ -85,7 +89,8 @@ class CodeEvalConfig:
         """What must match for samples on disk to belong to this evaluation."""
         return {"n": self.n, "temperature": self.temperature, "top_p": self.top_p,
                 "max_new_tokens": self.max_new_tokens, **({"stop": list(self.stop)} if self.stop else {}),
-                "memory_mb": self.memory_mb, "min_timeout_s": self.min_timeout_s, "slowdown": self.slowdown}
+                "memory_mb": self.memory_mb, "min_timeout_s": self.min_timeout_s, "slowdown": self.slowdown,
+                **setup.stdin_identity(self)}
 
 
 def skip_reason(problem: Problem) -> str | None:
@@ -97,12 +102,14 @@ def skip_reason(problem: Problem) -> str | None:
     return None
 
 
-def reference_times(executor, problems: Sequence[Problem], limits) -> dict[str, tuple[float | None, str | None]]:
-    """Per problem: the reference's time through its golden tests, or why it failed them."""
+def reference_times(executor, problems: Sequence[Problem], limits,
+                    settings: StdinSettings | None = None) -> dict[str, tuple[float | None, str | None]]:
+    """Per problem: the reference's time through its golden tests, or why it failed them
+    (`settings`: how a stdin program is judged)."""
     # (a problem without a reference, as LiveCodeBench ships them, is timed by the minimum)
     out: dict[str, tuple[float | None, str | None]] = {p.id: (0.0, None) for p in problems if not p.reference.strip()}
     timed = [p for p in problems if p.reference.strip()]
-    verdicts = golden_results(executor, [golden_item(p, p.reference) for p in timed], limits)
+    verdicts = golden_results(executor, [golden_item(p, p.reference) for p in timed], limits, settings)
     for p, v in zip(timed, verdicts):
         out[p.id] = (v.wall_s, None) if v.passed else (None, f"the reference fails its golden tests ({v.status}: {v.detail})")
     return out
@@ -116,7 +123,7 @@ def probe_references(stack, config, executor, todo: Sequence[Problem],
     times, the problems still to do)."""
     probe = Limits(timeout_s=120.0, call_timeout_s=60.0, memory_mb=config.memory_mb)
     ex = setup.start_executor(stack, config, executor, limits=probe)
-    ref = reference_times(ex, todo, probe)
+    ref = reference_times(ex, todo, probe, setup.stdin_settings(config))
     skipped.update({p.id: ref[p.id][1] for p in todo if ref[p.id][1] is not None})
     return ex, ref, [p for p in todo if p.id not in skipped]
 
@@ -161,7 +168,7 @@ def _golden_rows(ex, chunk, samples, ref, config: CodeEvalConfig) -> dict[str, l
             jobs.append(golden_item(p, extract_code(s.text)))
             owners.append((p, i, s))
             per_job.append(limits)
-    verdicts = golden_results(ex, jobs, per_job)
+    verdicts = golden_results(ex, jobs, per_job, setup.stdin_settings(config))
     rows_by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (p, i, s), v in zip(owners, verdicts):
         rows_by_problem[p.id].append({

@@ -47,7 +47,7 @@ import numpy as np
 
 from codea1.passk import pass_at_k
 from codea1.eval.store import (LATER_SETTINGS, RUN_FILE, SAMPLED_WITH, SAMPLES_FILE, SUMMARY_FILE, iter_jsonl,
-                               kind_of, read_json_object, read_samples)
+                               kind_of, read_json_object, read_samples, with_fixed_before)
 
 KINDS = ("code", "tests", "select")
 PROBLEMS_FILE = "problems.jsonl"  # eval select's per-problem rows (codea1.eval.select.PROBLEMS_FILE)
@@ -235,7 +235,7 @@ def read_evaluation(path: str | Path) -> Evaluation:
         raise CompareError(f"{path}: not an evaluation directory (no {RUN_FILE}); give directories that "
                            "`codea1 eval code|tests|select --out` wrote")
     try:
-        identity = read_json_object(run_file)
+        identity = with_fixed_before(read_json_object(run_file))   # (an older one's stdin values: the defaults)
         summary = read_json_object(path / SUMMARY_FILE) if (path / SUMMARY_FILE).is_file() else {}
     except ValueError as exc:
         raise CompareError(str(exc)) from None

@@ -27,7 +27,9 @@ candidate, pass@N (the oracle: some candidate is right), and the selection's gai
 random pick with a bootstrap 95% interval over problems.
 
 Files in OUT: `codes.jsonl` and `tests.jsonl` (the samples, appended as generated, so an
-interrupted run resumes without generating again), `problems.jsonl` (per problem: every
+interrupted run resumes without generating again; each row with its problem's fingerprint,
+`problem_digest`, so that one resumed on a changed problem is refused, as a judged row of
+it is), `problems.jsonl` (per problem: every
 candidate's generated-test and golden results, the pick and the rule that made it, and a
 fingerprint of each candidate, `code_sha`), and `summary.json`.
 
@@ -60,6 +62,7 @@ from codea1.eval import setup  # the set-up the eval commands share
 from codea1.eval.store import (
     MODEL_FILE,
     RUN_FILE,
+    STDIN_DEFAULTS,
     SUMMARY_FILE,
     append_rows,
     check_identity,
@@ -121,6 +124,10 @@ class SelectConfig:
     threads: int | None = None
     engine: str = "auto"
     bootstrap: int = 2000
+    # stdin programs' time limit per input x this, and what one run may print (MiB): the
+    # training judge's `judge.stdin_time_scale` and `judge.stdin_max_output_mb`
+    stdin_time_scale: float = STDIN_DEFAULTS["stdin_time_scale"]
+    stdin_max_output_mb: float = STDIN_DEFAULTS["stdin_max_output_mb"]
 
     def __post_init__(self) -> None:
         setup.check_runtime(self)
@@ -135,7 +142,7 @@ class SelectConfig:
         return {"n_code": self.n_code, "n_test": self.n_test, "tests_per_suite": self.tests_per_suite,
                 "temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
                 "seed": self.seed, "memory_mb": self.memory_mb, "test_timeout_s": self.test_timeout_s,
-                "test_call_timeout_s": self.test_call_timeout_s}
+                "test_call_timeout_s": self.test_call_timeout_s, **setup.stdin_identity(self)}
 
 
 # --------------------------------------------------------------------------- choosing
@@ -355,8 +362,8 @@ def _generate(out_path: Path, problems: Sequence["Problem"], role: str, count: i
                                                    [p.id for p in ps], count, config.sampling, config.seed),
                 skipped, role)
             for p, group in zip(chunk, samples):
-                rows = [{"problem_id": p.id, "sample": i, "completion": s.text, "truncated": s.truncated}
-                        for i, s in enumerate(group)]
+                rows = [{"problem_id": p.id, "sample": i, "problem_digest": problem_digest(p), "completion": s.text,
+                         "truncated": s.truncated} for i, s in enumerate(group)]
                 append_rows(out_path, rows)
                 done[p.id] = {r["sample"]: r for r in rows}
             on_message(f"{role}: {min(start + config.problems_per_batch, len(todo))}/{len(todo)} problems sampled")
@@ -431,14 +438,15 @@ def _judge_problem(ex, p: "Problem", texts: list[str], suites: list[str], ref_s:
                          memory_mb=config.memory_mb)
     if p.kind == "stdin":  # input/output tests on programs (codea1.eval.stdin_tests)
         tests = stdin_generated_tests(suites)
-        outcomes = run_stdin_generated_tests(ex, p, texts, tests, test_limits)
+        outcomes = run_stdin_generated_tests(ex, p, texts, tests, test_limits, setup.stdin_settings(config))
     else:
         tests = generated_tests(p, suites)
         outcomes = run_generated_tests(ex, p, texts, tests, test_limits)
     pick = choose([o.passes for o in outcomes], [o.behaviour for o in outcomes])
     timeout = max(CodeEvalConfig.min_timeout_s, CodeEvalConfig.slowdown * (ref_s or 0.0))
     golden_limits = Limits(timeout_s=timeout, call_timeout_s=max(3.0, timeout / 2), memory_mb=config.memory_mb)
-    verdicts = golden_results(ex, [golden_item(p, extract_code(t)) for t in texts], golden_limits)
+    verdicts = golden_results(ex, [golden_item(p, extract_code(t)) for t in texts], golden_limits,
+                              setup.stdin_settings(config))
     if any(v.status == "infra" for v in verdicts):
         return None
     return {"problem_id": p.id, "source": p.source, "problem_digest": problem_digest(p), "tests": [t.text for t in tests],
@@ -488,6 +496,8 @@ def evaluate_selection(code: ModelSpec | None, test: ModelSpec, data: str | Path
     results_path = out / PROBLEMS_FILE
     finished = _problem_rows(results_path)
     check_rows_current(out, problems, {pid: {0: row} for pid, row in finished.items()}, PROBLEMS_FILE)
+    for name in (CODES_FILE, TESTS_FILE):   # samples of a problem that changed since (a question's too)
+        check_rows_current(out, problems, read_samples(out / name), name)
     todo = [p for p in problems if p.id not in skipped and p.id not in finished]
     set_threads(config.threads)
     loaded: dict[str, Any] = {}

@@ -14,6 +14,7 @@ its summary.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import MISSING, asdict, dataclass, fields
@@ -23,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 from codea1.configs import MAX_TEMPERATURE, SamplingConfig, check_engine_name
 from codea1.eval import loading
 from codea1.eval.loading import load_eval_problems
-from codea1.eval.store import (MODEL_FILE, check_out_dir, check_rows_current, check_sampled_with, data_digest,
-                               open_eval_dir, sampler_record, write_json, write_summary)
+from codea1.eval.store import (MODEL_FILE, STDIN_DEFAULTS, check_out_dir, check_rows_current, check_sampled_with,
+                               data_digest, open_eval_dir, sampler_record, write_json, write_summary)
+from codea1.judge.golden import StdinSettings
 from codea1.models import check_model_name
 from codea1.rollout import PromptTooLong
 from codea1.sandbox import Executor
@@ -61,9 +63,37 @@ def refuse_stop(config: Any, why: str) -> None:
                          "answers (eval code --stop)")
 
 
+def check_stdin(config: Any) -> None:
+    """--stdin-time-scale and --stdin-max-output-mb, finite and by the training judge's rule
+    for its keys of the same names (`JudgeConfig`: positive, the cap at most 64 MiB)."""
+    from pydantic import ValidationError
+
+    from codea1.judge.config import JudgeConfig
+
+    for key in STDIN_DEFAULTS:
+        value, option = getattr(config, key), "--" + key.replace("_", "-")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{option} must be a positive, finite number, got {value!r}")
+        try:
+            JudgeConfig(**{key: value})
+        except ValidationError as exc:
+            raise ValueError(f"{option} {value:g}: {exc.errors()[0]['msg']}") from None
+
+
+def stdin_identity(config: Any) -> dict[str, Any]:
+    """The stdin judge's settings, as an evaluation's identity records them."""
+    return {key: getattr(config, key) for key in STDIN_DEFAULTS}
+
+
+def stdin_settings(config: Any) -> StdinSettings:
+    """How stdin programs are judged under `config` (the training judge's `StdinSettings`)."""
+    return StdinSettings.of(config)
+
+
 def check_runtime(config: Any) -> None:
-    """The options every evaluation has: --engine and --threads."""
+    """The options every evaluation has: --engine, --threads and the stdin judge's (`check_stdin`)."""
     check_engine_name(config.engine, "--engine")
+    check_stdin(config)
     if config.threads is not None and config.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {config.threads}")
 

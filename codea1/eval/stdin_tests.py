@@ -21,13 +21,14 @@ Line coverage is not measured for programs (`statements` 0).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from codea1.data.problem import read_io_test
 from codea1.data.stdin_io import checker_of, io_test, outputs_match, parse_io_tests, time_limit_of, tolerance_of
 from codea1.eval.mutation import FAMILIES, generate_mutants
 from codea1.judge.extract import extract_code
+from codea1.judge.golden import StdinSettings, stdin_limits
 from codea1.eval.mutation_testing import MutationConfig
 from codea1.sandbox import Limits, RunResult
 from codea1.sandbox.stdio import checker_job, checker_verdicts, program_outputs, stdin_job
@@ -65,15 +66,18 @@ def _ran(run: RunResult) -> RunResult:
 
 def score_stdin_tests(executor, problem: Problem, tests: Sequence[str], k: int, *,
                       families: Sequence[str] = FAMILIES, config: MutationConfig = MutationConfig(),
-                      style: str = "text", dedupe: bool = False) -> dict:
+                      style: str = "text", dedupe: bool = False, settings: StdinSettings = StdinSettings()) -> dict:
     """pass@k and mut@k of `tests` (canonical stdin tests, at most k) on `problem`'s reference:
-    the fields of `codea1.eval.tests_eval.FunctionScore`."""
+    the fields of `codea1.eval.tests_eval.FunctionScore`. `settings`: the problem's time
+    limit per input is scaled by its time scale (at least the mutation budget's
+    `call_timeout_s`), and a run may print its output cap."""
     tests = list(tests)[:k]
     parsed = [read_io_test(t, f"problem {problem.id}, test {i}") for i, t in enumerate(tests)]
-    per_input = max(config.call_timeout_s, time_limit_of(problem, config.call_timeout_s))
+    per_input = max(config.call_timeout_s, time_limit_of(problem, config.call_timeout_s) * settings.time_scale)
     limits = Limits(timeout_s=config.program_timeout_s, call_timeout_s=per_input, memory_mb=config.memory_mb)
+    cap = settings.max_output_bytes
     inputs = [t.input for t in parsed]
-    ref = program_outputs(_ran(executor.run(stdin_job(problem.reference, inputs, limits))), len(inputs))
+    ref = program_outputs(_ran(executor.run(stdin_job(problem.reference, inputs, limits, cap))), len(inputs))
     right = _right(executor, problem, [(t.input, r.stdout, t.output) for t, r in zip(parsed, ref)], limits)
     passes = [r.ok and ok for r, ok in zip(ref, right)]
     mutants = generate_mutants(problem.reference, families, style=style, dedupe=dedupe)
@@ -81,7 +85,7 @@ def score_stdin_tests(executor, problem: Problem, tests: Sequence[str], k: int, 
     killed, lost, survivors = 0, 0, []
     runnable = [m for m in mutants if m.compiles]
     killed += len(mutants) - len(runnable)  # a mutant that does not compile is killed without a run
-    runs = executor.run_many([stdin_job(m.source, [i for i, _ in valid], limits) for m in runnable]) if valid else []
+    runs = executor.run_many([stdin_job(m.source, [i for i, _ in valid], limits, cap) for m in runnable]) if valid else []
     for mutant, run in zip(runnable, runs):
         if run.status == "infra":  # neither killed nor survived, as for functions (MutationReport.total)
             lost += 1
@@ -130,15 +134,19 @@ def stdin_generated_tests(suites: Sequence[str]) -> list[StdinGeneratedTest]:
 
 
 def run_stdin_generated_tests(executor, problem: Problem, codes: Sequence[str],
-                              tests: Sequence[StdinGeneratedTest], limits: Limits) -> list[StdinCandidateResult]:
+                              tests: Sequence[StdinGeneratedTest], limits: Limits,
+                              settings: StdinSettings = StdinSettings()) -> list[StdinCandidateResult]:
     """Each candidate (a raw completion) on every generated input; its output compared with
     the test's (no reference is involved: the tests are the model's), with the problem's
-    checker where it has one (one run for all candidates). Identical programs share one run."""
+    checker where it has one (one run for all candidates). Identical programs share one run,
+    under the training judge's limits of a run (`stdin_limits`: `settings`' time scale, the
+    problem's time limit per input, else `limits.call_timeout_s`) and output cap."""
     programs = [extract_code(c) for c in codes]
     distinct = list(dict.fromkeys(programs))
     inputs = list(dict.fromkeys(t.input for t in tests))
-    limits = replace(limits, call_timeout_s=min(limits.timeout_s, time_limit_of(problem, limits.call_timeout_s)))
-    runs = executor.run_many([stdin_job(p, inputs, limits) for p in distinct]) if distinct and inputs else []
+    limits = stdin_limits(problem, limits, settings)
+    runs = executor.run_many([stdin_job(p, inputs, limits, settings.max_output_bytes) for p in distinct]) \
+        if distinct and inputs else []
     printed_by = []
     for run in runs:
         if run.status == "infra":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from codea1.output_files import atomic_output, input_named_as_output, iter_jsonl, naming_full_disk
+from codea1.sandbox.stdio import DEFAULT_MAX_OUTPUT_BYTES
 
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -141,6 +142,19 @@ OPTIONAL_SETTINGS = ("stop",)
 #: directory on disk records them, so that one written before them still resumes
 LATER_SETTINGS = ("memory_mb", "min_timeout_s", "slowdown", "test_timeout_s", "test_call_timeout_s", "mutation",
                   "step", "code_step", "test_step")
+#: the stdin judge's settings of an evaluation (`--stdin-time-scale`, `--stdin-max-output-mb`,
+#: training's `judge.stdin_time_scale` and `judge.stdin_max_output_mb`) and their defaults
+STDIN_DEFAULTS: dict[str, Any] = {"stdin_time_scale": 1.0, "stdin_max_output_mb": DEFAULT_MAX_OUTPUT_BYTES / 2**20}
+#: settings recorded since a later version that judged with one fixed value before (the stdin
+#: judge's): a directory without one was made with that value, so it resumes (and compares)
+#: as having it
+FIXED_BEFORE: dict[str, Any] = dict(STDIN_DEFAULTS)
+
+
+def with_fixed_before(identity: dict[str, Any]) -> dict[str, Any]:
+    """An eval_config.json's settings with the `FIXED_BEFORE` values it lacks (`kind_of` one
+    of the evaluations: each records them)."""
+    return {**FIXED_BEFORE, **identity} if kind_of(identity) is not None else identity
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
@@ -174,7 +188,7 @@ def check_identity(out: Path, identity: dict[str, Any]) -> None:
     to resume an OUT written by another command (`kind_of`), or with other settings."""
     run_file = out / RUN_FILE
     if run_file.is_file():
-        old = read_json_object(run_file)
+        old = with_fixed_before(read_json_object(run_file))
         on_disk, now = kind_of(old), kind_of(identity)
         if on_disk is not None and now is not None and on_disk != now:
             raise ValueError(f"{out} is an `eval {on_disk}` directory; `eval {now}` writes its own: "

@@ -47,7 +47,7 @@ from codea1.eval.mutation_testing import MutationConfig, analyse
 from codea1.eval.rounds import PROTOCOLS, rounds_tests, sample_rounds
 from codea1.eval import setup  # the set-up the eval commands share
 from codea1.eval.stdin_tests import score_stdin_tests, select_stdin_tests
-from codea1.eval.store import append_rows, problem_digest
+from codea1.eval.store import STDIN_DEFAULTS, append_rows, problem_digest
 from codea1.rollout import test_messages
 
 if TYPE_CHECKING:
@@ -115,6 +115,10 @@ class TestEvalConfig:
     # rounds of one pytest test method each, as the Code-A1 authors' harness asks
     # (codea1.eval.rounds; function problems only)
     protocol: str = "answer"
+    # stdin programs' time limit per input x this, and what one run may print (MiB): the
+    # training judge's `judge.stdin_time_scale` and `judge.stdin_max_output_mb`
+    stdin_time_scale: float = STDIN_DEFAULTS["stdin_time_scale"]
+    stdin_max_output_mb: float = STDIN_DEFAULTS["stdin_max_output_mb"]
 
     def __post_init__(self) -> None:
         setup.check_runtime(self)
@@ -134,7 +138,7 @@ class TestEvalConfig:
                 "max_new_tokens": self.max_new_tokens, "white_box": self.white_box,
                 "families": list(self.families), "mutation_style": self.mutation_style,
                 "dedupe_mutants": self.dedupe_mutants, "header": self.header, "scoring": SCORING,
-                "protocol": self.protocol, "mutation": asdict(self.mutation)}
+                "protocol": self.protocol, "mutation": asdict(self.mutation), **setup.stdin_identity(self)}
 
     def header_for(self, problem: Problem) -> str:
         if self.header == "ult" or (self.header == "auto" and problem.source == ULT_SOURCE):
@@ -233,6 +237,14 @@ def summarize_rows(rows: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
     }
 
 
+def scored_as(problems: Sequence[Problem]) -> str:
+    """What the tests of `problems` test, as the figures name them: "functions", "programs"
+    (stdin problems) or, a set of both, "problems" (summary.json's `scored`; each row's
+    count stays under the key `functions`, which `eval compare` and older files read)."""
+    kinds = {p.kind == "stdin" for p in problems}
+    return "problems" if len(kinds) > 1 else "programs" if kinds == {True} else "functions"
+
+
 def summarize(problems: Sequence[Problem], done: dict[str, dict[int, dict[str, Any]]], k: int,
               skipped: dict[str, str]) -> dict[str, Any]:
     per_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -246,6 +258,7 @@ def summarize(problems: Sequence[Problem], done: dict[str, dict[int, dict[str, A
                for source, rows in sorted(per_source.items(), key=lambda kv: (kv[0] == "all", kv[0]))}
     return {
         "k": k,
+        "scored": scored_as([p for p in problems if p.id not in skipped] or problems),
         "sources": sources,
         "skipped": [{"id": pid, "reason": why} for pid, why in skipped.items()],
         "pending": [p.id for p in problems if p.id not in skipped and 0 not in done.get(p.id, {})],
@@ -310,7 +323,8 @@ def evaluate_tests(model: str | None, data: str | Path, out: str | Path, config:
                         tests = select_stdin_tests(said[0], config.k)
                         score = FunctionScore(**score_stdin_tests(
                             ex, p, tests, config.k, families=config.families, config=config.mutation,
-                            style=config.mutation_style, dedupe=config.dedupe_mutants))
+                            style=config.mutation_style, dedupe=config.dedupe_mutants,
+                            settings=setup.stdin_settings(config)))
                     else:
                         tests = (rounds_tests(said, p.entry_point) if config.protocol == "rounds"
                                  else select_tests(said[0], p.entry_point, config.k))

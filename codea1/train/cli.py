@@ -125,6 +125,35 @@ def is_run_config(path: Path) -> bool:
     return True
 
 
+def migrate_bare_stdin_run(run_dir: Path) -> str | None:
+    """Before a resume: a run started when `data.train: bundled-stdin` named all the bundled
+    stdin problems has its config.yaml say `bundled-stdin:all` instead, the same problems
+    (`codea1.train.config.migrate_bare_stdin`, proven by its latest checkpoint), under the
+    run's lock; returns the line that says so, or None (nothing to do, or nothing readable:
+    the resume names what is wrong). A run it leaves alone is left as it was (no lock file)."""
+    from codea1.train.checkpoint import CONFIG_FILE, CheckpointError, CheckpointManager, read_state
+    from codea1.train.config import BARE_STDIN, ConfigError, migrate_bare_stdin, read_run_config
+    from codea1.train.run_lock import RunLock
+
+    try:
+        if read_run_config(run_dir / CONFIG_FILE)[1].get("data", {}).get("train") != BARE_STDIN:
+            return None
+    except (ConfigError, AttributeError):
+        return None
+    lock = RunLock(run_dir, enabled=os.environ.get("RANK", "0") == "0")  # (rank 0's, as `train` takes it)
+    with lock:
+        said = None
+        try:
+            latest = CheckpointManager(run_dir).latest()
+            said = None if latest is None else migrate_bare_stdin(run_dir / CONFIG_FILE, read_state(latest))
+        except (CheckpointError, ConfigError):
+            pass
+        finally:
+            if said is None:
+                lock.discard()
+    return said
+
+
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 
 
@@ -183,6 +212,9 @@ def train_command(
             raise typer.BadParameter("--resume RUN_DIR already names the run directory",
                                      param_hint="--run-dir")
         target = Path(resume)
+        migrated = migrate_bare_stdin_run(target)
+        if migrated is not None:
+            typer.echo(migrated, err=True)
         # the run's config with the changes asked for (train refuses any key but the changeable)
         cfg = load_config(path=target / CONFIG_FILE, overrides=set_) if set_ else None
     else:

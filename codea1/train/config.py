@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+from fnmatch import fnmatchcase
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -98,8 +99,9 @@ class DataConfig(_Strict):
     problems_per_step: int = Field(256, ge=1, description="problems a training step samples")
     check: Literal["refuse", "skip", "off"] = Field(
         "refuse", description="before the models load, run each training problem's reference against its "
-        "golden tests in the sandbox, under the judge's limits (judge.timeout_s, call_timeout_s, memory_mb: "
-        "`codea1 data check` with --timeout, --call-timeout and --memory-mb set to them): refuse a run whose "
+        "golden tests in the sandbox, under the judge's limits (judge.timeout_s, call_timeout_s, memory_mb, "
+        "stdin_time_scale, stdin_max_output_mb: `codea1 data check` with --timeout, --call-timeout, --memory-mb, "
+        "--stdin-time-scale and --stdin-max-output-mb set to them): refuse a run whose "
         "data has a broken row (each named), skip such rows (each named), or off")
     shuffle: bool = Field(True, description="a new order of the training problems every epoch (seeded)")
     cross_epochs: bool = Field(
@@ -586,8 +588,89 @@ def check_run_config(raw: dict[str, Any], path: str | Path, state: dict[str, Any
         return
     where = f"checkpoint {Path(checkpoint).name}" if checkpoint is not None else "the checkpoint"
     if "config" in state:
-        resume_changes(state["config"], raw, str(path), where)
+        saved, started = state["config"], started_on_all_stdin(state)
+        if started is not None:  # what its bare `bundled-stdin` named then is what it must say now
+            if _data_of(raw).get("train") == BARE_STDIN:
+                raise ConfigError(f"{path}: {_bare_stdin_story(started)}, so the run would resume on other "
+                                  f"problems. Write {_as_started_keys(raw)} in {path}: the problems it trained "
+                                  f"on (`codea1 train --resume {Path(path).parent}` does this itself)")
+            saved = as_started(saved)
+        resume_changes(saved, raw, str(path), where)
         return
     if raw_digest(raw) != state["config_sha256"]:
         raise ConfigError(f"{path}: changed since {where} was written (its sha256 does not match the "
                           "checkpoint's config_sha256); a resumed run keeps its config")
+
+
+# --------------------------------------------------------------------------- bare bundled-stdin
+
+#: `bundled-stdin` alone named all the bundled stdin problems, in data.train and data.heldout,
+#: until it came to name their train (held-out) split, as `bundled` alone does; what a run
+#: started before trained on is `bundled-stdin:all` now
+BARE_STDIN, ALL_STDIN = "bundled-stdin", "bundled-stdin:all"
+
+
+def _data_of(mapping: dict[str, Any]) -> dict[str, Any]:
+    data = mapping.get("data") if isinstance(mapping, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def started_on_all_stdin(state: dict[str, Any] | None) -> tuple[int, int, int] | None:
+    """Whether a checkpoint is of a run started when `data.train: bundled-stdin` named all
+    the bundled stdin problems: its config says `bundled-stdin`, and its data position counts
+    more problems than their train split holds (after data.include and the rows data.check=skip
+    left out; dropping over-long prompts only lowers the count), and no ids digest (recorded
+    only by runs started since). Returns (the problems it counts, how many the train split
+    and all of them hold), or None."""
+    from codea1.data.bundled import STDIN_PREFIX, bundled_problems
+
+    config = state.get("config") if isinstance(state, dict) else None
+    position = state.get("data") if isinstance(state, dict) else None
+    if not isinstance(config, dict) or _data_of(config).get("train") != BARE_STDIN or not isinstance(position, dict) \
+            or "ids_sha256" in position or not isinstance(position.get("n"), int):
+        return None
+    include, skipped = _data_of(config).get("include"), set(state.get("skipped_problems") or [])
+
+    def count(split: str) -> int:
+        return sum(1 for p in bundled_problems(STDIN_PREFIX + split) if p.id not in skipped
+                   and (include is None or any(fnmatchcase(p.id, pattern) for pattern in include)))
+
+    n, train, everything = position["n"], count("train"), count("all")
+    return (n, train, everything) if train < n <= everything else None
+
+
+def as_started(mapping: dict[str, Any]) -> dict[str, Any]:
+    """A config mapping of a run `started_on_all_stdin` with what its bare `bundled-stdin`
+    named then: `bundled-stdin:all` in data.train, and in data.heldout where it says so too."""
+    data = {**_data_of(mapping), "train": ALL_STDIN}
+    if data.get("heldout") == BARE_STDIN:
+        data["heldout"] = ALL_STDIN
+    return {**mapping, "data": data}
+
+
+def _as_started_keys(mapping: dict[str, Any]) -> str:
+    keys = ["train"] + (["heldout"] if _data_of(mapping).get("heldout") == BARE_STDIN else [])
+    return " and ".join(f"data.{k}: {ALL_STDIN}" for k in keys)
+
+
+def _bare_stdin_story(started: tuple[int, int, int]) -> str:
+    n, train, everything = started
+    return (f"data.train '{BARE_STDIN}' named all {everything} bundled stdin problems when this run was started "
+            f"(its checkpoint's data position counts {n}); it names their train split ({train}) now, as "
+            "'bundled' alone does")
+
+
+def migrate_bare_stdin(path: str | Path, state: dict[str, Any] | None) -> str | None:
+    """Rewrite the config.yaml of a run `started_on_all_stdin` (its checkpoint's `state`) to
+    say what it trained on, `bundled-stdin:all`, the same problems in the same order, so that
+    it resumes on them (`check_run_config` takes the pair); returns the line that says so,
+    or None where there is nothing to do."""
+    from codea1.output_files import atomic_write_text
+
+    raw = _read_yaml(Path(path))
+    started = started_on_all_stdin(state)
+    if started is None or _data_of(raw).get("train") != BARE_STDIN:
+        return None
+    keys = _as_started_keys(raw)
+    atomic_write_text(path, yaml.safe_dump(as_started(raw), sort_keys=False))
+    return f"{path}: now says {keys}, what the run trained on: {_bare_stdin_story(started)}"

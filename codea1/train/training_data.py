@@ -79,10 +79,13 @@ def broken_training_rows(cfg: TrainConfig, problems: list) -> list[tuple[str, st
     the judge validates every test against the reference, so a broken one spoils every
     reward of its problem. Seconds for the bundled sets (a sandbox run per problem)."""
     from codea1.data.check import check_problems
+    from codea1.judge.golden import StdinSettings
 
-    limits = cfg.judge.sandbox_limits()
+    limits, stdin = cfg.judge.sandbox_limits(), StdinSettings.of(cfg.judge)
     return [(row.id, "; ".join(row.reasons))
-            for row in check_problems(problems, limits=limits, workers=cfg.judge.workers) if row.status == "broken"]
+            for row in check_problems(problems, limits=limits, workers=cfg.judge.workers,
+                                      stdin_time_scale=stdin.time_scale, stdin_max_output_bytes=stdin.max_output_bytes)
+            if row.status == "broken"]
 
 
 def checked_training_data(cfg: TrainConfig) -> tuple[list[str], list[str]]:
@@ -97,9 +100,11 @@ def checked_training_data(cfg: TrainConfig) -> tuple[list[str], list[str]]:
     named = [f"{pid}: {reason}" for pid, reason in broken]
     if cfg.data.check == "refuse" or len(broken) == len(train):
         j = cfg.judge
+        stdin = "".join(f" --{key.replace('_', '-')} {getattr(j, key):g}" for key in ("stdin_time_scale",
+                        "stdin_max_output_mb") if getattr(j, key) != type(j).model_fields[key].default)
         raise ValueError(f"data.train {cfg.data.train}: {len(broken)} of {len(train)} problems have a broken "
                          f"reference (`codea1 data check --timeout {j.timeout_s:g} --call-timeout "
-                         f"{j.call_timeout_s:g} --memory-mb {j.memory_mb}` shows each); fix or remove them"
+                         f"{j.call_timeout_s:g} --memory-mb {j.memory_mb}{stdin}` shows each); fix or remove them"
                          + (", or --set data.check=skip to train without them" if len(broken) < len(train) else "")
                          + ":\n" + "\n".join(named))
     return [pid for pid, _ in broken], [f"data.train: skipped {line}" for line in named]
