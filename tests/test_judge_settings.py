@@ -96,3 +96,11 @@ def test_a_run_directory_written_before_loads_and_resumes(tmp_path):
     with pytest.raises(ConfigError, match="incomplete, judge.suite_size missing"):
         check_run_config(cut, path, None)   # an older key missing: a file cut short
     check_run_config(cfg.model_dump(mode="json"), path, {"config": saved})  # resumed: nothing changed
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "0"])
+def test_the_stdin_time_scale_is_a_positive_finite_number(value):
+    """`judge.stdin_time_scale: inf` was taken (each input's limit then timeout_s, silently)
+    while the eval commands' `--stdin-time-scale inf` is refused: both refuse it now."""
+    with pytest.raises(ConfigError, match="stdin_time_scale"):
+        load_config(preset="cpu-demo", overrides=[f"judge.stdin_time_scale={value}"])

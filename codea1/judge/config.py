@@ -56,7 +56,7 @@ class JudgeConfig(ConfigModel):
                             "tests replayed per problem)")
     nonprintable_penalty: bool = Field(True, description="lower the test reward by the share of non-printable characters")
     stdin_time_scale: float = Field(
-        1.0, gt=0.0, description="a stdin problem's time limit per input (meta.time_limit_s, else call_timeout_s) is "
+        1.0, gt=0.0, allow_inf_nan=False, description="a stdin problem's time limit per input (meta.time_limit_s, else call_timeout_s) is "
         "multiplied by this, and capped at timeout_s")
     stdin_max_output_mb: float = Field(
         DEFAULT_MAX_OUTPUT_BYTES / 2**20, gt=0.0, le=64.0, description="what one run of a stdin program may print, "
