@@ -94,6 +94,8 @@ def test_eval_tests_scores_stdin_tests_under_the_cap(tmp_path, data, scripted, s
     rows = [json.loads((tmp_path / d / "samples.jsonl").read_text()) for d in ("a", "b")]
     assert rows[0]["passes"] == [True, True] and rows[1]["passes"] == [False, True]
     assert plain["scored"] == capped["scored"] == "programs"
+    # a program's line coverage is not measured: no figure, not a measured 0
+    assert plain["sources"]["all"]["LineCov@2"] is None
 
 
 def test_eval_select_runs_candidates_under_the_options(executor):

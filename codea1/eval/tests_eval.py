@@ -222,6 +222,7 @@ def summarize_rows(rows: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
     ult = [r["mut_at_k"] for r in rows if r["mut_at_k"] is not None]
     scored = [r["mut_at_k_all"] for r in rows if r["mut_at_k_all"] is not None]
     mutk, mutk_all = _mean(ult), _mean(scored) or 0.0
+    statements = sum(r["statements"] for r in rows)
     return {
         "functions": len(rows),
         f"pass@{k}": passk,
@@ -230,7 +231,8 @@ def summarize_rows(rows: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         "Mul": None if mutk is None else passk * mutk / 100.0,
         f"mut@{k}_all": mutk_all,
         "Mul_all": passk * mutk_all / 100.0,
-        f"LineCov@{k}": 100.0 * sum(r["covered_statements"] for r in rows) / max(1, sum(r["statements"] for r in rows)),
+        # (None where no statement was counted: programs' coverage is not measured)
+        f"LineCov@{k}": 100.0 * sum(r["covered_statements"] for r in rows) / statements if statements else None,
         "mutants": sum(r["mutants"] for r in rows),
         "killed": sum(r["killed"] for r in rows),
         "equivalent_looking": sum(r["equivalent_looking"] for r in rows),
