@@ -20,8 +20,13 @@ Test-model output (`parse_io_tests`), the format the prompt asks for::
 
 one such pair per test. Also read, because small models write them: `in`/`stdin`/`out`/
 `stdout`/`expected` fence labels; an unlabelled or `text` fence labelled by the line just
-before it (`Input:`, `**Output**`, `### Test 2 input`); and a ```` ```json ```` block
-holding a list of `{"input": ..., "output": ...}` objects. Anything else that looks like a
+before it (`Input:`, `**Output**:`, `### Test 2 input`, `Example 1 Input:`, `Test #1
+input:`, `Expected output for test 1:`), or made a test's input by a heading that names a
+test and no role (`### Test 2`, `Example 1:`); an unlabelled fence right after an input
+block (blank lines between at most) as its output; and a ```` ```json ```` block holding a
+list of `{"input": ..., "output": ...}` objects, unless the line before labels it (then it
+is that input or output, written as JSON). Only lines outside fences are labels: a block's
+lines are data, whatever they say. Anything else that looks like a
 test (an input without its output, an output without its input, an unclosed block, a
 malformed JSON test) is an unparsable test, which counts invalid; an output block cut off
 by the end of the completion is one with its input, as a cut-off assert is one. A fence
@@ -184,33 +189,75 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^`\n]*?)[ \t]*$")
 _LABEL_LINE = re.compile(r"[#*_>\s]*(?:test(?:\s*case)?\s*\d*\s*[:.\-]?\s*)?([a-z _]+?)\s*\d*\s*[:.]?[*_\s]*$")
 
 
-def _label(info: str, before: str) -> str | None:
-    """"input", "output", "json" or None for a fence with info string `info` after the line `before`."""
+# A label line in other words than `_LABEL_LINE`'s: only role words, test words, a few
+# fillers and numbers (`Example 1 Input:`, `Test #1 input:`, `**Input**:`, `Input for test
+# 1:`), so that prose, quotes and code are never a label.
+_ROLE_WORDS = {"input": "input", "stdin": "input", "output": "output", "stdout": "output", "expected": "output"}
+_TEST_WORDS = frozenset({"test", "case", "example", "sample"})
+_FILLER_WORDS = frozenset({"for", "the", "standard", "data"})
+_HEADING = re.compile(r"[a-z0-9#*_>:.()\-\u2013\u2014\s]*")
+_INLINE_DATA = re.compile(r":[^:]*\d")  # `Input: 5`: the input written on the label's line
+_HEADING_WORD = re.compile(r"#?\d+|[a-z]+")
+
+
+def _roles(text: str) -> set[str]:
+    """The roles ("input", "output") the words of `text` name."""
+    return {_ROLE_WORDS[w] for w in _HEADING_WORD.findall(text.lower()) if w in _ROLE_WORDS}
+
+
+def _line_label(line: str) -> str | None:
+    """"input" or "output" for a line that labels the block below it, "test" for a heading
+    that names a test and no role (`### Test 2`, `Example 1:`), else None."""
+    text = line.strip().lower()
+    m = _LABEL_LINE.fullmatch(text)
+    if m is not None:
+        word = m.group(1).strip()
+        if word in _INPUT_LABELS or word.endswith(" input"):
+            return "input"
+        if word in _OUTPUT_LABELS or word.endswith(" output"):
+            return "output"
+    if not _HEADING.fullmatch(text) or _INLINE_DATA.search(text):
+        return None
+    words = _HEADING_WORD.findall(text)
+    if not all(w in _ROLE_WORDS or w in _TEST_WORDS or w in _FILLER_WORDS or w.lstrip("#").isdigit()
+               for w in words):
+        return None
+    roles = _roles(text)
+    if len(roles) == 1:
+        return roles.pop()
+    if not roles and any(w in _TEST_WORDS for w in words) and any(w.lstrip("#").isdigit() for w in words):
+        return "test"
+    return None
+
+
+def _label(info: str, before: str, after_input: bool) -> str | None:
+    """"input", "output", "json" or None for a fence with info string `info` after the line
+    `before` ("" when only blank lines lie between it and the block before, which was an
+    input block when `after_input`). The fence's own label wins; a label line makes a
+    json block its input or output."""
     info = info.strip().lower()
     if info in _INPUT_LABELS:
         return "input"
     if info in _OUTPUT_LABELS:
         return "output"
-    if info == "json":
-        return "json"
-    if info not in _PLAIN:
+    if info != "json" and info not in _PLAIN:
         return None
-    m = _LABEL_LINE.fullmatch(before.strip().lower())
-    if m is None:
-        return None
-    word = m.group(1).strip()
-    if word in _INPUT_LABELS or word.endswith(" input"):
+    label = _line_label(before) if before else None
+    if info == "json":  # (`Test input and output:` still heads a list of tests)
+        return label if label in ("input", "output") and len(_roles(before)) == 1 else "json"
+    if label == "test":
         return "input"
-    if word in _OUTPUT_LABELS or word.endswith(" output"):
+    if not before and after_input:
         return "output"
-    return None
+    return label
 
 
 def _blocks(text: str) -> list[tuple[str | None, list[str], str, bool]]:
     """The fenced blocks of `text`: (label, body lines, source, closed). As in Markdown, a body
-    line loses up to as much leading whitespace as its fence line has (a fence in a list)."""
+    line loses up to as much leading whitespace as its fence line has (a fence in a list).
+    Only lines outside blocks label a block: a body line is never read."""
     lines = text.replace("\r\n", "\n").split("\n")
-    blocks = []
+    blocks: list[tuple[str | None, list[str], str, bool]] = []
     i, before = 0, ""
     while i < len(lines):
         m = _FENCE.match(lines[i])
@@ -228,7 +275,8 @@ def _blocks(text: str) -> list[tuple[str | None, list[str], str, bool]]:
             body.append(line[min(indent, len(line) - len(line.lstrip(" \t"))):])
             j += 1
         closed = j < len(lines)
-        blocks.append((_label(info, before), body, "\n".join(lines[i:j + 1]), closed))
+        after_input = bool(blocks) and blocks[-1][0] == "input"
+        blocks.append((_label(info, before, after_input), body, "\n".join(lines[i:j + 1]), closed))
         i, before = j + 1, ""
     return blocks
 
