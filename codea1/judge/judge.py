@@ -32,13 +32,15 @@ from collections import Counter
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from hashlib import sha256
 from typing import TYPE_CHECKING
 
 from codea1.interpreter import gc_paused, quick_handoff
 from codea1.judge.config import JudgeConfig
 from codea1.judge.golden import GoldenResult, StdinSettings, golden_item, golden_results, has_golden
+from codea1.judge.one_program import value_key
 from codea1.judge.parse import (ParsedTest, completion_cache, corrected_test, parse_completion, parse_tests,
-                                shown_value)
+                                shortened, shown_value, wrong_value)
 from codea1.judge import program_scoring as programs
 from codea1.judge.outcomes import (
     DUPLICATE,
@@ -52,8 +54,8 @@ from codea1.judge.outcomes import (
 from codea1.judge.programs import HoistedModule, candidate_program, hoist_imports, reference_program
 from codea1.judge.reading import read_reference_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
-from codea1.sandbox import CallResult, Job, RunResult, encode, to_source, values_equal
-from codea1.sandbox.decode import python_equal
+from codea1.sandbox import CallResult, Job, RunResult, encode, values_equal
+from codea1.sandbox.decode import decode, python_equal
 
 if TYPE_CHECKING:
     from codea1.data import Problem
@@ -205,6 +207,121 @@ class JudgeProgress:
                 f"{self.runs_done:,} of {self.runs_queued:,} sandbox runs back")
 
 
+class ValueMemo:
+    """The values of one problem's judgement, each distinct one checked, decoded, compared
+    and written out once.
+
+    The same value comes back many times while a problem is scored: each candidate's
+    program evaluates the reference's calls again (`one_program`), suite by suite, right
+    candidates return equal values, and a test recurs in several suites. Checking,
+    decoding, comparing or writing out a value walks all of it (0.2-0.6 s a walk for one of
+    6 MB), and it was done again for every copy. Here each answer is worked out once per
+    distinct encoding and reused: every answer is a function of the encodings alone. A
+    value is known by the sha256 of its JSON text (`value_key`), taken once per object.
+
+    The rules are the judge's: the candidate's value against the reference's by Python's
+    `==` on values decoded here (`python_equal`) or `values_equal` (`exact_types`), with
+    the configured float tolerance; the model's EXPECTED against the reference's value
+    likewise (`_exact_expectation_matches` under `exact_types`). With Python's `==` and no
+    tolerance (the default) each distinct value is decoded once and compared decoded; one
+    compared with an equal encoding is decoded afresh for it, as `python_equal` would (one
+    object on both sides is equal by identity inside a container, where `[nan] == [nan]`
+    is false for two decodings).
+    """
+
+    def __init__(self, config: JudgeConfig) -> None:
+        self.config = config
+        self._keys: dict[int, tuple[list, bytes]] = {}  # id(value) -> (value, key); holding it keeps its id
+        self._decoded: dict[bytes, object] = {}
+        self._verdicts: dict[tuple[str, bytes, bytes], bool] = {}
+        self._texts: dict[tuple, str | None] = {}
+
+    def key(self, value: list) -> bytes:
+        """The value's identity: equal for two values with the same encoding only."""
+        known = self._keys.get(id(value))
+        if known is None:
+            known = self._keys[id(value)] = (value, sha256(value_key(value).encode()).digest())
+        return known[1]
+
+    def equal(self, candidate: list, reference: list) -> bool:
+        """Whether a candidate's value equals the reference's."""
+        config = self.config
+        if config.exact_types:
+            tol = (config.float_rtol, config.float_atol)
+            return self._verdict("exact", candidate, reference, lambda a, b: values_equal(a, b, *tol))
+        return self._python_equal(candidate, reference)
+
+    def expectation(self, expected: list, reference: list) -> bool:
+        """Whether the model's EXPECTED agrees with the reference's value."""
+        config = self.config
+        if config.exact_types:
+            tol = (config.float_rtol, config.float_atol)
+            return self._verdict("expectation", expected, reference,
+                                 lambda a, b: _exact_expectation_matches(a, b, tol))
+        return self._python_equal(expected, reference)
+
+    def corrected(self, call: str, value: list) -> str | None:
+        """`corrected_test(call, value)` (one text object for every test that repeats it)."""
+        return self._text(("corrected", call), value, lambda v: corrected_test(call, v))
+
+    def shown(self, value: list) -> str:
+        """`shown_value(value)`, for a reason."""
+        return self._text(("shown",), value, shown_value)  # type: ignore[return-value]
+
+    def wrong(self, value: list) -> str:
+        """`wrong_value(value)`, for a failure."""
+        return self._text(("wrong",), value, wrong_value)  # type: ignore[return-value]
+
+    def _text(self, what: tuple, value: list, render) -> str | None:
+        key = (*what, self.key(value))
+        if key not in self._texts:
+            self._texts[key] = render(value)
+        return self._texts[key]
+
+    def _verdict(self, rule: str, a: list, b: list, decide) -> bool:
+        key = (rule, self.key(a), self.key(b))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._verdicts[key] = decide(a, b)
+        return verdict
+
+    def _python_equal(self, a: list, b: list) -> bool:
+        rtol, atol = self.config.float_rtol, self.config.float_atol
+        if rtol or atol:
+            return self._verdict("python", a, b, lambda x, y: python_equal(x, y, rtol, atol))
+        return self._verdict("python", a, b, self._decoded_equal)
+
+    def _decoded_equal(self, a: list, b: list) -> bool:
+        """`python_equal(a, b)` with no tolerance, on the memo's decoded values."""
+        x = self._decode(a)
+        y = self._decode(b) if self.key(a) != self.key(b) else _decoded(b)
+        if x is _UNDECODABLE or y is _UNDECODABLE:
+            return False
+        try:
+            return bool(x == y)
+        except _COMPARE_ERRORS:
+            return False
+
+    def _decode(self, value: list) -> object:
+        key = self.key(value)
+        if key not in self._decoded:
+            self._decoded[key] = _decoded(value)
+        return self._decoded[key]
+
+
+#: What `python_equal` counts as "equals nothing" when it raises while decoding or comparing.
+_COMPARE_ERRORS = (ValueError, TypeError, ArithmeticError, RecursionError, OverflowError, MemoryError)
+_UNDECODABLE = object()
+
+
+def _decoded(value: list) -> object:
+    """`decode(value)`, or `_UNDECODABLE` when `python_equal` would find it equal to nothing."""
+    try:
+        return decode(value)
+    except _COMPARE_ERRORS:
+        return _UNDECODABLE
+
+
 class Judge:
     """Judges steps of Code-A1 on a sandboxed `Executor` (see module docstring); the
     in-process `codea1.judge.backend.StepJudge`."""
@@ -215,21 +332,9 @@ class Judge:
         self.progress = JudgeProgress()  # the step being judged (`judge_step`)
 
     # -- comparing values -------------------------------------------------------------
-    def _equal(self, candidate: list, reference: list) -> bool:
-        """A candidate's value against the reference's: Python's `==` on values decoded here
-        (the reference's rule), or `values_equal` (`exact_types`), with the configured float
-        tolerance."""
-        config = self.config
-        if config.exact_types:
-            return values_equal(candidate, reference, config.float_rtol, config.float_atol)
-        return python_equal(candidate, reference, config.float_rtol, config.float_atol)
-
-    def _expectation_matches(self, expected: list, reference: list) -> bool:
-        """Whether the model's EXPECTED agrees with the reference's value."""
-        config = self.config
-        if config.exact_types:
-            return _exact_expectation_matches(expected, reference, (config.float_rtol, config.float_atol))
-        return python_equal(expected, reference, config.float_rtol, config.float_atol)
+    def value_memo(self) -> ValueMemo:
+        """A fresh `ValueMemo` for the values of one problem's judgement, under this config."""
+        return ValueMemo(self.config)
 
     # -- wave 1 -----------------------------------------------------------------------
     def _plan(self, rollout: ProblemRollout) -> _Plan:
@@ -403,6 +508,7 @@ class Judge:
         candidate_ok: bool,
         outcome_of: dict[str, tuple[bool, str | None]],
         mb_passed: list[bool],
+        memo: ValueMemo,
     ) -> SuiteResult:
         outcomes: list[TestOutcome] = []
         kinds: Counter[str] = Counter()
@@ -424,13 +530,13 @@ class Judge:
                 outcomes.append(TestOutcome(t.source, t.normalized, t.call, False, False, REFERENCE_RAISED, reason))
                 continue
             ref_value = plan.ref_values[t.call]
-            corrected = corrected_test(t.call, ref_value)
+            corrected = memo.corrected(t.call, ref_value)
             right = plan.right_expectations.get((t.call, t.expected))
             if right is None:  # the same test recurs across suites: decide it once
                 expected_value = None
                 if t.expected is not None:
                     expected_value = plan.expected_values.get(t.expected, plan.ref_values.get(t.expected))
-                right = expected_value is not None and self._expectation_matches(expected_value, ref_value)
+                right = expected_value is not None and memo.expectation(expected_value, ref_value)
                 plan.right_expectations[(t.call, t.expected)] = right
             passed, failure = outcome_of.get(t.call, (False, "not run")) if candidate_ok else (None, None)
             if passed is not None:
@@ -441,9 +547,10 @@ class Judge:
                 outcomes.append(TestOutcome(t.source, corrected, t.call, True, True, passed=passed, failure=failure))
             else:
                 kinds[WRONG_EXPECTATION] += 1
-                reason = f"expected {t.expected}, the reference returns {shown_value(ref_value)}"
                 if t.expected in plan.ref_errors:
                     reason = f"expected value does not evaluate ({plan.ref_errors[t.expected]})"
+                else:
+                    reason = f"expected {shortened(str(t.expected))}, the reference returns {memo.shown(ref_value)}"
                 outcomes.append(
                     TestOutcome(t.source, corrected, t.call, False, True, WRONG_EXPECTATION, reason, passed, failure)
                 )
@@ -489,6 +596,7 @@ class Judge:
         ])
         code_valid, code_errors, code_rewards, test_rewards, suites, mb_results = [], [], [], [], [], []
         outcomes: dict[int, dict[str, tuple[bool, str | None]]] = {}  # candidates sharing a run share these
+        memo = self.value_memo()
         for i in range(n):
             run = plan.cand_runs[i]
             assert run is not None
@@ -508,11 +616,11 @@ class Judge:
                                     f"({self.config.limits.timeout_s:g} s): the code never ran")
             outcome_of = outcomes.get(id(run))
             if outcome_of is None:
-                outcome_of = {call: _attack_outcome(r, run, plan.ref_values.get(call), self._equal)
+                outcome_of = {call: _attack_outcome(r, run, plan.ref_values.get(call), memo)
                               for call, r in results.items()}
                 outcomes[id(run)] = outcome_of
             mb_passed = [outcome_of.get(call, (False, None))[0] for _, call in mb_usable] if ok else []
-            row = [self._judge_suite(plan, s, ok, outcome_of, mb_passed) for s in plan.suites[i]]
+            row = [self._judge_suite(plan, s, ok, outcome_of, mb_passed, memo) for s in plan.suites[i]]
             code_valid.append(ok)
             code_errors.append(error)
             code_rewards.append(code_reward(ok, [s.pass_score for s in row]))
@@ -815,16 +923,12 @@ def _exact_expectation_matches(expected: list, actual: list, tol: tuple[float, f
     return False
 
 
-def _attack_outcome(result: CallResult, run: RunResult, ref_value: list | None, equal) -> tuple[bool, str | None]:
-    """Whether a candidate's call passed (its value equals the reference's under `equal`)
+def _attack_outcome(result: CallResult, run: RunResult, ref_value: list | None,
+                    memo: ValueMemo) -> tuple[bool, str | None]:
+    """Whether a candidate's call passed (its value equals the reference's, `memo.equal`)
     and, if not, why."""
     if result.status != "ok":
         return False, _call_error(result, run)
-    if ref_value is not None and equal(result.value, ref_value):
+    if ref_value is not None and memo.equal(result.value, ref_value):
         return True, None
-    try:
-        shown = to_source(result.value)
-    except ValueError:
-        kind = result.value[1] if isinstance(result.value, list) and len(result.value) > 1 else "?"
-        return False, f"wrong value (a {kind} that equals nothing)"
-    return False, f"wrong value: {shown if len(shown) <= 200 else shown[:197] + '...'}"
+    return False, memo.wrong(result.value)

@@ -202,5 +202,6 @@ def read_run(layout: ProgramLayout, run: RunResult) -> RunFacts:
 
 def value_key(value: list) -> str:
     """A value's identity for the reference's duplicate rule (the same CALL and the same
-    value in one suite is a duplicate)."""
+    value in one suite is a duplicate), and for `ValueMemo.key`: its JSON text, which tells
+    apart every two encodings (plain JSON data) that differ."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=True)

@@ -105,12 +105,36 @@ def corrected_test(call: str, value: list) -> str | None:
         return None
 
 
+#: How many characters of a value a reason or a failure shows. They are for people (the
+#: `codea1 judge` table, logs); a value of 16 MiB written out whole made reasons of
+#: megabytes. The corrected test, which a Mistake Book stores and replays, always holds the
+#: whole value (`corrected_test`).
+SHOWN_CHARS = 200
+
+
+def shortened(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text`, or its first `limit` characters and its length when it is longer."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def shown_value(value: list) -> str:
-    """A reference value as a reason shows it (an instance as `TypeName(attribute=value)`)."""
+    """A reference value as a reason shows it (an instance as `TypeName(attribute=value)`),
+    `shortened`."""
     try:
-        return to_source(value)
+        return shortened(to_source(value))
     except ValueError:  # (a value known by its digest, too large to write out)
         return "<a value too large to show>"
+
+
+def wrong_value(value: list) -> str:
+    """How a test failed whose call returned `value`, not the reference's (`shortened`)."""
+    try:
+        return f"wrong value: {shortened(to_source(value))}"
+    except ValueError:
+        kind = value[1] if isinstance(value, list) and len(value) > 1 else "?"
+        return f"wrong value (a {kind} that equals nothing here)"
 
 
 @dataclass

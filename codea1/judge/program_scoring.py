@@ -9,7 +9,7 @@ program never finished (it ended in them: an exit, a crash, its time) keeps its 
 tests but only its unreadable ones count invalid (the reference's count for it was never
 printed); when the reference's module raised, no test of the candidate's suites was
 checked (neither valid nor invalid). A test passes when the candidate's CALL returned a
-value equal to the reference's (`Judge._equal`, in this process).
+value equal to the reference's (`ValueMemo.equal`, in this process).
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from codea1.judge.outcomes import (
     SuiteResult,
     TestOutcome,
 )
-from codea1.judge.one_program import ProgramLayout, RunFacts, program_job, read_run, value_key
-from codea1.judge.parse import corrected_test, parse_tests, shown_value
+from codea1.judge.one_program import ProgramLayout, RunFacts, program_job, read_run
+from codea1.judge.parse import parse_tests, shortened
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
-from codea1.sandbox import CallResult, encode, to_source
+from codea1.sandbox import CallResult, encode
 
 if TYPE_CHECKING:
-    from codea1.judge.judge import Judge, _Plan, _Suite
+    from codea1.judge.judge import Judge, ValueMemo, _Plan, _Suite
 
 __all__ = ["plan_programs", "finish_programs"]
 
@@ -92,8 +92,8 @@ def _failure(result: CallResult) -> str:
 class _SuiteCount:
     """A suite's tests as the reference counts them for one candidate."""
 
-    def __init__(self, judge: Judge, plan: _Plan, facts: RunFacts, candidate_ok: bool) -> None:
-        self.judge, self.plan, self.facts, self.candidate_ok = judge, plan, facts, candidate_ok
+    def __init__(self, judge: Judge, plan: _Plan, facts: RunFacts, candidate_ok: bool, memo: ValueMemo) -> None:
+        self.judge, self.plan, self.facts, self.candidate_ok, self.memo = judge, plan, facts, candidate_ok, memo
 
     def run(self, suite: _Suite, refs: list, exps: list, cands: list) -> tuple[list, Counter, int, list[bool]]:
         facts = self.facts
@@ -121,7 +121,7 @@ class _SuiteCount:
                                             else None, f"reference returned a value that cannot be compared "
                                             f"(a {ref.value[1]})"))
                 continue
-            key = (t.call, value_key(ref.value))
+            key = (t.call, self.memo.key(ref.value))
             if key in seen:
                 if complete:
                     kinds[DUPLICATE] += 1
@@ -142,31 +142,22 @@ class _SuiteCount:
     def kept(self, t, ref: CallResult, exp: CallResult, cand: CallResult):
         """The outcome of a kept test (valid, or a wrong expectation) and whether its
         written EXPECTED was right."""
-        judge, plan = self.judge, self.plan
+        plan, memo = self.plan, self.memo
         expected = plan.expected_values.get(t.expected) if t.expected in plan.expected_values else (
             exp.value if exp.status == "ok" else None)
-        right = expected is not None and judge._expectation_matches(expected, ref.value)
-        corrected = corrected_test(t.call, ref.value)
+        right = expected is not None and memo.expectation(expected, ref.value)
+        corrected = memo.corrected(t.call, ref.value)
         passed = failure = None
         if self.candidate_ok:
-            passed = cand.status == "ok" and judge._equal(cand.value, ref.value)
+            passed = cand.status == "ok" and memo.equal(cand.value, ref.value)
             if not passed:
-                failure = _failure(cand) if cand.status != "ok" else _wrong_value(cand.value)
+                failure = _failure(cand) if cand.status != "ok" else memo.wrong(cand.value)
         if right:
             return TestOutcome(t.source, corrected, t.call, True, True, passed=passed, failure=failure), True
-        reason = (f"expected {t.expected}, the reference returns {shown_value(ref.value)}"
+        reason = (f"expected {shortened(str(t.expected))}, the reference returns {memo.shown(ref.value)}"
                   if exp.status in ("ok", "not-run") else
                   f"expected value does not evaluate (reference: {_failure(exp)})")
         return TestOutcome(t.source, corrected, t.call, False, True, WRONG_EXPECTATION, reason, passed, failure), False
-
-
-def _wrong_value(value: list) -> str:
-    try:
-        shown = to_source(value)
-    except ValueError:
-        kind = value[1] if isinstance(value, list) and len(value) > 1 else "?"
-        return f"wrong value (a {kind} that equals nothing here)"
-    return f"wrong value: {shown if len(shown) <= 200 else shown[:197] + '...'}"
 
 
 def _suite_result(judge: Judge, suite: _Suite, counted: tuple, candidate_ok: bool, mb_passed: list[bool]) -> SuiteResult:
@@ -184,12 +175,12 @@ def _suite_result(judge: Judge, suite: _Suite, counted: tuple, candidate_ok: boo
     return SuiteResult(valid, invalid, dict(kinds), *scores, nonprintable, reward, outcomes)
 
 
-def _book_passed(judge: Judge, plan: _Plan, layout: ProgramLayout, facts: RunFacts) -> list[bool]:
+def _book_passed(plan: _Plan, layout: ProgramLayout, facts: RunFacts, memo: ValueMemo) -> list[bool]:
     passed = []
     for (b, e), (_, _, literal) in zip(layout.book, plan.mb_tests):
         got, exp = _result(facts, b), _result(facts, e)
         expected = literal if literal is not None else (exp.value if exp.status == "ok" else None)
-        passed.append(got.status == "ok" and expected is not None and judge._equal(got.value, expected))
+        passed.append(got.status == "ok" and expected is not None and memo.equal(got.value, expected))
     return passed
 
 
@@ -210,6 +201,7 @@ def finish_programs(judge: Judge, plan: _Plan) -> ProblemJudgement:
     if broken:
         return judge._unjudged(plan, f"candidate run: {broken[0].infra_error}", None)
     code_valid, code_errors, code_rewards, test_rewards, rows, mb_results = [], [], [], [], [], []
+    memo = judge.value_memo()
     for i, layout in enumerate(plan.layouts):
         run = plan.cand_runs[i]
         assert run is not None
@@ -218,8 +210,8 @@ def finish_programs(judge: Judge, plan: _Plan) -> ProblemJudgement:
         else:
             facts = read_run(layout, run)
         ok, error = _candidate_ok(judge, layout, facts, rollout.problem.entry_point)
-        mb_passed = _book_passed(judge, plan, layout, facts) if ok else []
-        count = _SuiteCount(judge, plan, facts, ok)
+        mb_passed = _book_passed(plan, layout, facts, memo) if ok else []
+        count = _SuiteCount(judge, plan, facts, ok, memo)
         row = []
         for j, suite in enumerate(plan.suites[i]):
             refs = layout.ref[j] if layout.ref else [None] * len(suite.parsed)
