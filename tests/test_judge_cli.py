@@ -84,3 +84,23 @@ def test_cli_says_which_mistake_book_lines_it_did_not_replay(tmp_path):
     assert skipped[6].startswith("beyond the first 4 tests")
     table = CliRunner().invoke(_cli(), args)
     assert table.exit_code == 0 and "why not replayed" in table.output
+
+
+def test_the_table_shows_a_long_value_shortened_and_the_json_keeps_it_whole(tmp_path):
+    """A reference returning a long list: the table printed the whole corrected test (7 MB
+    seen); it shows 200 characters and the length, while --json keeps the test exact."""
+    from codea1.data import Problem
+
+    problem = Problem(id="big", question="def big(n):", entry_point="big",
+                      reference="def big(n):\n    return list(range(n))\n", tests=["assert big(2) == [0, 1]"])
+    (tmp_path / "p.json").write_text(json.dumps(problem.to_dict()))
+    (tmp_path / "code.txt").write_text("```python\n" + problem.reference + "```\n")
+    (tmp_path / "tests.txt").write_text("```python\nassert big(20000) == [0]\n```\n")
+    args = ["--problem", str(tmp_path / "p.json"), "--code", str(tmp_path / "code.txt"),
+            "--tests", str(tmp_path / "tests.txt")]
+    record = json.loads(CliRunner().invoke(_cli(), args + ["--json"]).output)
+    whole = record["tests"][0]["normalized"]
+    assert whole == f"assert big(20000) == {list(range(20000))!r}"
+    table = CliRunner().invoke(_cli(), args, env={"COLUMNS": "300"})
+    assert table.exit_code == 0, table.output
+    assert len(table.output) < 5000 and f"({len(whole):,} characters)" in " ".join(table.output.split())

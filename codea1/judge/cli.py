@@ -111,8 +111,12 @@ def _test_status(test: dict[str, Any]) -> str:
 
 
 def _print_table(record: dict[str, Any], suite_size: int) -> None:
+    """The record for people: a test or Mistake Book line shows 200 characters of a long
+    value and its length (`shortened`); `--json` keeps every text whole."""
     from rich.console import Console
     from rich.table import Table
+
+    from codea1.judge.parse import shortened
 
     console = Console()
     code = "[green]valid[/green]" if record["code_valid"] else f"[red]invalid[/red] ({record['code_error']})"
@@ -137,19 +141,19 @@ def _print_table(record: dict[str, Any], suite_size: int) -> None:
         passed = t["used_passed"]
         mark = "-" if passed is None else ("[green]yes[/green]" if passed else "[red]no[/red]")
         table.add_row(str(k), _test_status(t), mark,
-                      "; ".join(x for x in (t["reason"], t["failure"]) if x), t["normalized"] or t["source"])
+                      "; ".join(x for x in (t["reason"], t["failure"]) if x), shortened(t["normalized"] or t["source"]))
     console.print(table)
     if any(not t["valid"] and t["used"] for t in tests):
         console.print(REWRITTEN_NOTE)
     if record["mistakes"]:
         mt = Table("code passed", "Mistake Book test")
         for m in record["mistakes"]:
-            mt.add_row("-" if m["passed"] is None else ("yes" if m["passed"] else "no"), m["test"])
+            mt.add_row("-" if m["passed"] is None else ("yes" if m["passed"] else "no"), shortened(m["test"]))
         console.print(mt)
     if record.get("mistakes_skipped"):
         st = Table("line", "why not replayed", "Mistake Book line")
         for m in record["mistakes_skipped"]:
-            st.add_row(str(m["line"]), m["reason"], m["test"])
+            st.add_row(str(m["line"]), m["reason"], shortened(m["test"]))
         console.print(st)
     if record["error"]:
         console.print(f"[red]not judged:[/red] {record['error']}")
