@@ -15,9 +15,13 @@ the sign test, the detectable size, the verdict, what may be compared:
 the arithmetic of `--time-limit` (`TimeBudget`, `codea1/train/stopping.py`), which
 code and tests are read out of a completion's Markdown fences (`codea1/judge/extract.py`),
 how a standard-input problem's outputs are compared and its tests read
-(`codea1/data/stdin_io.py`), and what an evaluation directory keeps and refuses on resume
-(`codea1/eval/store.py`). Mutants outside the named functions are marked skipped before the run, so
-a target costs (its mutants in those functions) x (one run of its test files).
+(`codea1/data/stdin_io.py`), what an evaluation directory keeps and refuses on resume
+(`codea1/eval/store.py`), and how SimpleNamespace, array.array and a program's subclasses of
+built-in types cross, compare and are written back (`codea1/sandbox/values.py`,
+`decode.py`). Mutants outside the named functions (`Class.method` names one class's method)
+are marked skipped before the run, and so, for a target with a `commit`, are those on lines
+that commit did not write (`git blame`: what one change added, without the old code around
+it); a target costs (its mutants kept) x (one run of its test files).
 
 Cosmic-Ray mutates the module in place, so every target runs in a private copy of the
 checkout (codea1/, tests/, pyproject.toml) put first on sys.path; the checkout itself is
@@ -58,7 +62,12 @@ class Target:
     module: str                  # path from the checkout's root
     functions: tuple[str, ...]   # functions and methods (by name) whose mutants run
     tests: tuple[str, ...]       # the test files that guard them
+    commit: str = ""             # only the lines of those functions this commit wrote (git blame), "" all
 
+
+# (the one slow test of tests/test_sandbox_values.py, 6 s of random values, left out)
+VALUE_TESTS = ("tests/test_value_fidelity_a.py", "tests/test_sandbox_values.py",
+               "--deselect=tests/test_sandbox_values.py::test_values_equal_checks_and_compares_in_one_walk_as_it_did_in_three")
 
 TARGETS = (  # (the new exact tests first: a mutant they kill costs one short run)
     Target("rewards", "codea1/judge/rewards.py",
@@ -92,13 +101,28 @@ TARGETS = (  # (the new exact tests first: a mutant they kill costs one short ru
            ("tests/test_judge_parse.py",)),
     Target("stdin_io", "codea1/data/stdin_io.py",
            ("normalize_input", "time_limit_of", "tolerance_of", "checker_of", "_tokens_equal", "outputs_match",
-            "_label", "_blocks", "_json_tests", "parse_io_tests"),
-           ("tests/test_stdin_judge.py::test_outputs_compare_by_tokens",
+            "_roles", "_line_label", "_label", "_blocks", "_json_tests", "parse_io_tests"),
+           ("tests/test_stdin_parse_headings.py",
+            "tests/test_stdin_judge.py::test_outputs_compare_by_tokens",
             "tests/test_stdin_judge.py::test_an_infinite_number_matches_only_itself_under_a_tolerance",
             "tests/test_stdin_judge.py::test_the_reader_takes_what_small_models_write_and_counts_the_rest_invalid",
             "tests/test_stdin_judge.py::test_the_comparison_at_its_edges",
             "tests/test_stdin_judge.py::test_the_problem_s_own_limits_and_checker",
             "tests/test_stdin_judge.py::test_the_reader_at_its_edges")),
+    # What 52b9015 wrote (SimpleNamespace, array.array, a program's subclasses of built-in
+    # types): its new functions and its lines in the ones it changed (`_encode_items`, code
+    # it moved unchanged, left out): how such values are encoded, checked and compared, how
+    # the trusted side decodes and compares them, and how they are written back as source.
+    Target("values", "codea1/sandbox/values.py",
+           ("_encode_extra", "_encode_namespace", "_encode_array", "_builtin_base", "_encode_subclass",
+            "_encode_base", "_own_attributes", "_program_attributes", "_check_namespace", "_check_array",
+            "_check_subclass", "_extra_equal"),
+           VALUE_TESTS, commit="52b9015"),
+    Target("decode", "codea1/sandbox/decode.py", ("Subclass.__eq__", "_decode", "_close"), VALUE_TESTS,
+           commit="52b9015"),
+    Target("values_source", "codea1/sandbox/values.py",
+           ("_extra_source", "_built_object", "_built_subclass", "_main_qualname", "_with_attributes", "_keywords"),
+           VALUE_TESTS, commit="52b9015"),
     Target("store", "codea1/eval/store.py",
            ("check_out_dir", "data_digest", "problem_digest", "check_rows_current", "write_json",
             "read_samples", "open_eval_dir", "repair_tail", "check_identity", "append_rows", "removed_if_failed"),
@@ -123,14 +147,32 @@ name = "local"
 
 
 def line_ranges(source: str, names: tuple[str, ...]) -> list[tuple[int, int]]:
-    """(first, last) line of every function or method of `source` with one of the names."""
+    """(first, last) line of every function or method of `source` with one of the names; a
+    name `Class.method` is that class's method only (`__eq__` alone is every class's)."""
+    tree = ast.parse(source)
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    named = [(n.name, n) for n in ast.walk(tree) if isinstance(n, functions)]
+    named += [(f"{c.name}.{n.name}", n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+              for n in c.body if isinstance(n, functions)]
     wanted = set(names)
-    found = [(n.lineno, n.end_lineno) for n in ast.walk(ast.parse(source))
-             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in wanted]
-    missing = wanted - {n.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)}
+    missing = wanted - {name for name, _ in named}
     if missing:
         raise SystemExit(f"mutation_score: no function {', '.join(sorted(missing))} in the module")
-    return found
+    return [(n.lineno, n.end_lineno) for name, n in named if name in wanted]
+
+
+def written_by(module: str, commit: str) -> set[int]:
+    """The lines of the checkout's `module` that `commit` wrote and no later commit changed
+    (`git blame`): a target on what one change added, without the old code around it."""
+    blame = subprocess.run(["git", "blame", "--porcelain", "--", module], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout
+    full = subprocess.run(["git", "rev-parse", "--verify", commit + "^{commit}"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    lines = {int(parts[2]) for parts in (row.split() for row in blame.splitlines())
+             if len(parts) >= 3 and parts[0] == full}
+    if not lines:
+        raise SystemExit(f"mutation_score: no line of {module} is {commit}'s now")
+    return lines
 
 
 def copy_checkout(dest: Path) -> None:
@@ -306,6 +348,9 @@ def run_target(target: Target, timeout: float, work: Path, exclude: set[str], pr
     copy_checkout(dest)
     source = (dest / target.module).read_text()
     ranges = line_ranges(source, target.functions)
+    if target.commit:
+        lines = written_by(target.module, target.commit)
+        ranges = [(r, r) for lo, hi in ranges for r in range(lo, hi + 1) if r in lines]
     argv = pytest_args(target, exclude)
     direct = subprocess.run([sys.executable, "-m", "pytest", *argv], cwd=dest, capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(dest), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})

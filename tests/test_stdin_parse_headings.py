@@ -132,3 +132,63 @@ def test_the_judge_takes_heading_tests_as_valid():
     s = r.suites[0][0]
     assert (s.valid, s.invalid, s.invalid_kinds) == (3, 1, {UNPARSABLE: 1})
     assert [t.kind for t in s.tests] == [None, None, None, UNPARSABLE]
+
+
+# -- the reader's edges a mutation run found untested (benchmarks/mutation_score.py, stdin_io) --
+
+def test_a_block_keeps_its_own_indentation_beyond_its_fence_s():
+    """A grid's leading spaces are input: a body line loses only as much leading whitespace
+    as its fence line has (a fence in a list item, indented 2 or 4), never more, and a line
+    indented less than its fence loses only what it has. Faults: every leading space
+    dropped (`#` for `  #`), or a fence's indent of 4 read as 1, or a less-indented line
+    cut into its text."""
+    grid = "Input:\n```\n  #\n ##\n```\nOutput:\n```\n2\n```"
+    assert pairs(grid) == [("  #\n ##\n", "2\n")]
+    listed = "- Input:\n  ```\n    #\n   ##\n  ```\n- Output:\n  ```\n  2\n  ```"
+    assert pairs(listed) == [("  #\n ##\n", "2\n")]
+    numbered = "1. Input:\n    ```\n    1 2\n    ```\n2. Output:\n    ```\n    3\n    ```"
+    assert pairs(numbered) == [("1 2\n", "3\n")]
+    assert pairs("    ```input\n1 2\n  3\n    ```\n```output\n3\n```") == [("1 2\n3\n", "3\n")]
+
+
+def test_an_unlabelled_block_is_an_output_only_right_after_an_input():
+    """The block before decides, not the first: after an input/output pair, an unlabelled
+    block is no test. Fault: it was read as an output without its input (one invalid test
+    more in the suite)."""
+    assert pairs("```input\n1\n```\n```output\n2\n```\n```\n3\n```") == [("1\n", "2\n")]
+
+
+def test_cut_off_blocks_count_once_each():
+    """An unclosed block after an unpaired input is that input's error and its own (two
+    invalid tests, each recording its block as written: what `codea1 judge` shows), unless
+    it is the input's output cut off (one); an unclosed output alone is one. Faults: an
+    input then an unclosed input (or json) block counted as one cut-off test; the unpaired
+    input recorded as its bare text; an unclosed output alone crashed the reader."""
+    tests = parse_io_tests("```input\n1\n```\n```input\n2")
+    assert [(t.source, t.reason) for t in tests] == [("```input\n1\n```", "an input without its output"),
+                                                     ("```input\n2", "an unclosed input block")]
+    assert pairs("```input\n1\n```\n```json\n[{\"input\": \"2\"") == [
+        "an input without its output", "an unclosed json block"]
+    assert pairs("```input\n1\n```\n```output\n2") == ["an unclosed output block"]
+    assert pairs("Output:\n```\n5") == ["an unclosed output block"]
+
+
+def test_a_line_naming_both_roles_or_a_code_fence_below_a_label_label_nothing():
+    """`Input - Output:` names both roles: no block's label. A ```python, ```yaml or ```bash
+    fence under `Input:` is not an input: only plain and text fences take the line above as
+    their label. Faults: the first role won; a fence whose info string sorts
+    before or after "json" took the label above it."""
+    assert pairs("Input - Output:\n```\n7\n```") == []
+    assert pairs("Input:\n```bash\n1\n```\nOutput:\n```bash\n1\n```") == []
+    assert pairs("Input:\n```python\nprint(1)\n```\nOutput:\n```python\n1\n```") == []
+    assert pairs("Input:\n```yaml\n1\n```\nOutput:\n```yaml\n1\n```") == []
+
+
+def test_short_and_free_labels_keep_their_role():
+    """`In:`/`Out:` and `My output:` label the block below as the fence labels `in`/`out`
+    do; a ```json block under `In:` is that input written as JSON, as under `Input:`.
+    Faults: `Out:` and `My output:` labelled nothing; the json blocks under `In:`/`Out:`
+    were read as lists of tests (`json test 0 is not an object`...): a bug, fixed."""
+    assert pairs("In:\n```\n5\n```\nOut:\n```\n10\n```") == [("5\n", "10\n")]
+    assert pairs("Input:\n```\n5\n```\nMy output:\n```\n10\n```") == [("5\n", "10\n")]
+    assert pairs("In:\n```json\n[1, 2, 3]\n```\nOut:\n```json\n6\n```") == [("[1, 2, 3]\n", "6\n")]

@@ -243,8 +243,8 @@ def _label(info: str, before: str, after_input: bool) -> str | None:
     if info != "json" and info not in _PLAIN:
         return None
     label = _line_label(before) if before else None
-    if info == "json":  # (`Test input and output:` still heads a list of tests)
-        return label if label in ("input", "output") and len(_roles(before)) == 1 else "json"
+    if info == "json":  # (`Test input and output:`, naming both roles, still heads a list of tests)
+        return label if label in ("input", "output") and len(_roles(before)) < 2 else "json"
     if label == "test":
         return "input"
     if not before and after_input:
