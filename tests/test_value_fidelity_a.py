@@ -376,3 +376,38 @@ def test_the_judge_scores_these_values_as_the_reference_does(ex):
         n = suite.count("assert")
         assert [(s[0].valid, s[0].invalid) for s in r.suites] == [(n, 1)] * 2, (entry, r.suites)
         assert r.code_rewards[0] == 1.0 and r.code_rewards[1] < 1.0, (entry, r.code_rewards)
+
+
+def test_exact_types_compares_the_new_kinds_field_by_field():
+    """`judge.exact_types` (`values_equal`) on namespaces, arrays and program subclasses:
+    the names, typecodes, lengths and type names must match, not only the items (mutants of
+    these comparisons survived every other test)."""
+    import array
+    import types
+
+    from codea1.sandbox.values import EncodingError, encode, values_equal
+
+    ns = types.SimpleNamespace
+    assert values_equal(encode(ns(a=1, b=2)), encode(ns(b=2, a=1)))
+    assert not values_equal(encode(ns(a=1)), encode(ns(b=1)))       # other attribute name
+    assert not values_equal(encode(ns(b=1)), encode(ns(a=1)))
+    assert not values_equal(encode(ns(a=1)), encode(ns(a=2)))
+    assert not values_equal(encode(ns(a=1)), encode({"a": 1}))
+
+    arr = array.array
+    assert values_equal(encode(arr("i", [1, 2])), encode(arr("i", [1, 2])))
+    assert not values_equal(encode(arr("i", [1, 2])), encode(arr("i", [1])))      # longer
+    assert not values_equal(encode(arr("i", [1])), encode(arr("i", [1, 2])))      # shorter
+    assert not values_equal(encode(arr("i", [1, 2])), encode(arr("l", [1, 2])))   # other typecode
+    assert not values_equal(encode(arr("l", [1, 2])), encode(arr("i", [1, 2])))
+    assert not values_equal(encode(arr("i", [1, 2])), encode([1, 2]))
+
+    row_a = ["subclass", "__main__.RowA", encode([1]), [], False]
+    row_b = ["subclass", "__main__.RowB", encode([1]), [], False]
+    assert values_equal(row_a, list(row_a))
+    assert not values_equal(row_a, row_b) and not values_equal(row_b, row_a)      # other type name
+    assert not values_equal(row_a, ["subclass", "__main__.RowA", encode([2]), [], False])
+    assert not values_equal(row_a, ["subclass", "__main__.RowA", encode([1]), [["x", encode(1)]], False])
+
+    with pytest.raises(EncodingError):   # an array counts its items against the value's budget
+        encode(arr("i", range(50)), max_items=10)
