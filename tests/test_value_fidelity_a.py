@@ -411,3 +411,24 @@ def test_exact_types_compares_the_new_kinds_field_by_field():
 
     with pytest.raises(EncodingError):   # an array counts its items against the value's budget
         encode(arr("i", range(50)), max_items=10)
+
+
+def test_a_subclass_with_its_own_eq_equals_only_its_like_under_pythons_rule():
+    """`decode.Subclass.__eq__` (Python's `==`, the default rule): the type name, the built-in
+    part and the attributes must all be equal (mutants of each comparison survived)."""
+    from codea1.sandbox.decode import python_equal
+    from codea1.sandbox.values import encode
+
+    def strict(name, data, attributes=()):
+        return ["subclass", f"__main__.{name}", encode(data), [[k, encode(v)] for k, v in attributes], True]
+
+    assert python_equal(strict("Strict", [1]), strict("Strict", [1]))
+    assert not python_equal(strict("Strict", [1]), strict("Other", [1]))     # another class
+    assert not python_equal(strict("Other", [1]), strict("Strict", [1]))
+    assert not python_equal(strict("Strict", [1]), strict("Strict", [0]))    # other data
+    assert not python_equal(strict("Strict", [0]), strict("Strict", [1]))
+    assert not python_equal(strict("Strict", [1], [("x", 1)]), strict("Strict", [1], [("x", 0)]))
+    assert not python_equal(strict("Strict", [1], [("x", 0)]), strict("Strict", [1], [("x", 1)]))
+    assert not python_equal(strict("Strict", [1]), encode([1]))              # never a plain value
+    # without its own __eq__ the same encoding is its plain data, as Python compares it
+    assert python_equal(["subclass", "__main__.Row", encode([1]), [["x", encode(1)]], False], encode([1]))
