@@ -48,14 +48,13 @@ def _judge_key(key: str):
     evaluation and training judge stdin programs under values either can be given."""
 
     def check(value: float) -> float:
-        from codea1.judge.config import JudgeConfig  # (here: `codea1 --help` stays light)
+        from codea1.judge.config import stdin_key_problem  # (here: `codea1 --help` stays light)
 
         if not math.isfinite(value):
             raise typer.BadParameter(f"{value:g} is not a finite number")
-        try:
-            JudgeConfig(**{key: value})
-        except ValidationError as exc:
-            raise typer.BadParameter(f"{value:g}: {exc.errors()[0]['msg']}") from None
+        problem = stdin_key_problem(key, value)
+        if problem is not None:
+            raise typer.BadParameter(f"{value:g}: {problem}")
         return value
 
     return check

@@ -66,18 +66,15 @@ def refuse_stop(config: Any, why: str) -> None:
 def check_stdin(config: Any) -> None:
     """--stdin-time-scale and --stdin-max-output-mb, finite and by the training judge's rule
     for its keys of the same names (`JudgeConfig`: positive, the cap at most 64 MiB)."""
-    from pydantic import ValidationError
-
-    from codea1.judge.config import JudgeConfig
+    from codea1.judge.config import stdin_key_problem
 
     for key in STDIN_DEFAULTS:
         value, option = getattr(config, key), "--" + key.replace("_", "-")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{option} must be a positive, finite number, got {value!r}")
-        try:
-            JudgeConfig(**{key: value})
-        except ValidationError as exc:
-            raise ValueError(f"{option} {value:g}: {exc.errors()[0]['msg']}") from None
+        problem = stdin_key_problem(key, value)
+        if problem is not None:
+            raise ValueError(f"{option} {value:g}: {problem}")
 
 
 def stdin_identity(config: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pydantic import ConfigDict, Field, InstanceOf
+from pydantic import ConfigDict, Field, InstanceOf, ValidationError
 
 from codea1.configs import ConfigModel
 from codea1.interpreter import HANDOFF_INTERVAL_S
@@ -126,3 +126,14 @@ class JudgeConfig(ConfigModel):
 REFERENCE_SWITCHES: tuple[str, ...] = tuple(
     name for name, info in JudgeConfig.model_fields.items()
     if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("reference_switch"))
+
+
+def stdin_key_problem(key: str, value: Any) -> str | None:
+    """Why `value` cannot be the judge's `key` (`stdin_time_scale`, `stdin_max_output_mb`)
+    by `JudgeConfig`'s own rule, or None: the one rule the eval commands' and `data check`'s
+    options of the same names are checked by."""
+    try:
+        JudgeConfig(**{key: value})
+    except ValidationError as exc:
+        return exc.errors()[0]["msg"]
+    return None
