@@ -26,7 +26,10 @@ test and no role (`### Test 2`, `Example 1:`); an unlabelled fence right after a
 block (blank lines between at most) as its output; and a ```` ```json ```` block holding a
 list of `{"input": ..., "output": ...}` objects, unless the line before labels it (then it
 is that input or output, written as JSON). Only lines outside fences are labels: a block's
-lines are data, whatever they say. Anything else that looks like a
+lines are data, whatever they say. A completion with no fenced test at all is read for
+tests written without fences: a label line alone and the lines below it (`Input:` / `3` /
+`1 2 3` / `Output:` / `6`), a label ending in one code span (`**Input**: `3 1 2 3``), and
+such lines inside an unlabelled or plain fence. Anything else that looks like a
 test (an input without its output, an output without its input, an unclosed block, a
 malformed JSON test) is an unparsable test, which counts invalid; an output block cut off
 by the end of the completion is one with its input, as a cut-off assert is one. A fence
@@ -305,11 +308,71 @@ def _json_tests(body: str, source: str) -> list[ParsedIOTest]:
     return out
 
 
+_CODE_SPAN = re.compile(r"(.*?)`([^`]+)`[\s.,;*_]*")  # `**Input**: `3 1 2``: a label, then its data
+_NOT_DATA = re.compile(r"#|[-*+]\s|\d+\.\s")  # a heading or a list item ends an unfenced block
+
+
+def _unfenced_blocks(text: str) -> list[tuple[str | None, list[str], str, bool]]:
+    """Input and output blocks written without fences, as `_blocks` gives fenced ones: a
+    label line alone and the lines below it up to a blank line, a fence, a heading, a list
+    item or the next label (`Input:` / `3` / `1 2 3`), or a label line ending in one code
+    span (`**Input**: `3``, `- Expected Output: `6``; not a heading, which sums a test up:
+    `### Test 1: Input `4``). The lines of an unlabelled or plain fence are read as lines
+    (a ```plaintext block holding `input` / `3` / `output` / `6`); other fences' (```python)
+    are skipped. Data lines lose their surrounding spaces (list indentation)."""
+    blocks: list[tuple[str | None, list[str], str, bool]] = []
+    label, data, source = None, [], []
+
+    def close() -> None:
+        nonlocal label, data, source
+        if label is not None and data:
+            blocks.append((label, data, "\n".join(source), True))
+        label, data, source = None, [], []
+
+    fence, read = None, True  # the open fence's marker, and whether its lines are read
+    for line in text.replace("\r\n", "\n").split("\n"):
+        stripped = line.strip()
+        m = _FENCE.match(line)
+        if fence is not None and stripped.startswith(fence) and not stripped.strip(fence[0]):
+            fence, read = None, True
+            close()
+            continue
+        if fence is None and m is not None:
+            fence, read = m.group(1), m.group(2).strip().lower() in _PLAIN
+            close()
+            continue
+        if not read:
+            continue
+        role = _line_label(line) if stripped else None
+        span = _CODE_SPAN.fullmatch(stripped) if role is None and not stripped.startswith("#") else None
+        span_role = _line_label(span.group(1)) if span is not None and span.group(1).strip() else None
+        if role in ("input", "output"):
+            close()
+            label, source = role, [line]
+        elif span_role in ("input", "output"):
+            close()
+            blocks.append((span_role, [span.group(2).strip()], line, True))
+        elif not stripped or role == "test" or _NOT_DATA.match(stripped):
+            close()
+        elif label is not None:
+            data.append(stripped)
+            source.append(line)
+    close()
+    return blocks
+
+
 def parse_io_tests(text: str) -> list[ParsedIOTest]:
-    """The tests of one test-model completion, in order (see the module docstring)."""
+    """The tests of one test-model completion, in order (see the module docstring). A
+    completion with no fenced test at all is read for unfenced ones (`_unfenced_blocks`),
+    so that what reads as fenced tests keeps its meaning."""
+    return _pair(_blocks(text)) or _pair(_unfenced_blocks(text))
+
+
+def _pair(blocks: list[tuple[str | None, list[str], str, bool]]) -> list[ParsedIOTest]:
+    """Tests from labelled blocks in order: each input with the output after it."""
     tests: list[ParsedIOTest] = []
     pending: tuple[str, str] | None = None  # an input block waiting for its output: (input, source)
-    for label, lines, source, closed in _blocks(text):
+    for label, lines, source, closed in blocks:
         body = "\n".join(lines)
         if label is None:
             continue
