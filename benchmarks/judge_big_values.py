@@ -11,8 +11,9 @@ the reference's calls again, so the parent receives the same big value once per
 candidate and suite.
 
 Per kind it prints the median of `--repeats` timed judgements (after one untimed one of
-a small instance), the parent's CPU seconds in them (its threads; the sandbox's
-processes are not counted), the longest reason and failure text, and a digest of the
+a small instance), the parent's CPU seconds in them (its threads), the sandbox's (its
+workers, which read and check the values a run sends, and their runs, which compute and
+encode them; Linux), the longest reason and failure text, and a digest of the
 verdicts (validity, rewards, counts, every test's kind, used, passed and corrected text):
 two versions of the judge that agree on the digests agree on every verdict. `--profile`
 prints where the parent's time goes in one judgement (cProfile, the judging thread).
@@ -90,17 +91,39 @@ def texts(judgement) -> tuple[int, int]:
     return max(len(t.reason or "") for t in tests), max(len(t.failure or "") for t in tests)
 
 
+def sandbox_cpu(executor: Executor) -> float:
+    """CPU seconds the executor's worker processes and the runs they reaped have used so far
+    (read from /proc: 0.0 where there is none)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents, times = {}, {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # (gone meanwhile)
+                continue
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+            times[int(entry)] = sum(int(x) for x in fields[11:15]) / tick  # (its own, and its reaped children's)
+    total, todo = 0.0, [w.proc.pid for w in executor._all]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo += parents.get(pid, [])
+    return total
+
+
 def time_kind(judge: Judge, kind: str, repeats: int, profile: bool) -> dict:
     problem, codes, suites = problem_of(kind, scale=0.01)
     judge.judge_step([ProblemRollout(problem, codes, suites)])  # (workers' imports, caches)
     problem, codes, suites = problem_of(kind)
     rollout = ProblemRollout(problem, codes, suites)
-    walls, cpus, digests = [], [], set()
+    walls, cpus, sandbox, digests = [], [], [], set()
     for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu, runs = time.perf_counter(), time.process_time(), sandbox_cpu(judge.executor)
         (judgement,) = judge.judge_step([rollout])
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
+        sandbox.append(sandbox_cpu(judge.executor) - runs)
         digests.add(verdict_digest(judgement))
     if len(digests) != 1:
         raise SystemExit(f"{kind}: the verdicts differ between repeats: {sorted(digests)}")
@@ -113,7 +136,7 @@ def time_kind(judge: Judge, kind: str, repeats: int, profile: bool) -> dict:
         print("\n".join(line for line in out.getvalue().splitlines()[4:] if line.strip()))
     reason, failure = texts(judgement)
     return {"kind": kind, "wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus),
-            "walls": walls, "reason_chars": reason, "failure_chars": failure, "digest": digests.pop(),
+            "sandbox_cpu_s": statistics.median(sandbox), "walls": walls, "reason_chars": reason, "failure_chars": failure, "digest": digests.pop(),
             "valid": judgement.code_valid, "code_rewards": judgement.code_rewards}
 
 
@@ -181,7 +204,8 @@ def main() -> int:
                 row["reference_s"] = time_reference(args.reference, kind, args.repeats)
             rows.append(row)
             ref = f"  reference's reward code {row['reference_s']:.2f} s" if args.reference else ""
-            print(f"{kind:5} judge {row['wall_s']:6.2f} s (parent CPU {row['cpu_s']:6.2f} s; runs "
+            print(f"{kind:5} judge {row['wall_s']:6.2f} s (parent CPU {row['cpu_s']:6.2f} s, sandbox CPU "
+                  f"{row['sandbox_cpu_s']:6.2f} s; runs "
                   f"{', '.join(f'{w:.2f}' for w in row['walls'])}){ref}  longest reason {row['reason_chars']:,} "
                   f"chars, failure {row['failure_chars']:,}  verdicts {row['digest']}", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")

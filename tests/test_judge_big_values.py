@@ -102,9 +102,10 @@ def test_each_distinct_value_is_decoded_and_written_out_once_per_problem(executo
     (r,) = judge_of(executor, **MODES[mode]).judge_step([ProblemRollout(SEQ, codes, [suites] * 3)])
     assert r.code_rewards == [1.0, 1.0, 1.0]
     assert [[t.kind for s in row for t in s.tests] for row in r.suites] == [["wrong expectation", None, None]] * 3
-    # decoded once, and once more to be compared with an equal value (`ValueMemo`); written
-    # out for the corrected test and for the one reason
-    assert counts == {"decode": 2, "to_source": 2}
+    # decoded once (no second decoding to compare it with an equal value: nothing in it can
+    # be unequal to itself, `decode_reflexive`); written out once, for the corrected test,
+    # whose text the one reason shows too
+    assert counts == {"decode": 1, "to_source": 1}
 
 
 NAN = Problem(id="t/nan", question="", entry_point="f", reference="def f():\n    return [float('nan')]\n")

@@ -32,15 +32,14 @@ from collections import Counter
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from hashlib import sha256
 from typing import TYPE_CHECKING
 
 from codea1.interpreter import gc_paused, quick_handoff
 from codea1.judge.config import JudgeConfig
 from codea1.judge.golden import GoldenResult, StdinSettings, golden_item, golden_results, has_golden
 from codea1.judge.one_program import value_key
-from codea1.judge.parse import (ParsedTest, completion_cache, corrected_test, parse_completion, parse_tests,
-                                shortened, shown_value, wrong_value)
+from codea1.judge.parse import (ParsedTest, completion_cache, corrected_of, parse_completion, parse_tests, rendered,
+                                shortened, shown_of, wrong_of)
 from codea1.judge import program_scoring as programs
 from codea1.judge.outcomes import (
     DUPLICATE,
@@ -55,7 +54,8 @@ from codea1.judge.programs import HoistedModule, candidate_program, hoist_import
 from codea1.judge.reading import read_reference_tests
 from codea1.judge.rewards import code_reward, nonprintable_share, score_suite, test_reward, valid_ratio
 from codea1.sandbox import CallResult, Job, RunResult, encode, values_equal
-from codea1.sandbox.decode import decode, python_equal
+from codea1.sandbox.decode import decode_reflexive, python_equal
+from codea1.sandbox.values import check_value
 
 if TYPE_CHECKING:
     from codea1.data import Problem
@@ -216,8 +216,15 @@ class ValueMemo:
     candidates return equal values, and a test recurs in several suites. Checking,
     decoding, comparing or writing out a value walks all of it (0.2-0.6 s a walk for one of
     6 MB), and it was done again for every copy. Here each answer is worked out once per
-    distinct encoding and reused: every answer is a function of the encodings alone. A
-    value is known by the sha256 of its JSON text (`value_key`), taken once per object.
+    distinct encoding and reused: every answer is a function of the encodings alone.
+
+    A value is known by a key (`key`) that two values share exactly when their encodings
+    are equal; it is found by comparing the value with those seen before (Python's `==` on
+    the plain data, by C code, stopping at the first difference) that have the same
+    `_shape`, a summary of a few of its nodes. The values are checked encodings (each one a
+    run returns was checked by its worker; `encode` makes the rest), whose every number
+    and flag has the type its place requires: two such lists are `==` exactly when their
+    JSON texts are equal. No digest or text from a run is trusted for it.
 
     The rules are the judge's: the candidate's value against the reference's by Python's
     `==` on values decoded here (`python_equal`) or `values_equal` (`exact_types`), with
@@ -226,22 +233,47 @@ class ValueMemo:
     tolerance (the default) each distinct value is decoded once and compared decoded; one
     compared with an equal encoding is decoded afresh for it, as `python_equal` would (one
     object on both sides is equal by identity inside a container, where `[nan] == [nan]`
-    is false for two decodings).
+    is false for two decodings), unless nothing in it can be unequal to itself
+    (`decode_reflexive`). A corrected test's text serves its reason too where it writes no
+    instance differently (`_rendered`).
     """
 
     def __init__(self, config: JudgeConfig) -> None:
         self.config = config
-        self._keys: dict[int, tuple[list, bytes]] = {}  # id(value) -> (value, key); holding it keeps its id
-        self._decoded: dict[bytes, object] = {}
-        self._verdicts: dict[tuple[str, bytes, bytes], bool] = {}
+        self._keys: dict[int, tuple[list, int]] = {}  # id(value) -> (value, key); holding it keeps its id
+        self._shapes: dict = {}  # `_shape` -> [(value, key)...], or {JSON text: key} once crowded
+        self._distinct = 0  # keys given so far
+        self._well_formed: dict[int, bool] = {}
+        self._decoded: dict[int, tuple[object, bool]] = {}  # key -> (decoded, equal to a second decoding)
+        self._verdicts: dict[tuple[str, int, int], bool] = {}
+        self._sources: dict[tuple[int, bool], str | None] = {}  # (key, build_objects) -> `rendered`
         self._texts: dict[tuple, str | None] = {}
 
-    def key(self, value: list) -> bytes:
+    def key(self, value: list) -> int:
         """The value's identity: equal for two values with the same encoding only."""
         known = self._keys.get(id(value))
         if known is None:
-            known = self._keys[id(value)] = (value, sha256(value_key(value).encode()).digest())
+            known = self._keys[id(value)] = (value, self._identify(value))
         return known[1]
+
+    def _identify(self, value: list) -> int:
+        """The key of the value seen before that equals `value`, else a new one. A shape
+        shared by many distinct values (`_CROWDED`) tells them apart by their JSON texts."""
+        shape = _shape(value, 0)
+        same = self._shapes.setdefault(shape, [])
+        if type(same) is list:
+            for seen, key in same:
+                if seen == value:
+                    return key
+            if len(same) < _CROWDED:
+                same.append((value, self._distinct))
+                self._distinct += 1
+                return same[-1][1]
+            same = self._shapes[shape] = {value_key(seen): key for seen, key in same}
+        key = same.setdefault(value_key(value), self._distinct)
+        if key == self._distinct:
+            self._distinct += 1
+        return key
 
     def equal(self, candidate: list, reference: list) -> bool:
         """Whether a candidate's value equals the reference's."""
@@ -262,21 +294,48 @@ class ValueMemo:
 
     def corrected(self, call: str, value: list) -> str | None:
         """`corrected_test(call, value)` (one text object for every test that repeats it)."""
-        return self._text(("corrected", call), value, lambda v: corrected_test(call, v))
+        return self._text(("corrected", call), value, lambda v: corrected_of(call, self._rendered(v, True)))
 
     def shown(self, value: list) -> str:
         """`shown_value(value)`, for a reason."""
-        return self._text(("shown",), value, shown_value)  # type: ignore[return-value]
+        return self._text(("shown",), value, lambda v: shown_of(self._rendered(v, False)))  # type: ignore[return-value]
 
     def wrong(self, value: list) -> str:
         """`wrong_value(value)`, for a failure."""
-        return self._text(("wrong",), value, wrong_value)  # type: ignore[return-value]
+        return self._text(("wrong",), value, lambda v: wrong_of(v, self._rendered(v, False)))  # type: ignore[return-value]
 
     def _text(self, what: tuple, value: list, render) -> str | None:
         key = (*what, self.key(value))
         if key not in self._texts:
             self._texts[key] = render(value)
         return self._texts[key]
+
+    def _checked(self, value: list) -> bool:
+        """Whether the value is well-formed (`check_value`, once per distinct value): the
+        walks after it need not check it again."""
+        key = self.key(value)
+        good = self._well_formed.get(key)
+        if good is None:
+            try:
+                check_value(value)
+                good = True
+            except ValueError:
+                good = False
+            self._well_formed[key] = good
+        return good
+
+    def _rendered(self, value: list, build: bool) -> str | None:
+        """`rendered(value, build_objects=build)`, once per distinct value. Its text with
+        instances built is the same text as without where it builds none (each way of
+        building one writes `__new__(`): then it is not written out again."""
+        key = self.key(value)
+        if (key, build) not in self._sources:
+            built = self._sources.get((key, True))
+            if not build and built is not None and "__new__(" not in built:
+                self._sources[key, build] = built
+            else:  # (a malformed value is checked again, to raise as it did)
+                self._sources[key, build] = rendered(value, build, check=not self._checked(value))
+        return self._sources[key, build]
 
     def _verdict(self, rule: str, a: list, b: list, decide) -> bool:
         key = (rule, self.key(a), self.key(b))
@@ -293,8 +352,13 @@ class ValueMemo:
 
     def _decoded_equal(self, a: list, b: list) -> bool:
         """`python_equal(a, b)` with no tolerance, on the memo's decoded values."""
-        x = self._decode(a)
-        y = self._decode(b) if self.key(a) != self.key(b) else _decoded(b)
+        x, reflexive = self._decode(a)
+        if self.key(a) != self.key(b):
+            y = self._decode(b)[0]
+        elif reflexive or x is _UNDECODABLE:  # (equal to a second decoding of its encoding, or to nothing)
+            return x is not _UNDECODABLE
+        else:
+            y = _decoded(b, self._checked(b))[0]
         if x is _UNDECODABLE or y is _UNDECODABLE:
             return False
         try:
@@ -302,24 +366,46 @@ class ValueMemo:
         except _COMPARE_ERRORS:
             return False
 
-    def _decode(self, value: list) -> object:
+    def _decode(self, value: list) -> tuple[object, bool]:
         key = self.key(value)
         if key not in self._decoded:
-            self._decoded[key] = _decoded(value)
+            self._decoded[key] = _decoded(value, self._checked(value))
         return self._decoded[key]
 
 
 #: What `python_equal` counts as "equals nothing" when it raises while decoding or comparing.
 _COMPARE_ERRORS = (ValueError, TypeError, ArithmeticError, RecursionError, OverflowError, MemoryError)
 _UNDECODABLE = object()
+#: How many distinct values of one `_shape` a `ValueMemo` compares a new one with; beyond,
+#: it tells them apart by their JSON texts (a text takes 0.1-0.2 s for a value of 6 MB,
+#: a comparison some 0.02 s).
+_CROWDED = 8
 
 
-def _decoded(value: list) -> object:
-    """`decode(value)`, or `_UNDECODABLE` when `python_equal` would find it equal to nothing."""
+_PLAIN = (str, int, bool, float, type(None))
+
+
+def _shape(value, depth: int):
+    """A summary of an encoding that equal encodings share, from a few of its nodes: the
+    whole of a small one, the length and three items (first, middle, last) of a long list,
+    to depth 4. Values that differ elsewhere only share it (`ValueMemo` compares them)."""
+    if type(value) is not list:
+        return value if type(value) in _PLAIN else type(value).__name__
+    n = len(value)
+    if depth > 4:
+        return n
+    if n <= 4:
+        return tuple([_shape(x, depth + 1) for x in value])
+    return n, _shape(value[0], depth + 1), _shape(value[n // 2], depth + 1), _shape(value[-1], depth + 1)
+
+
+def _decoded(value: list, checked: bool = False) -> tuple[object, bool]:
+    """`decode_reflexive(value)`, with `_UNDECODABLE` for a value `python_equal` would find
+    equal to nothing."""
     try:
-        return decode(value)
+        return decode_reflexive(value, check=not checked)
     except _COMPARE_ERRORS:
-        return _UNDECODABLE
+        return _UNDECODABLE, False
 
 
 class Judge:

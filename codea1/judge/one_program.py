@@ -201,7 +201,7 @@ def read_run(layout: ProgramLayout, run: RunResult) -> RunFacts:
 
 
 def value_key(value: list) -> str:
-    """A value's identity for the reference's duplicate rule (the same CALL and the same
-    value in one suite is a duplicate), and for `ValueMemo.key`: its JSON text, which tells
-    apart every two encodings (plain JSON data) that differ."""
+    """A value's identity, its JSON text, which tells apart every two encodings (plain JSON
+    data) that differ: what `ValueMemo.key` falls back to among many values of one shape
+    (for the reference's duplicate rule, the same CALL and the same value in one suite)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=True)

@@ -99,10 +99,20 @@ def corrected_test(call: str, value: list) -> str | None:
     instance of the program's class is written as an expression that builds it, so the
     stored text runs and means the reference's value (`to_source(build_objects=True)`).
     None for a value with no such text (known by its digest: it never enters the book)."""
+    return corrected_of(call, rendered(value, build_objects=True))
+
+
+def rendered(value: list, build_objects: bool = False, check: bool = True) -> str | None:
+    """`to_source(value, build_objects, check)`, or None for a value with no such text."""
     try:
-        return normalize_assert(call, to_source(value, build_objects=True))
+        return to_source(value, build_objects, check)
     except ValueError:
         return None
+
+
+def corrected_of(call: str, source: str | None) -> str | None:
+    """`corrected_test` of a value whose `rendered(build_objects=True)` text is `source`."""
+    return None if source is None else normalize_assert(call, source)
 
 
 #: How many characters of a value a reason or a failure shows. They are for people (the
@@ -122,19 +132,27 @@ def shortened(text: str, limit: int = SHOWN_CHARS) -> str:
 def shown_value(value: list) -> str:
     """A reference value as a reason shows it (an instance as `TypeName(attribute=value)`),
     `shortened`."""
-    try:
-        return shortened(to_source(value))
-    except ValueError:  # (a value known by its digest, too large to write out)
+    return shown_of(rendered(value))
+
+
+def shown_of(source: str | None) -> str:
+    """`shown_value` of a value whose `rendered` text is `source`."""
+    if source is None:  # (a value known by its digest, too large to write out)
         return "<a value too large to show>"
+    return shortened(source)
 
 
 def wrong_value(value: list) -> str:
     """How a test failed whose call returned `value`, not the reference's (`shortened`)."""
-    try:
-        return f"wrong value: {shortened(to_source(value))}"
-    except ValueError:
+    return wrong_of(value, rendered(value))
+
+
+def wrong_of(value: list, source: str | None) -> str:
+    """`wrong_value` of `value`, whose `rendered` text is `source`."""
+    if source is None:
         kind = value[1] if isinstance(value, list) and len(value) > 1 else "?"
         return f"wrong value (a {kind} that equals nothing here)"
+    return f"wrong value: {shortened(source)}"
 
 
 @dataclass

@@ -17,13 +17,14 @@ from __future__ import annotations
 import array
 import collections
 import math
+import threading
 import types
 from typing import Any
 
 from codea1.sandbox._scalars import SCALAR_TAGS, decode_scalar
 from codea1.sandbox.values import Value, check_value
 
-__all__ = ["Array", "Instance", "Named", "Subclass", "Unsupported", "decode", "python_equal"]
+__all__ = ["Array", "Instance", "Named", "Subclass", "Unsupported", "decode", "decode_reflexive", "python_equal"]
 
 
 class Unsupported:
@@ -161,13 +162,38 @@ class Array:
         return f"array(shape={self.shape}, dtype={self.dtype}, items={self.items!r})"
 
 
-def decode(value: Value) -> Any:
+def decode(value: Value, check: bool = True) -> Any:
     """The Python value an encoding stands for, built from trusted types only.
 
-    Raises ValueError for a malformed encoding (see `check_value`) and TypeError when it
-    cannot be rebuilt (an unhashable dict key)."""
-    check_value(value)
+    Raises ValueError for a malformed encoding (see `check_value`; `check=False`: the
+    caller checked `value` already) and TypeError when it cannot be rebuilt (an unhashable
+    dict key)."""
+    if check:
+        check_value(value)
     return _decode(value)
+
+
+class _Odd(threading.local):
+    """Set by `_decode` in this thread when it rebuilt a part that is not equal to itself."""
+
+    seen = False
+
+
+_ODD = _Odd()
+
+
+def decode_reflexive(value: Value, check: bool = True) -> tuple[Any, bool]:
+    """`decode(value, check)`, and whether that value equals a second decoding of `value`
+    under `==`.
+
+    Two decodings of one encoding are equal part for part, but for a part that is not
+    equal to itself: a NaN (`[nan] == [nan]` is false for two lists, true for one list
+    with itself), a complex or a Decimal NaN, an unsupported value. False wherever one was
+    rebuilt (then only a second decoding can tell, as `python_equal(value, value)` does).
+    """
+    _ODD.seen = False
+    decoded = decode(value, check)
+    return decoded, not _ODD.seen
 
 
 def _decode(v: Value) -> Any:
@@ -179,7 +205,10 @@ def _decode(v: Value) -> Any:
     if tag == "int":
         return int(v[1])
     if tag == "float":
-        return float.fromhex(v[1])
+        f = float.fromhex(v[1])
+        if f != f:
+            _ODD.seen = True
+        return f
     if tag == "str":
         return v[1]
     if tag == "list":
@@ -193,10 +222,14 @@ def _decode(v: Value) -> Any:
     if tag == "frozenset":
         return frozenset(_decode(x) for x in v[1])
     if tag == "complex":
-        return complex(float.fromhex(v[1]), float.fromhex(v[2]))
+        c = complex(float.fromhex(v[1]), float.fromhex(v[2]))
+        if c != c:
+            _ODD.seen = True
+        return c
     if tag == "bytes":
         return bytes.fromhex(v[1])
     if tag == "unsupported":
+        _ODD.seen = True
         return Unsupported(v[1])
     if tag in ("counter", "ordereddict", "defaultdict"):
         pairs = [(_decode(k), _decode(x)) for k, x in v[1]]
@@ -232,7 +265,10 @@ def _decode(v: Value) -> Any:
         base = _decode(v[2])
         return Subclass(v[1], base, {name: _decode(x) for name, x in v[3]}) if v[4] else base
     if tag in SCALAR_TAGS:
-        return decode_scalar(v)
+        scalar = decode_scalar(v)
+        if tag == "decimal" and scalar.is_nan():  # (quiet or signalling: the latter raises when compared)
+            _ODD.seen = True
+        return scalar
     raise ValueError(f"unknown value tag {tag!r}")
 
 

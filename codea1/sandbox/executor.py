@@ -485,6 +485,7 @@ class Executor:
                     inflight.remove(back)
                     hold = True
                     self._queue_again(back, _CLOSED, first=False)
+                    back = None  # (not held: see below)
                     continue
                 if msg.get("id") != task.wire_id:
                     raise WorkerError(f"worker answered job {msg.get('id')!r}, expected {task.wire_id}")
@@ -496,6 +497,9 @@ class Executor:
                     self._retry(task, result.infra_error or "infrastructure failure")
                 else:
                     task.resolve(result)
+                # (not held while this thread waits for the next job: a run's values can be a
+                # few million objects, which the collector would walk again and again)
+                msg = raw = result = task = None  # type: ignore[assignment]
             except Exception as e:  # noqa: BLE001 - a driver must never die with runs in hand
                 if not isinstance(e, WorkerError):
                     log.exception("sandbox driver error")

@@ -59,7 +59,7 @@ import builtins as _builtins  # noqa: E402
     _builtins.list, _builtins.repr, _builtins.set, _builtins.str, _builtins.tuple, _builtins.type,
     _builtins.memoryview, _builtins.compile, _builtins.eval, _builtins.exec, _builtins.getattr,
     _builtins.range, _builtins.object, _builtins.issubclass)
-bytearray = _builtins.bytearray
+bytearray, map = _builtins.bytearray, _builtins.map
 _modules = sys.modules  # (the dict itself: a run that rebinds `sys.modules` does not change it)
 
 Value = list  # a tagged plain-data encoding (see module docstring)
@@ -701,21 +701,55 @@ def _encode_json(value: Any, depth: int, budget: list, active: set) -> str:
         key = _enter(active, value)
         try:
             if t is list or t is tuple:
-                it = list.__iter__(value) if t is list else tuple.__iter__(value)
-                return ('["' + t.__name__ + '",['
-                        + _join([_encode_json(x, depth + 1, budget, active) for x in it]) + "]]")
+                return '["' + t.__name__ + '",[' + _join(_items_json(value, depth + 1, budget, active)) + "]]"
             if t is dict:
-                return '["dict",[' + _join(_in_order([
-                    "[" + _encode_json(k, depth + 1, budget, active) + "," + _encode_json(v, depth + 1, budget, active) + "]"
-                    for k, v in dict.items(value)
-                ], budget)) + "]]"
-            it = set.__iter__(value) if t is set else frozenset.__iter__(value)
-            texts = [_encode_json(x, depth + 1, budget, active) for x in it]
+                keys = _items_json(list(dict.keys(value)), depth + 1, budget, active)
+                values = _items_json(list(dict.values(value)), depth + 1, budget, active)
+                return '["dict",[' + _join(_in_order(list(map(_PAIR_JSON, keys, values)), budget)) + "]]"
+            texts = _items_json(list(value), depth + 1, budget, active)
             texts.sort()  # (the canonical order: by text, compared by C code)
             return '["' + t.__name__ + '",[' + _join(texts) + "]]"
         finally:
             active.discard(key)
     return plain_json(_encode_extra(value, t, depth, budget, active))
+
+
+def _items_json(items: list | tuple, depth: int, budget: list, active: set) -> list:
+    """The JSON texts of a list's or tuple's items (of exact type: iterated by its own C
+    code), at ``depth``, each as `_encode_json` writes it: an int, str or float without a
+    call of its own.
+
+    (A value of 5 MB has a million nodes, and the child writes each value a run returns:
+    a list of 400,000 ints took 0.35 s node by node and 0.25 s so, a set of 100,000
+    3-tuples 0.5 s and 0.35 s, medians on a busy 2-core EPYC.) The items' nodes are
+    counted against the budget together, after them; where the budget or the depth cannot
+    hold them all, node by node as before, so that a value is refused as it was.
+    """
+    n = len(items)
+    if budget[0] < n or depth > _MAX_DEPTH:
+        return [_encode_json(x, depth, budget, active) for x in items]
+    texts: list = []
+    add = texts.append
+    containers = 0
+    for x in items:
+        t = type(x)
+        if t is int:
+            add('["int","' + int.__repr__(x) + '"]')
+        elif t is str:
+            add('["str",' + _quote(x) + "]")
+        elif t is float:
+            add('["float","' + float.hex(x) + '"]')
+        else:
+            containers += 1
+            add(_encode_json(x, depth, budget, active))
+    budget[0] -= len(texts) - containers
+    if budget[0] < 0:
+        _refuse(budget)
+    return texts
+
+
+#: The JSON text of a dict item from the texts of its key and value.
+_PAIR_JSON = "[{},{}]".format
 
 
 def plain_json(x: Any) -> str:
@@ -1176,7 +1210,7 @@ def _float_source(h: str) -> str:
     return repr(f)
 
 
-def to_source(value: Value, build_objects: bool = False) -> str:
+def to_source(value: Value, build_objects: bool = False, check: bool = True) -> str:
     """Render an encoding as a Python literal expression (``eval`` gives back an equal value).
 
     Used to write corrected tests ``assert CALL == LITERAL``. An instance of a program's
@@ -1184,8 +1218,10 @@ def to_source(value: Value, build_objects: bool = False) -> str:
     ``build_objects`` writes it as an expression that builds it (`_built_object`), for a
     test that is stored and run again. Raises ``ValueError`` for an ``unsupported`` value,
     a malformed encoding, or (``build_objects``) an instance of a class defined in a function.
+    ``check=False``: the caller checked ``value`` already (`check_value`).
     """
-    check_value(value)
+    if check:
+        check_value(value)
     return _source(value, build_objects)
 
 
