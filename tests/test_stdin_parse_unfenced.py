@@ -56,3 +56,9 @@ def test_a_heading_s_code_span_sums_a_test_up_and_is_not_its_input():
     """The 0.5B model writes `### Test Case 1: Input `4`` above the whole input (4 being n)."""
     assert parse_io_tests("### Test Case 1: Input `4`\n```\n7\n```") == []
     assert _pairs("### Test 1: Input `4`\nInput:\n4\n3 9 1 4\nOutput:\n8\n") == [("4\n3 9 1 4\n", "8\n")]
+
+
+def test_the_lines_after_a_skipped_python_block_are_read_again():
+    text = "```python\nprint(sum(map(int, input().split())))\n```\nInput:\n1 2\nOutput:\n3\n\n`7`\nOutput:\n7\n"
+    assert [(t.input, t.output, t.reason) for t in parse_io_tests(text)] == [
+        ("1 2\n", "3\n", None), (None, None, "an output without its input")]

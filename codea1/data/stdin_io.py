@@ -345,7 +345,7 @@ def _unfenced_blocks(text: str) -> list[tuple[str | None, list[str], str, bool]]
             continue
         role = _line_label(line) if stripped else None
         span = _CODE_SPAN.fullmatch(stripped) if role is None and not stripped.startswith("#") else None
-        span_role = _line_label(span.group(1)) if span is not None and span.group(1).strip() else None
+        span_role = _line_label(span.group(1)) if span is not None else None  # (a bare span: no label)
         if role in ("input", "output"):
             close()
             label, source = role, [line]
