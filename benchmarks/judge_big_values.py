@@ -136,7 +136,8 @@ def time_kind(judge: Judge, kind: str, repeats: int, profile: bool) -> dict:
         print("\n".join(line for line in out.getvalue().splitlines()[4:] if line.strip()))
     reason, failure = texts(judgement)
     return {"kind": kind, "wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus),
-            "sandbox_cpu_s": statistics.median(sandbox), "walls": walls, "reason_chars": reason, "failure_chars": failure, "digest": digests.pop(),
+            "sandbox_cpu_s": statistics.median(sandbox), "walls": walls, "reason_chars": reason,
+            "failure_chars": failure, "digest": digests.pop(),
             "valid": judgement.code_valid, "code_rewards": judgement.code_rewards}
 
 

@@ -255,6 +255,13 @@ def _label(info: str, before: str, after_input: bool) -> str | None:
     return label
 
 
+def _closes(line: str, fence: str) -> bool:
+    """Whether `line` closes a block its `fence` opened: that character alone, at least as
+    many times (as in Markdown)."""
+    line = line.strip()
+    return line.startswith(fence) and not line.strip(fence[0])
+
+
 def _blocks(text: str) -> list[tuple[str | None, list[str], str, bool]]:
     """The fenced blocks of `text`: (label, body lines, source, closed). As in Markdown, a body
     line loses up to as much leading whitespace as its fence line has (a fence in a list).
@@ -272,8 +279,7 @@ def _blocks(text: str) -> list[tuple[str | None, list[str], str, bool]]:
         fence, info = m.group(1), m.group(2)
         indent = len(lines[i]) - len(lines[i].lstrip(" \t"))
         body, j = [], i + 1
-        while j < len(lines) and not (lines[j].strip().startswith(fence[0] * len(fence))
-                                      and not lines[j].strip().strip(fence[0])):
+        while j < len(lines) and not _closes(lines[j], fence):
             line = lines[j]
             body.append(line[min(indent, len(line) - len(line.lstrip(" \t"))):])
             j += 1
@@ -333,7 +339,7 @@ def _unfenced_blocks(text: str) -> list[tuple[str | None, list[str], str, bool]]
     for line in text.replace("\r\n", "\n").split("\n"):
         stripped = line.strip()
         m = _FENCE.match(line)
-        if fence is not None and stripped.startswith(fence) and not stripped.strip(fence[0]):
+        if fence is not None and _closes(line, fence):
             fence, read = None, True
             close()
             continue
